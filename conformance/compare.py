@@ -59,7 +59,7 @@ def _errors(actual: np.ndarray, expected: np.ndarray) -> tuple[float, float, tup
         rel_err = np.where(abs_err == 0, 0.0, abs_err / np.abs(e))
     differing = np.argwhere(abs_err != 0)
     first = tuple(int(i) for i in differing[0]) if len(differing) else None
-    return float(abs_err.max()), float(np.nan_to_num(rel_err, nan=np.inf).max()), first
+    return float(abs_err.max()), float(np.nan_to_num(rel_err, nan=np.inf, posinf=np.inf).max()), first
 
 
 def assert_output_close(name: str, actual: Any, expected: Any, tolerance: Tolerance | None, against: str) -> None:

@@ -92,6 +92,14 @@ def _select(config: pytest.Config) -> Selection:
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[SELECTION] = _select(config)
     config.addinivalue_line("markers", "conformance: an item generated from a spec case")
+    for message in QUIET_WARNINGS:
+        config.addinivalue_line("filterwarnings", f"ignore:{message}")
+
+
+QUIET_WARNINGS = (
+    "The PyTorch API of MaskedTensors is in prototype stage",  # every MaskedTensor op says so
+    "Sparse invariant checks are implicitly disabled",  # torch's own optimizers build COO tensors
+)
 
 
 SELECTION = pytest.StashKey[Selection]()

@@ -66,7 +66,8 @@ def adagrad_reference(inputs: OptimizerInputs) -> dict[str, np.ndarray]:
         clr = h["lr"] / (1 + (step - 1) * h["lr_decay"])
         state_sum = np.where(mask, state_sum + g * g, state_sum)
         std = np.sqrt(state_sum) + h["eps"]
-        param = np.where(mask, param - clr * g / std, param)
+        with np.errstate(divide="ignore", invalid="ignore"):  # 0/0 off the mask is discarded
+            param = np.where(mask, param - clr * g / std, param)
         std_values = std[mask] if not sparse else std[tuple(_coalesced_indices(grad))]
     return {"param": param, "state_sum": state_sum, "step": np.float64(inputs.steps), "std": std_values}
 

@@ -99,6 +99,7 @@ def pytest_configure(config: pytest.Config) -> None:
 QUIET_WARNINGS = (
     "The PyTorch API of MaskedTensors is in prototype stage",  # every MaskedTensor op says so
     "Sparse invariant checks are implicitly disabled",  # torch's own optimizers build COO tensors
+    "It is not recommended to create a MaskedTensor with a tensor that requires_grad",  # MaskedTensor's autograd
 )
 
 
@@ -136,7 +137,7 @@ class SpecFile(pytest.File):
 
     def _items(self, case: Case, selection: Selection):
         for backend in selection.backends.values():
-            if not backend.implements(case.op.name) and not getattr(backend, "lists_unimplemented_ops", True):
+            if not backend.implements(case.op.name) and not backend.lists_unimplemented_ops:
                 continue
             if case.backends is not None and backend.name not in case.backends:
                 continue
@@ -186,9 +187,12 @@ class CaseItem(pytest.Item):
         self.record.update(ctx.record)
 
     def repr_failure(self, excinfo, style=None):
+        where = f"{self.case.spec_path}:{self.case.line}: {self.name}"
         if excinfo.errisinstance(Mismatch):
-            return f"{self.case.spec_path}:{self.case.line}: {self.name}\n{excinfo.value}"
-        return super().repr_failure(excinfo, style="short")
+            return f"{where}\n{excinfo.value}"
+        excinfo.traceback = excinfo.traceback.filter(
+            lambda entry: not any(part in str(entry.path) for part in ("/_pytest/", "/pluggy/")))
+        return f"{where}\n{super().repr_failure(excinfo, style='short')}"
 
     def reportinfo(self):
         return self.path, self.case.line - 1, f"{self.case.id}[{self.backend.name}-{self.device}-{self.dtype}]"

@@ -45,6 +45,7 @@ class Backend:
     name: str = ""
     description: str = ""
     devices: tuple[str, ...] | None = None
+    lists_unimplemented_ops: bool = True  # items for ops it lacks, reported unsupported
 
     def __init__(self, runners: Mapping[str, Runner] | None = None):
         self.runners: dict[str, Runner] = dict(runners or {})

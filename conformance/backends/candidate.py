@@ -50,7 +50,12 @@ def load_object(target: str) -> Any:
 
 
 class CandidateBackend(Backend):
-    """Runs user-supplied implementations, one per op, through each op's candidate contract."""
+    """Runs user-supplied implementations, one per op, through each op's candidate contract.
+
+    Unlike the built-in backends it gets items only for the ops it was given.
+    """
+
+    lists_unimplemented_ops = False
 
     def __init__(self, name: str, candidates: dict[str, Any], description: str = ""):
         self.name = name

@@ -22,6 +22,9 @@ from conformance.tensors import DTYPES
 
 SPEC_SUFFIXES = (".yaml", ".yml")
 
+# generated (Hypothesis) cases: their options, profiles and the specs::generated collector
+pytest_plugins = ("conformance.generated_plugin",)
+
 
 def _split(values: list[str] | None) -> list[str]:
     return [part.strip() for value in values or [] for part in value.split(",") if part.strip()]

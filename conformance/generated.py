@@ -1,0 +1,565 @@
+"""Generated differential cases: properties checked on Hypothesis-drawn inputs.
+
+A :class:`Property` names an op, a strategy of that op's decoded inputs (see
+:mod:`conformance.strategies`) and a check that runs a backend through the same
+``backend.run`` / ``check_invariants`` / ``compare_outputs`` code as the spec cases.
+:func:`run_property` searches one property on one backend, device and dtype and returns a
+:class:`PropertyResult`: passed, failed or error (with the shrunk counterexample), unsupported,
+or passed-with-known-divergences (the caller reports those as xfail).
+
+Tolerances (:func:`tolerances`) scale with the work done: with the dtype's unit roundoff, the
+number of steps and duplicates, and the magnitudes involved. An output outside them is checked
+against a model of *stock torch in that dtype* (:mod:`conformance.lowprec`); when it matches the
+model it is a known divergence of torch (half-precision accumulation, float16 eps/g**2
+underflow), recorded with its reason -- never a silent pass and never a failure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from hypothesis import strategies as st
+
+from conformance import lowprec, strategies
+from conformance.backends.base import Backend, RunContext, Unsupported
+from conformance.compare import Mismatch, Tolerance, compare_outputs, default_tolerance
+from conformance.ops import OPS, Op
+from conformance.ops.coalesce import coalesce_reference
+from conformance.ops.masked_mean import MaskedMeanInputs
+from conformance.ops.optimizer_steps import OptimizerInputs, dense_grad_and_mask
+from conformance.tensors import CooArray, quantize, to_numpy, torch_dtype
+
+# ---------------------------------------------------------------- tolerances
+
+UNIT_ROUNDOFF = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24, "float64": 2.0**-53}
+# torch computes float16/bfloat16 arithmetic in float32 ("opmath") and rounds once at the end
+ACCUMULATION_ROUNDOFF = {"float16": 2.0**-24, "bfloat16": 2.0**-24, "float32": 2.0**-24, "float64": 2.0**-53}
+
+
+def _tol(dtype: str, rtol: float, atol: float) -> Tolerance:
+    floor = default_tolerance(torch_dtype(dtype))
+    return Tolerance(max(floor.rtol, rtol), max(floor.atol, atol))
+
+
+def _finite_abs_max(array) -> float:
+    array = np.abs(np.asarray(array, dtype=np.float64))
+    array = array[np.isfinite(array)]
+    return float(array.max()) if array.size else 0.0
+
+
+def _duplicate_stats(coo: CooArray) -> tuple[int, float]:
+    """(most entries at one index, largest sum of |values| at one index)."""
+    if coo.indices.shape[1] == 0:
+        return 1, 0.0
+    _, inverse, counts = np.unique(coo.indices.T, axis=0, return_inverse=True, return_counts=True)
+    sums = np.zeros((len(counts), *coo.values.shape[1:]))
+    np.add.at(sums, inverse.reshape(-1), np.abs(coo.values))
+    return int(counts.max()), _finite_abs_max(sums)
+
+
+def _sparse_grads(inputs: OptimizerInputs) -> list[CooArray]:
+    return [g for g in inputs.grads if isinstance(g, CooArray)]
+
+
+def presummed(inputs: OptimizerInputs, dtype: str) -> OptimizerInputs:
+    """The same trajectory with each gradient's duplicates summed as a correct implementation in
+    ``dtype`` may sum them (sequentially, in the accumulation precision, rounded to ``dtype``)."""
+    grads = [lowprec.coalesce_sequential(g, "float64" if dtype == "float64" else "float32", round_to=dtype)
+             if isinstance(g, CooArray) else g for g in inputs.grads]
+    return OptimizerInputs(inputs.param, grads, inputs.hyperparameters)
+
+
+def _sensitivity(op: Op, inputs: OptimizerInputs, dtype: str, reference: dict) -> dict[str, float]:
+    """How much the reference moves when duplicate sums are rounded as ``dtype`` rounds them."""
+    if not any(_duplicate_stats(g)[0] > 1 for g in _sparse_grads(inputs)):
+        return {}
+    other = op.reference(presummed(inputs, dtype))
+    result = {}
+    for name, value in reference.items():
+        a, b = np.asarray(value, dtype=np.float64), np.asarray(other.get(name), dtype=np.float64)
+        if a.shape != b.shape or not a.size:
+            continue
+        with np.errstate(invalid="ignore"):
+            diff = np.abs(a - b)
+        diff = diff[np.isfinite(diff)]
+        result[name] = float(diff.max()) if diff.size else 0.0
+    return result
+
+
+def _trajectory_scale(op: Op, inputs: OptimizerInputs) -> tuple[float, float]:
+    """(largest |param| along the reference trajectory, largest single-step |update|)."""
+    param = inputs.param
+    biggest, update = _finite_abs_max(param), 0.0
+    for steps in range(1, inputs.steps + 1):
+        try:
+            new = op.reference(OptimizerInputs(inputs.param, inputs.grads[:steps], inputs.hyperparameters))["param"]
+        except Exception:
+            break
+        biggest = max(biggest, _finite_abs_max(new))
+        with np.errstate(invalid="ignore"):
+            update = max(update, _finite_abs_max(np.asarray(new) - np.asarray(param)))
+        param = new
+    return biggest, update
+
+
+def tolerances(op: Op, inputs: Any, dtype: str, reference: dict | None = None) -> dict[str, Tolerance | None]:
+    """Per-output tolerance for comparing a ``dtype`` backend with the float64 reference.
+
+    None means exact (indices, nnz, size). The bounds are the usual ones for the arithmetic
+    a correct implementation does in ``dtype`` (storage roundoff ``u``; sums accumulated in
+    float32 for half dtypes), times a small safety factor.
+    """
+    u, acc = UNIT_ROUNDOFF[dtype], ACCUMULATION_ROUNDOFF[dtype]
+    exact = {name: None for name in op.exact_outputs}
+    if op.name == "coalesce":
+        k, biggest_sum = _duplicate_stats(inputs)
+        return {**exact, "values": _tol(dtype, 2 * u, 2 * k * acc * biggest_sum)}
+    if op.name == "masked_mean":
+        valid = inputs.values[inputs.mask]
+        total = float(np.abs(valid[np.isfinite(valid)]).sum()) if valid.size else 0.0
+        return {"value": _tol(dtype, 4 * u, 2 * acc * total + 2 * u * _finite_abs_max(valid)),
+                "grad": _tol(dtype, 2 * u, 0.0)}
+    # optimizers
+    steps = max(1, inputs.steps)
+    reference = reference if reference is not None else op.reference(inputs)
+    sens = _sensitivity(op, inputs, dtype, reference)
+    biggest, update = _trajectory_scale(op, inputs)
+    grads = [dense_grad_and_mask(g, inputs.param.shape)[0] for g in inputs.grads]
+    g_max = max((_finite_abs_max(g) for g in grads), default=0.0)
+    growth = 4 * u * (steps + 1)
+    result = {
+        "param": _tol(dtype, growth, 4 * u * steps * (biggest + (steps + 4) * update) + 2 * sens.get("param", 0.0)),
+        "step": _tol(dtype, 0.0, 0.0),
+    }
+    if op.name == "adagrad":
+        eps = inputs.hyperparameters.get("eps", 1e-10)
+        init = inputs.hyperparameters.get("initial_accumulator_value", 0.0)
+        result["state_sum"] = _tol(dtype, growth, u * init + 2 * sens.get("state_sum", 0.0))
+        result["std"] = _tol(dtype, growth, u * eps + 2 * sens.get("std", 0.0))
+    else:
+        result["exp_avg"] = _tol(dtype, growth, 4 * u * steps * g_max + 2 * sens.get("exp_avg", 0.0))
+        result["exp_avg_sq"] = _tol(dtype, growth, 4 * u * steps * g_max**2 + 2 * sens.get("exp_avg_sq", 0.0))
+    return result
+
+
+def widest(tols: dict[str, Tolerance | None]) -> Tolerance:
+    """One tolerance covering every output (what a spec case's single ``tolerance`` can say)."""
+    values = [t for t in tols.values() if t is not None]
+    return Tolerance(max((t.rtol for t in values), default=0.0), max((t.atol for t in values), default=0.0))
+
+
+# ---------------------------------------------------------------- outcomes of one example
+
+class DivergenceObserved(Exception):
+    """An example on which the backend matched stock torch's documented low-precision behaviour
+    (see :mod:`conformance.lowprec`) but not the float64 reference."""
+
+    def __init__(self, divergence: lowprec.Divergence, detail: str):
+        super().__init__(f"{divergence.reason} ({detail})")
+        self.divergence = divergence
+        self.detail = detail
+
+
+class _UnsupportedAbort(BaseException):
+    """Stops a Hypothesis run at once (Hypothesis does not catch BaseException subclasses)."""
+
+    def __init__(self, exc: Unsupported):
+        super().__init__(str(exc))
+        self.exc = exc
+
+
+@dataclass
+class Trial:
+    """One property on one backend, device and dtype: runs the backend and compares outputs."""
+
+    op: Op
+    backend: Backend
+    device: str
+    dtype: str
+
+    def run(self, inputs: Any) -> dict[str, Any]:
+        return self.backend.run(self.op.name, inputs, RunContext(self.device, torch_dtype(self.dtype)))
+
+    def reference(self, inputs: Any) -> dict[str, Any]:
+        return self.op.reference(inputs)
+
+    def compare(self, outputs: dict, expected: dict, tols: dict, inputs: Any, against: str,
+                model: Callable[[], dict] | None = None) -> None:
+        """compare_outputs; on a Mismatch, ask whether stock torch's low-precision behaviour
+        explains it (``model`` gives torch's result in this dtype) before failing."""
+        try:
+            compare_outputs(outputs, expected, tols, against=against)
+        except Mismatch as mismatch:
+            divergence = lowprec.explain(self.op.name, inputs, self.dtype)
+            if divergence is None or self.backend.name == "reference":
+                raise
+            modelled = model() if model is not None else lowprec.emulate(self.op.name, inputs, self.dtype)
+            try:
+                compare_outputs(outputs, {k: v for k, v in modelled.items() if k in expected}, tols,
+                                against=f"stock torch's {self.dtype} arithmetic")
+            except Mismatch:
+                raise mismatch from None
+            raise DivergenceObserved(divergence, str(mismatch).splitlines()[0]) from None
+
+
+# ---------------------------------------------------------------- bit-level helpers
+
+def _same_bits(a, b) -> np.ndarray:
+    """Elementwise: identical float64 bits, or both NaN."""
+    a = np.ascontiguousarray(np.asarray(a, dtype=np.float64))
+    b = np.ascontiguousarray(np.asarray(b, dtype=np.float64))
+    return (a.view(np.uint64) == b.view(np.uint64)) | (np.isnan(a) & np.isnan(b))
+
+
+def _first_index(flags: np.ndarray) -> tuple[int, ...]:
+    return tuple(int(i) for i in np.argwhere(flags)[0])
+
+
+def assert_bits_equal(name: str, actual, expected, where: np.ndarray | None, against: str) -> None:
+    actual, expected = to_numpy(actual), to_numpy(expected)
+    if actual.shape != expected.shape:
+        raise Mismatch(f"{name}: shape {list(actual.shape)} differs from {against}'s {list(expected.shape)}")
+    differs = ~_same_bits(actual, expected)
+    if where is not None:
+        differs &= where
+    if differs.any():
+        index = _first_index(differs)
+        raise Mismatch(f"{name} is not bit-for-bit equal to {against}: {int(differs.sum())} entries differ, "
+                       f"first at index {index}: {float(actual[index])!r} vs {float(expected[index])!r}")
+
+
+def specified_mask(grad: CooArray | np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    return dense_grad_and_mask(grad, shape)[1]
+
+
+# ---------------------------------------------------------------- properties
+
+@dataclass(frozen=True)
+class Property:
+    """A generated check: ``check(trial, example)`` raises Mismatch when the backend is wrong."""
+
+    op: str
+    name: str
+    summary: str
+    strategy: Callable[[str], st.SearchStrategy]
+    check: Callable[[Trial, Any], None]
+    skip_backends: tuple[str, ...] = ()
+    to_cases: Callable[[Any], list[tuple[str, Any]]] = field(default=lambda example: [("", example)])
+
+    @property
+    def id(self) -> str:
+        return f"{self.op}-{self.name}"
+
+
+def check_agrees_with_reference(trial: Trial, inputs: Any) -> None:
+    outputs = trial.run(inputs)
+    trial.op.check_invariants(outputs, inputs)
+    reference = trial.reference(inputs)
+    trial.compare(outputs, reference, tolerances(trial.op, inputs, trial.dtype, reference), inputs,
+                  against="the NumPy reference")
+
+
+# coalesce
+
+def check_coalesce_idempotent(trial: Trial, coo: CooArray) -> None:
+    once = trial.run(coo)
+    indices = to_numpy(once["indices"])
+    if indices.ndim != 2:
+        raise Mismatch(f"coalesce returned indices of shape {list(indices.shape)}")
+    twice = trial.run(CooArray(indices.astype(np.int64), to_numpy(once["values"]).astype(np.float64), coo.size))
+    if not np.array_equal(to_numpy(twice["indices"]), indices):
+        raise Mismatch(f"coalesce(coalesce(x)) changed the indices:\n  once  {indices.tolist()}\n"
+                       f"  twice {to_numpy(twice['indices']).tolist()}")
+    assert_bits_equal("values", twice["values"], once["values"], None, against="coalesce(x)")
+    if twice.get("is_coalesced") is False:
+        raise Mismatch("coalesce(coalesce(x)).is_coalesced() is False")
+
+
+def _dense_sum(coo: CooArray) -> np.ndarray:
+    dense = np.zeros(coo.size, dtype=np.float64)
+    np.add.at(dense, tuple(coo.indices), coo.values)
+    return dense
+
+
+def check_coalesce_dense_sum(trial: Trial, coo: CooArray) -> None:
+    outputs = trial.run(coo)
+    trial.op.check_invariants(outputs, coo)  # sorted, unique, is_coalesced
+    indices = to_numpy(outputs["indices"]).astype(np.int64)
+    result = CooArray(indices.reshape(coo.sparse_dim, -1), to_numpy(outputs["values"]).astype(np.float64), coo.size)
+    tols = {"dense": tolerances(trial.op, coo, trial.dtype)["values"]}
+
+    def model():
+        emulated = lowprec.emulate("coalesce", coo, trial.dtype)
+        return {"dense": _dense_sum(CooArray(emulated["indices"], emulated["values"], coo.size))}
+
+    trial.compare({"dense": _dense_sum(result)}, {"dense": _dense_sum(coo)}, tols, coo,
+                  against="the dense sum of the input's entries", model=model)
+
+
+# optimizers
+
+OPTIMIZER_STATE = {"adagrad": ("param", "state_sum"), "sparse_adam": ("param", "exp_avg", "exp_avg_sq")}
+
+
+def _initial_state(op: str, inputs: OptimizerInputs, dtype: str) -> dict[str, np.ndarray]:
+    if op == "adagrad":
+        init = inputs.hyperparameters.get("initial_accumulator_value", 0.0)
+        return {"param": inputs.param, "state_sum": quantize(np.full(inputs.param.shape, init), torch_dtype(dtype))}
+    return {"param": inputs.param, "exp_avg": np.zeros(inputs.param.shape), "exp_avg_sq": np.zeros(inputs.param.shape)}
+
+
+def check_unspecified_unchanged(trial: Trial, inputs: OptimizerInputs) -> None:
+    """Step by step (running each prefix of the trajectory): entries a step's gradient does not
+    specify keep the parameter's and the state's exact bits through that step."""
+    previous = _initial_state(trial.op.name, inputs, trial.dtype)
+    for step in range(1, inputs.steps + 1):
+        outputs = trial.run(OptimizerInputs(inputs.param, inputs.grads[:step], inputs.hyperparameters))
+        untouched = ~specified_mask(inputs.grads[step - 1], inputs.param.shape)
+        for name in OPTIMIZER_STATE[trial.op.name]:
+            if name not in outputs:
+                raise Mismatch(f"the backend did not produce {name}")
+            assert_bits_equal(f"{name} after step {step}", outputs[name], previous[name], untouched,
+                              against=f"its value before step {step} at entries step {step}'s gradient does not specify")
+        previous = {name: to_numpy(outputs[name]) for name in OPTIMIZER_STATE[trial.op.name]}
+
+
+def densified(inputs: OptimizerInputs, dtype: str) -> OptimizerInputs:
+    """The same trajectory with every sparse gradient summed (float64, rounded once) into a dense one."""
+    grads = [quantize(dense_grad_and_mask(g, inputs.param.shape)[0], torch_dtype(dtype)) if isinstance(g, CooArray)
+             else g for g in inputs.grads]
+    return OptimizerInputs(inputs.param, grads, inputs.hyperparameters)
+
+
+def check_adagrad_sparse_equals_dense(trial: Trial, inputs: OptimizerInputs) -> None:
+    """Adagrad on sparse gradients equals dense Adagrad (the same backend, each sparse gradient
+    densified) at every entry some step specifies."""
+    sparse_out = trial.run(inputs)
+    dense_inputs = densified(inputs, trial.dtype)
+    dense_out = trial.run(dense_inputs)
+    touched = np.zeros(inputs.param.shape, dtype=bool)
+    for grad in inputs.grads:
+        touched |= specified_mask(grad, inputs.param.shape)
+    names = ("param", "state_sum")
+    pick = {name: to_numpy(sparse_out[name])[touched] for name in names}
+    want = {name: to_numpy(dense_out[name])[touched] for name in names}
+    tols = tolerances(trial.op, inputs, trial.dtype)
+
+    def model():
+        emulated = lowprec.emulate("adagrad", inputs, trial.dtype)
+        dense_emulated = lowprec.emulate("adagrad", dense_inputs, trial.dtype)
+        # both runs must match stock torch's float16/bfloat16 arithmetic for the divergence to apply
+        compare_outputs({n: want[n] for n in names}, {n: dense_emulated[n][touched] for n in names}, tols,
+                        against="dense Adagrad in stock torch's arithmetic")
+        return {n: emulated[n][touched] for n in names}
+
+    trial.compare(pick, want, tols, inputs, against="dense Adagrad on the densified gradients (same backend)",
+                  model=model)
+
+
+def check_rejects_invalid(trial: Trial, inputs: Any) -> None:
+    """The backend raises the documented error (the reference's exception type and message)."""
+    try:
+        trial.reference(inputs)
+    except Exception as expected:
+        wanted_type, wanted_message = type(expected).__name__, str(expected)
+    else:
+        raise RuntimeError(f"harness: the strategy drew inputs the reference accepts: {inputs!r}")
+    try:
+        trial.run(inputs)
+    except Unsupported:
+        raise
+    except Exception as exc:
+        if not any(cls.__name__ == wanted_type for cls in type(exc).__mro__):
+            raise Mismatch(f"expected {wanted_type}({wanted_message!r}), but {type(exc).__name__} was raised: "
+                           f"{exc}") from exc
+        if str(exc) != wanted_message:
+            raise Mismatch(f"expected {wanted_type}({wanted_message!r}), but the message was {str(exc)!r}") from exc
+        return
+    raise Mismatch(f"expected {wanted_type}({wanted_message!r}), but nothing was raised")
+
+
+# masked_mean
+
+@st.composite
+def _masked_pairs(draw, dtype: str):
+    inputs = draw(strategies.masked_mean_inputs(dtype))
+    fill = draw(st.sampled_from(["zero", "nan", "inf", "-inf", "huge", "other"]))
+    values = inputs.values.copy()
+    invalid = ~inputs.mask
+    big = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38,
+           "float64": 1.7976931348623157e308}[dtype]
+    fills = {"zero": 0.0, "nan": math.nan, "inf": math.inf, "-inf": -math.inf, "huge": big}
+    if fill == "other":
+        count = int(invalid.sum())
+        values[invalid] = draw(st.lists(strategies.representable_floats(dtype), min_size=count, max_size=count))
+    else:
+        values[invalid] = fills[fill]
+    return inputs, MaskedMeanInputs(values, inputs.mask.copy())
+
+
+def check_masked_mean_ignores_masked_out(trial: Trial, pair) -> None:
+    first, second = pair
+    a, b = trial.run(first), trial.run(second)
+    for name in ("value", "grad"):
+        assert_bits_equal(name, b[name], a[name], None,
+                          against="the same inputs with other values (NaN/inf included) under the mask")
+
+
+def check_masked_mean_grad_zero_outside_mask(trial: Trial, inputs: MaskedMeanInputs) -> None:
+    grad = to_numpy(trial.run(inputs)["grad"])
+    if grad.shape != inputs.mask.shape:
+        raise Mismatch(f"grad has shape {list(grad.shape)}, values have shape {list(inputs.mask.shape)}")
+    outside = ~inputs.mask & ~(grad == 0)
+    if outside.any():
+        index = _first_index(outside)
+        raise Mismatch(f"grad is not zero outside the mask: {int(outside.sum())} entries, first at index {index}: "
+                       f"{float(grad[index])!r}")
+
+
+def _pair_cases(pair):
+    return [("masked-out-a", pair[0]), ("masked-out-b", pair[1])]
+
+
+def _idempotent_cases(coo: CooArray):
+    once = coalesce_reference(coo)
+    return [("", coo), ("second-pass", CooArray(once["indices"], once["values"], coo.size))]
+
+
+def _dense_cases(dtype: str):
+    return lambda inputs: [("sparse", inputs), ("densified", densified(inputs, dtype))]
+
+
+PROPERTIES: list[Property] = [
+    Property("coalesce", "agrees-with-reference",
+             "coalesce matches the NumPy reference (indices exact, values within a tolerance for the dtype)",
+             lambda dtype: strategies.coo_arrays(dtype), check_agrees_with_reference, skip_backends=("reference",)),
+    Property("coalesce", "idempotent", "coalesce(coalesce(x)) is bit-for-bit coalesce(x)",
+             lambda dtype: strategies.coo_arrays(dtype), check_coalesce_idempotent, to_cases=_idempotent_cases),
+    Property("coalesce", "sorted-dense-sum",
+             "coalesce's indices are sorted and unique, and its entries sum to the dense sum of the input",
+             lambda dtype: strategies.coo_arrays(dtype), check_coalesce_dense_sum),
+    Property("adagrad", "agrees-with-reference", "Adagrad trajectories match the NumPy reference",
+             lambda dtype: strategies.optimizer_inputs("adagrad", dtype), check_agrees_with_reference,
+             skip_backends=("reference",)),
+    Property("adagrad", "sparse-equals-dense",
+             "Adagrad on sparse gradients equals dense Adagrad at every entry the gradients specify",
+             lambda dtype: strategies.optimizer_inputs("adagrad", dtype), check_adagrad_sparse_equals_dense),
+    Property("adagrad", "unspecified-unchanged",
+             "entries a step's gradient does not specify keep param and state_sum bit-for-bit",
+             lambda dtype: strategies.optimizer_inputs("adagrad", dtype), check_unspecified_unchanged),
+    Property("adagrad", "rejects-invalid",
+             "invalid hyperparameters and weight_decay with sparse gradients raise torch's documented errors",
+             lambda dtype: strategies.invalid_optimizer_inputs("adagrad", dtype), check_rejects_invalid),
+    Property("sparse_adam", "agrees-with-reference", "SparseAdam trajectories match the NumPy reference",
+             lambda dtype: strategies.optimizer_inputs("sparse_adam", dtype), check_agrees_with_reference,
+             skip_backends=("reference",)),
+    Property("sparse_adam", "unspecified-unchanged",
+             "entries a step's gradient does not specify keep param, exp_avg and exp_avg_sq bit-for-bit",
+             lambda dtype: strategies.optimizer_inputs("sparse_adam", dtype), check_unspecified_unchanged),
+    Property("sparse_adam", "rejects-invalid",
+             "invalid hyperparameters and dense gradients raise torch's documented errors",
+             lambda dtype: strategies.invalid_optimizer_inputs("sparse_adam", dtype), check_rejects_invalid),
+    Property("masked_mean", "agrees-with-reference", "masked mean and its gradient match the NumPy reference",
+             lambda dtype: strategies.masked_mean_inputs(dtype), check_agrees_with_reference,
+             skip_backends=("reference",)),
+    Property("masked_mean", "ignores-masked-out",
+             "values under the mask (NaN and inf included) change neither the value nor the gradient",
+             _masked_pairs, check_masked_mean_ignores_masked_out, to_cases=_pair_cases),
+    Property("masked_mean", "grad-zero-outside-mask", "the gradient is exactly zero wherever the mask is False",
+             lambda dtype: strategies.masked_mean_inputs(dtype), check_masked_mean_grad_zero_outside_mask),
+]
+PROPERTIES_BY_ID = {prop.id: prop for prop in PROPERTIES}
+
+
+def cases_of(prop: Property, example: Any, dtype: str) -> list[tuple[str, Any]]:
+    """The op inputs an example stands for (two for the pairwise properties)."""
+    if prop.id == "adagrad-sparse-equals-dense":
+        return _dense_cases(dtype)(example)
+    return prop.to_cases(example)
+
+
+# ---------------------------------------------------------------- searching
+
+@dataclass
+class PropertyResult:
+    examples: int = 0
+    divergences: Counter = field(default_factory=Counter)
+    divergence_details: dict = field(default_factory=dict)
+    unsupported: Unsupported | None = None
+    failure: BaseException | None = None
+    failing_example: Any = None
+    seed: int | None = None
+
+    @property
+    def outcome(self) -> str:
+        if self.unsupported is not None:
+            return "unsupported"
+        if self.failure is not None:
+            return "failed" if isinstance(self.failure, Mismatch) else "error"
+        return "xfail" if self.divergences else "passed"
+
+
+def derive_seed(base_seed: int, prop: Property, dtype: str) -> int:
+    """Per-item seed: the same for every backend and device, so all of them see the same examples."""
+    digest = hashlib.sha256(f"{base_seed}:{prop.id}:{dtype}".encode()).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, settings, base_seed: int,
+                 database_key: str | None = None) -> PropertyResult:
+    """Search ``prop`` on one backend/device/dtype with Hypothesis under ``settings``."""
+    from hypothesis import given
+
+    result = PropertyResult(seed=base_seed)
+    trial = Trial(OPS[prop.op], backend, device, dtype)
+
+    def generated_case(example):
+        result.examples += 1
+        try:
+            prop.check(trial, example)
+        except DivergenceObserved as hit:
+            result.divergences[hit.divergence.key] += 1
+            result.divergence_details.setdefault(hit.divergence.key, (hit.divergence, hit.detail, example))
+        except Unsupported as exc:
+            raise _UnsupportedAbort(exc) from None
+        except BaseException as exc:
+            result.failing_example = example
+            raise
+
+    generated_case._hypothesis_internal_add_digest = (database_key or prop.id).encode()
+    # a seed without the public @seed decorator, which would also switch the example database off
+    generated_case._hypothesis_internal_use_seed = derive_seed(base_seed, prop, dtype)
+    test = settings(given(prop.strategy(dtype))(generated_case))
+    if getattr(test, "_hypothesis_internal_use_seed", None) is None:  # another Hypothesis version
+        from hypothesis import seed
+
+        test = seed(derive_seed(base_seed, prop, dtype))(test)
+    try:
+        test()
+    except _UnsupportedAbort as abort:
+        result.unsupported = abort.exc
+    except BaseException as exc:
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        result.failure = exc
+    return result
+
+
+def describe_divergences(result: PropertyResult) -> str:
+    parts = []
+    for key, count in result.divergences.items():
+        divergence, detail, _ = result.divergence_details[key]
+        link = f" ({divergence.link})" if divergence.link else ""
+        parts.append(f"{divergence.reason}{link} -- on {count} of {result.examples} examples; e.g. {detail}")
+    return "; ".join(parts)
+
+
+def safe_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")

@@ -1,0 +1,278 @@
+"""pytest side of the generated cases: options, Hypothesis profiles, and a ``generated``
+collector under ``specs/`` with one item per property x backend x device x dtype.
+
+Item ids read ``specs::generated::adagrad-agrees-with-reference[coo-cpu-float32]``; select them
+with ``-k generated`` (or deselect with ``-k 'not generated'`` / ``--conformance-examples 0``).
+Outcomes are the suite's: passed, failed (a Mismatch on a shrunk example, written to
+``reports/counterexamples/``), error, unsupported (the backend raised Unsupported), xfail
+(only known divergences of stock torch were seen; the reason says which and how often).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance import outcomes
+from conformance.backends.base import Backend
+from conformance.compare import Mismatch
+from conformance.devices import unavailable_reason
+from conformance.generated import PROPERTIES, Property, describe_divergences, run_property
+from conformance.strategies import FLOAT_DTYPES
+
+PROFILES = {
+    # CI: deterministic (fixed seed, no example database), bounded, no deadline flakiness
+    "ci": {"examples": 8, "database": False,
+           "phases": ("explicit", "generate", "shrink")},
+    # nightly: many examples, a fresh seed each run, failures kept in the example database
+    "thorough": {"examples": 300, "database": True,
+                 "phases": ("explicit", "reuse", "generate", "target", "shrink")},
+}
+DEFAULT_PROFILE = "ci"
+DEFAULT_SEED = 0
+
+
+class GeneratedCaseError(Exception):
+    """A backend raised (not a Mismatch) on a generated example: the outcome ``error``."""
+
+
+@dataclass
+class GeneratedConfig:
+    profile: str
+    examples: int
+    seed: int
+    seed_given: bool
+    counterexamples: Path
+    database: Path | None
+    impl_targets: dict[str, str]
+
+    def hypothesis_settings(self):
+        from hypothesis import HealthCheck, Phase, settings
+        from hypothesis.database import DirectoryBasedExampleDatabase
+
+        profile = PROFILES[self.profile]
+        return settings(
+            max_examples=self.examples,
+            deadline=None,
+            derandomize=False,
+            database=DirectoryBasedExampleDatabase(str(self.database)) if self.database else None,
+            phases=[getattr(Phase, name) for name in profile["phases"]],
+            suppress_health_check=list(HealthCheck),
+            report_multiple_bugs=False,
+            print_blob=False,
+        )
+
+    def replay_command(self, nodeid: str) -> str:
+        parts = [f"python -m pytest '{nodeid}'", f"--conformance-seed {self.seed}"]
+        if self.profile != DEFAULT_PROFILE:
+            parts.append(f"--conformance-hypothesis-profile {self.profile}")
+        if self.examples != PROFILES[self.profile]["examples"]:
+            parts.append(f"--conformance-examples {self.examples}")
+        parts += [f"--conformance-impl {op}={target}" for op, target in self.impl_targets.items()]
+        return " ".join(parts)
+
+
+GENERATED = pytest.StashKey[GeneratedConfig]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("conformance")
+    group.addoption("--conformance-examples", type=int, metavar="N",
+                    help="Hypothesis examples per generated item (property x backend x device x dtype); "
+                         "0 leaves the generated items out. Default: the profile's "
+                         "(" + ", ".join(f"{k}: {v['examples']}" for k, v in PROFILES.items()) + ").")
+    group.addoption("--conformance-hypothesis-profile", choices=sorted(PROFILES), metavar="PROFILE",
+                    help="ci (default: fixed seed, no example database) or thorough (nightly: many examples, "
+                         "a fresh seed, example database under reports/hypothesis/). "
+                         "Also read from CONFORMANCE_HYPOTHESIS_PROFILE or HYPOTHESIS_PROFILE.")
+    group.addoption("--conformance-seed", type=int, metavar="SEED",
+                    help="base seed of the generated cases (printed with every failure, to replay it). "
+                         f"Default: {DEFAULT_SEED} for ci, a fresh one for thorough.")
+    group.addoption("--conformance-counterexamples", metavar="DIR",
+                    help="where shrunk counterexamples are written (default: reports/counterexamples)")
+
+
+def _profile(config: pytest.Config) -> str:
+    chosen = config.getoption("conformance_hypothesis_profile")
+    if chosen:
+        return chosen
+    for variable in ("CONFORMANCE_HYPOTHESIS_PROFILE", "HYPOTHESIS_PROFILE"):
+        value = os.environ.get(variable, "").strip()
+        if value.startswith("conformance-"):
+            value = value[len("conformance-"):]
+        if value in PROFILES:
+            return value
+        if value and variable == "CONFORMANCE_HYPOTHESIS_PROFILE":
+            raise pytest.UsageError(f"{variable}={value!r}: known profiles are {', '.join(PROFILES)}")
+    return DEFAULT_PROFILE
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    profile = _profile(config)
+    examples = config.getoption("conformance_examples")
+    if examples is None:
+        examples = PROFILES[profile]["examples"]
+    if examples < 0:
+        raise pytest.UsageError("--conformance-examples must be >= 0")
+    seed = config.getoption("conformance_seed")
+    seed_given = seed is not None
+    if seed is None:
+        seed = DEFAULT_SEED if profile == "ci" else random.SystemRandom().randrange(2**32)
+    reports = config.rootpath / "reports"
+    directory = config.getoption("conformance_counterexamples")
+    counterexamples = Path(directory) if directory else reports / "counterexamples"
+    if not counterexamples.is_absolute():
+        counterexamples = config.rootpath / counterexamples
+    # keep Hypothesis' own files (.hypothesis/) out of the repository root
+    os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(reports / "hypothesis"))
+    database = reports / "hypothesis" / "examples" if PROFILES[profile]["database"] else None
+    impl_targets = {}
+    for value in config.getoption("conformance_impl") or []:
+        op, _, target = value.partition("=")
+        impl_targets[op.strip()] = target.strip()
+    config.addinivalue_line("markers", "generated: a generated (Hypothesis) conformance item")
+    config.stash[GENERATED] = GeneratedConfig(profile, examples, seed, seed_given, counterexamples, database,
+                                              impl_targets)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    gen = config.stash.get(GENERATED, None)
+    if gen is None:
+        return None
+    if gen.examples == 0:
+        return "conformance generated cases: off (--conformance-examples 0)"
+    return (f"conformance generated cases: profile {gen.profile}, {gen.examples} examples per item, "
+            f"seed {gen.seed} (replay with --conformance-seed {gen.seed})")
+
+
+def _is_specs_root(path: Path) -> bool:
+    return path.name == "specs" and not any(parent.name == "specs" for parent in path.parents)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collect_directory(path: Path, parent: pytest.Collector):
+    if _is_specs_root(path) and not (path / "__init__.py").exists():
+        return SpecsDir.from_parent(parent, path=path)
+    return None
+
+
+class SpecsDir(pytest.Dir):
+    """The ``specs`` directory: its spec files, then the ``generated`` collector."""
+
+    def collect(self):
+        yield from super().collect()
+        if self.config.stash[GENERATED].examples > 0:
+            yield GeneratedCollector.from_parent(self, name="generated")
+
+
+class GeneratedCollector(pytest.Collector):
+    """One item per property x backend x device x dtype, as selected on the command line."""
+
+    def collect(self):
+        from conformance.plugin import SELECTION
+
+        selection = self.config.stash[SELECTION]
+        dtypes = selection.dtypes or list(FLOAT_DTYPES)
+        for prop in PROPERTIES:
+            if selection.ops is not None and prop.op not in selection.ops:
+                continue
+            for backend in selection.backends.values():
+                if prop.op and not backend.implements(prop.op) and not backend.lists_unimplemented_ops:
+                    continue
+                if backend.name in prop.skip_backends:
+                    continue
+                for device in selection.devices:
+                    if not backend.runs_on(device):
+                        continue
+                    for dtype in dtypes:
+                        item = GeneratedItem.from_parent(self, name=f"{prop.id}[{backend.name}-{device}-{dtype}]",
+                                                         prop=prop, backend=backend, device=device, dtype=dtype)
+                        reason = unavailable_reason(device)
+                        if reason:
+                            item.add_marker(pytest.mark.skip(reason=reason))
+                        yield item
+
+
+class GeneratedItem(pytest.Item):
+    """One property searched with Hypothesis on one backend, device and dtype."""
+
+    def __init__(self, *, prop: Property, backend: Backend, device: str, dtype: str, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.prop = prop
+        self.backend = backend
+        self.device = device
+        self.dtype = dtype
+        self.add_marker(pytest.mark.conformance)
+        self.add_marker(pytest.mark.generated)
+        self.record: dict[str, Any] = {
+            "spec": "generated", "case": prop.id, "op": prop.op, "backend": backend.name,
+            "device": device, "dtype": dtype, "generated": True,
+        }
+
+    def runtest(self) -> None:
+        gen = self.config.stash[GENERATED]
+        result = run_property(self.prop, self.backend, self.device, self.dtype, settings=gen.hypothesis_settings(),
+                              base_seed=gen.seed, database_key=self.name)
+        self.record.update(examples=result.examples, seed=gen.seed, profile=gen.profile)
+        if result.unsupported is not None:
+            raise outcomes.UnsupportedSkip(f"unsupported: {result.unsupported}")
+        if result.failure is not None:
+            self._fail(gen, result)
+        if result.divergences:
+            self.record["known_divergences"] = dict(result.divergences)
+            pytest.xfail(f"known divergence: {describe_divergences(result)}")
+
+    def _fail(self, gen: GeneratedConfig, result) -> None:
+        from conformance.backends import builtin_backends
+        from conformance.counterexamples import encode_inputs, to_yaml, write_counterexample
+        from conformance.generated import cases_of
+        from conformance.ops import OPS
+
+        failure = result.failure
+        replay = gen.replay_command(self.nodeid)
+        lines = [f"generated property {self.prop.id}: {self.prop.summary}",
+                 f"backend {self.backend.name}, device {self.device}, dtype {self.dtype}; "
+                 f"{result.examples} examples run (profile {gen.profile}, seed {gen.seed})",
+                 "", "failure on the shrunk example:", f"  {str(failure).strip() or type(failure).__name__}"]
+        if not isinstance(failure, Mismatch):
+            lines += ["", "".join(traceback.format_exception(type(failure), failure, failure.__traceback__,
+                                                             limit=-4)).rstrip()]
+        example = result.failing_example
+        if example is not None:
+            op = OPS[self.prop.op]
+            shown = [to_yaml({"case": name or "inputs", "inputs": encode_inputs(op, inputs)})
+                     for name, inputs in cases_of(self.prop, example, self.dtype)]
+            lines += ["", "shrunk example (spec notation):", *("  " + line for text in shown
+                                                                for line in text.rstrip().splitlines())]
+            try:
+                written = write_counterexample(
+                    gen.counterexamples, self.prop, self.backend, self.device, self.dtype, example, failure,
+                    seed=gen.seed, replay=replay, impl_target=gen.impl_targets.get(self.prop.op),
+                    others=builtin_backends())
+            except Exception as exc:  # noqa: BLE001 - never lose the failure itself
+                lines += ["", f"(writing the counterexample failed: {type(exc).__name__}: {exc})"]
+            else:
+                self.record.update(counterexample=str(written.spec_path), counterexample_script=str(written.script_path))
+                lines += ["", f"counterexample spec:   {written.spec_path}",
+                          f"counterexample script: {written.script_path}",
+                          *(f"  spec case {line}" for line in written.reproduced),
+                          *(f"  problem: {problem}" for problem in written.problems)]
+        lines += ["", f"replay: {replay}"]
+        message = "\n".join(lines)
+        if isinstance(failure, Mismatch):
+            raise Mismatch(message, failure.max_abs_error, failure.max_rel_error) from None
+        raise GeneratedCaseError(message) from None
+
+    def repr_failure(self, excinfo, style=None):
+        if excinfo.errisinstance((Mismatch, GeneratedCaseError)):
+            return f"{self.nodeid}\n{excinfo.value}"
+        return super().repr_failure(excinfo, style="short")
+
+    def reportinfo(self):
+        return self.path, None, self.name

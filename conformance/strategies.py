@@ -1,0 +1,328 @@
+"""Hypothesis strategies for the suite's decoded input types.
+
+Every strategy here draws the objects an op's ``decode_inputs`` returns -- :class:`CooArray`,
+:class:`OptimizerInputs`, :class:`MaskedMeanInputs` -- with every float already representable in
+the requested dtype (so ``quantize`` is the identity on them and the NumPy reference sees exactly
+what a backend sees). They are public: use them in your own properties::
+
+    from hypothesis import given
+    from conformance import strategies as cst
+
+    @given(cst.coo_arrays("float32"))
+    def test_my_coalesce(coo):
+        ...
+
+What they cover on purpose: 1-4 dims, sparse and dense (hybrid) dims, size-0 dims and nnz = 0,
+duplicate indices, duplicates that cancel to an explicit zero, explicit zeros, unsorted
+indices; float16/bfloat16/float32/float64 values across magnitudes; boolean masks including
+all-true, all-false and masks over NaN/inf; optimizer hyperparameters across their valid
+ranges (eps from 0 to >= 0.1 so its placement shows) and invalid ones (for the documented
+errors); multi-step trajectories whose steps hit different rows, hit a row again later, or are
+empty. Simple values come first in every ``one_of`` so that shrinking ends on readable examples.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from hypothesis import strategies as st
+
+from conformance.ops.masked_mean import MaskedMeanInputs
+from conformance.ops.optimizer_steps import OptimizerInputs
+from conformance.tensors import CooArray
+
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+# explicit mantissa bits and the smallest/largest normal exponent of each dtype
+MANTISSA_BITS = {"float16": 10, "bfloat16": 7, "float32": 23, "float64": 52}
+NORMAL_EXPONENTS = {"float16": (-14, 15), "bfloat16": (-126, 127), "float32": (-126, 127),
+                    "float64": (-1022, 1023)}
+
+
+@dataclass(frozen=True)
+class Magnitudes:
+    """The binary exponents values are drawn from: |x| in [2**low, 2**(high + 1))."""
+
+    low: int
+    high: int
+
+
+# "physically sensible" ranges. float16 stays far from overflow even after duplicates are
+# summed (8 * 2**5 = 256) and squared (65536 would overflow; 2**4 * 4 duplicates = 64 -> 4096).
+VALUE_MAGNITUDES = {
+    "float16": Magnitudes(-8, 5),
+    "bfloat16": Magnitudes(-12, 12),
+    "float32": Magnitudes(-20, 20),
+    "float64": Magnitudes(-30, 30),
+}
+GRADIENT_MAGNITUDES = {
+    "float16": Magnitudes(-6, 3),
+    "bfloat16": Magnitudes(-10, 8),
+    "float32": Magnitudes(-12, 10),
+    "float64": Magnitudes(-12, 10),
+}
+PARAM_MAGNITUDES = {
+    "float16": Magnitudes(-6, 5),
+    "bfloat16": Magnitudes(-10, 8),
+    "float32": Magnitudes(-12, 10),
+    "float64": Magnitudes(-12, 10),
+}
+
+SIMPLE_VALUES = (1.0, 2.0, -1.0, 0.5, 3.0, -2.0, 0.0)
+
+
+def _check_dtype(dtype: str) -> None:
+    if dtype not in MANTISSA_BITS:
+        raise ValueError(f"unknown dtype {dtype!r}; expected one of {FLOAT_DTYPES}")
+
+
+def representable_floats(dtype: str, magnitudes: Magnitudes | None = None, *, zero: bool = True,
+                         negative: bool = True) -> st.SearchStrategy[float]:
+    """Finite floats exactly representable in ``dtype``: a few simple values, then
+    ``±(1 + k / 2**mantissa_bits) * 2**e`` with e across ``magnitudes`` (shrinks to powers of 2)."""
+    _check_dtype(dtype)
+    magnitudes = magnitudes or VALUE_MAGNITUDES[dtype]
+    low, high = magnitudes.low, magnitudes.high
+    emin, emax = NORMAL_EXPONENTS[dtype]
+    low, high = max(low, emin), min(high, emax - 1)
+    bits = MANTISSA_BITS[dtype]
+
+    def build(parts) -> float:
+        sign, exponent, mantissa = parts
+        return sign * math.ldexp(1.0 + mantissa / 2**bits, exponent)
+
+    simple = [v for v in SIMPLE_VALUES if (zero or v != 0.0) and (negative or v >= 0.0)]
+    general = st.tuples(st.sampled_from([1.0, -1.0] if negative else [1.0]),
+                        st.integers(low, high), st.integers(0, 2**bits - 1)).map(build)
+    return st.one_of(st.sampled_from(simple), general)
+
+
+def shapes(min_dims: int = 1, max_dims: int = 4, min_side: int = 1, max_side: int = 4,
+           max_numel: int = 64) -> st.SearchStrategy[tuple[int, ...]]:
+    """Tensor shapes with ``min_dims..max_dims`` dims of ``min_side..max_side`` entries."""
+    return st.lists(st.integers(min_side, max_side), min_size=min_dims, max_size=max_dims).map(tuple).filter(
+        lambda shape: math.prod(shape) <= max_numel)
+
+
+def _dense_values(draw, shape: tuple[int, ...], values: st.SearchStrategy[float]) -> np.ndarray:
+    count = math.prod(shape)
+    return np.array(draw(st.lists(values, min_size=count, max_size=count)), dtype=np.float64).reshape(shape)
+
+
+@st.composite
+def coo_arrays(draw, dtype: str = "float64", *, size: Sequence[int] | None = None, sparse_dim: int | None = None,
+               min_dims: int = 1, max_dims: int = 4, max_side: int = 4, zero_sized: bool = True,
+               max_entries: int = 8, values: st.SearchStrategy[float] | None = None) -> CooArray:
+    """An uncoalesced sparse COO tensor as written in a spec, values representable in ``dtype``.
+
+    Entries are drawn as a list of *kinds*: a plain value, an explicit zero, a repeat of an index
+    already used (a duplicate), or a pair ``v, -v`` at one index (duplicates that cancel to an
+    explicit zero); the entries are then put in a drawn order (unsorted indices). Small sides
+    make colliding indices -- more duplicates -- common. ``size``/``sparse_dim`` fix the layout
+    (as for an optimizer's gradient); otherwise 1-4 dims, hybrid or not, size-0 dims allowed.
+    """
+    _check_dtype(dtype)
+    values = values if values is not None else representable_floats(dtype)
+    if size is None:
+        size = draw(shapes(min_dims, max_dims, 0 if zero_sized else 1, max_side))
+    size = tuple(int(s) for s in size)
+    if sparse_dim is None:
+        sparse_dim = draw(st.integers(1, len(size)))
+    sparse_shape, dense_shape = size[:sparse_dim], size[sparse_dim:]
+    can_index = math.prod(sparse_shape) > 0
+    indices: list[tuple[int, ...]] = []
+    rows: list[np.ndarray] = []
+    count = draw(st.integers(0, max_entries)) if can_index else 0
+    for _ in range(count):
+        kind = draw(st.sampled_from(["value", "repeat", "cancel", "zero"]) if indices
+                    else st.sampled_from(["value", "cancel", "zero"]))
+        if kind == "repeat":
+            index = draw(st.sampled_from(indices))
+        else:
+            index = tuple(draw(st.integers(0, side - 1)) for side in sparse_shape)
+        if kind == "zero":
+            value = np.zeros(dense_shape)
+        else:
+            value = _dense_values(draw, dense_shape, values)
+        indices.append(index)
+        rows.append(value)
+        if kind == "cancel":
+            indices.append(index)
+            rows.append(-value)
+        if len(indices) >= max_entries:
+            break
+    order = draw(st.permutations(range(len(indices)))) if len(indices) > 1 else list(range(len(indices)))
+    index_array = np.array([indices[i] for i in order], dtype=np.int64).reshape(len(indices), sparse_dim).T
+    value_array = (np.stack([rows[i] for i in order]) if rows
+                   else np.zeros((0, *dense_shape), dtype=np.float64))
+    return CooArray(np.ascontiguousarray(index_array), value_array.astype(np.float64), size)
+
+
+def special_values() -> st.SearchStrategy[float]:
+    return st.sampled_from([math.nan, math.inf, -math.inf])
+
+
+@st.composite
+def masks(draw, shape: Sequence[int]) -> np.ndarray:
+    """Boolean masks of ``shape``: all true, all false, or any pattern."""
+    shape = tuple(shape)
+    kind = draw(st.sampled_from(["any", "all-true", "all-false"]))
+    if kind == "all-true":
+        return np.ones(shape, dtype=bool)
+    if kind == "all-false":
+        return np.zeros(shape, dtype=bool)
+    count = math.prod(shape)
+    return np.array(draw(st.lists(st.booleans(), min_size=count, max_size=count)), dtype=bool).reshape(shape)
+
+
+@st.composite
+def masked_mean_inputs(draw, dtype: str = "float64", *, min_dims: int = 0, max_dims: int = 3,
+                       max_side: int = 4) -> MaskedMeanInputs:
+    """Values and a mask; NaN/±inf are put under the mask (masked-out) often and at valid
+    entries sometimes, so both "ignored" and "propagated" non-finite values occur."""
+    _check_dtype(dtype)
+    shape = draw(shapes(min_dims, max_dims, 0, max_side))
+    mask = draw(masks(shape))
+    values = _dense_values(draw, shape, representable_floats(dtype))
+    flat_values, flat_mask = values.reshape(-1), mask.reshape(-1)
+    if flat_values.size:
+        invalid = [i for i in range(flat_values.size) if not flat_mask[i]]
+        if invalid and draw(st.booleans()):
+            for i in draw(st.lists(st.sampled_from(invalid), min_size=1, max_size=len(invalid), unique=True)):
+                flat_values[i] = draw(special_values())
+        if draw(st.integers(0, 4)) == 0:  # now and then a NaN or inf the mean must propagate
+            flat_values[draw(st.integers(0, flat_values.size - 1))] = draw(special_values())
+    return MaskedMeanInputs(flat_values.reshape(shape), mask)
+
+
+# ---------------------------------------------------------------- optimizer hyperparameters
+
+def _positive(simple: Sequence[float], low: float, high: float) -> st.SearchStrategy[float]:
+    """Simple values first, then log-uniform-ish floats in [low, high]."""
+    return st.one_of(st.sampled_from(list(simple)),
+                     st.floats(math.log10(low), math.log10(high)).map(lambda e: float(f"{10 ** e:.3g}")))
+
+
+EPS_VALUES = (1e-10, 1e-8, 1e-6, 1e-3, 0.1, 0.5, 1.0, 10.0)
+
+
+def learning_rates() -> st.SearchStrategy[float]:
+    return _positive([1.0, 0.1, 0.5, 0.01, 2.0], 1e-4, 10.0)
+
+
+def eps_values(zero: bool = False) -> st.SearchStrategy[float]:
+    """eps from tiny to >= 0.1 (where adding it inside or outside a square root differs)."""
+    simple = list(EPS_VALUES) + ([0.0] if zero else [])
+    return st.one_of(st.sampled_from(simple), _positive([1.0], 1e-12, 10.0))
+
+
+@st.composite
+def adagrad_hyperparameters(draw) -> dict:
+    """Valid ``torch.optim.Adagrad`` hyperparameters for sparse gradients (weight_decay = 0)."""
+    hyper = {"lr": draw(learning_rates()), "eps": draw(eps_values(zero=True))}
+    lr_decay = draw(st.one_of(st.just(0.0), st.sampled_from([0.5, 1.0, 0.1]), _positive([0.01], 1e-3, 2.0)))
+    if lr_decay:
+        hyper["lr_decay"] = lr_decay
+    initial = draw(st.one_of(st.just(0.0), st.sampled_from([0.1, 1.0, 0.5]), _positive([0.01], 1e-4, 4.0)))
+    if initial:
+        hyper["initial_accumulator_value"] = initial
+    if draw(st.booleans()):
+        hyper["maximize"] = True
+    return hyper
+
+
+def betas() -> st.SearchStrategy[tuple[float, float]]:
+    beta = st.one_of(st.sampled_from([0.9, 0.999, 0.0, 0.5, 0.99]), st.floats(0.0, 0.999).map(lambda b: round(b, 3)))
+    return st.tuples(beta, beta)
+
+
+@st.composite
+def sparse_adam_hyperparameters(draw) -> dict:
+    """Valid ``torch.optim.SparseAdam`` hyperparameters."""
+    hyper = {"lr": draw(learning_rates()), "eps": draw(eps_values()), "betas": draw(betas())}
+    if draw(st.booleans()):
+        hyper["maximize"] = True
+    return hyper
+
+
+# ---------------------------------------------------------------- trajectories
+
+@st.composite
+def trajectories(draw, dtype: str, size: Sequence[int], sparse_dim: int, *, min_steps: int = 1,
+                 max_steps: int = 4, max_entries: int = 6, dense_steps: bool = False) -> list:
+    """One gradient per step for a parameter of ``size``: sparse COO gradients with the same
+    sparse_dim (hybrid when it is below the number of dims) that hit different rows, hit a row
+    again in a later step, are empty (nnz = 0), or -- with ``dense_steps`` -- are dense."""
+    steps = draw(st.integers(min_steps, max_steps))
+    grads: list = []
+    values = representable_floats(dtype, GRADIENT_MAGNITUDES[dtype])
+    for _ in range(steps):
+        kind = draw(st.sampled_from(["sparse", "empty", "dense"] if dense_steps else ["sparse", "empty"]))
+        if kind == "empty":
+            dense_shape = tuple(size[sparse_dim:])
+            grads.append(CooArray(np.zeros((sparse_dim, 0), dtype=np.int64),
+                                  np.zeros((0, *dense_shape)), tuple(size)))
+        elif kind == "dense":
+            grads.append(_dense_values(draw, tuple(size), values))
+        else:
+            grads.append(draw(coo_arrays(dtype, size=size, sparse_dim=sparse_dim, max_entries=max_entries,
+                                         values=values)))
+    return grads
+
+
+@st.composite
+def optimizer_inputs(draw, op: str, dtype: str = "float64", *, max_steps: int = 4) -> OptimizerInputs:
+    """A parameter (1-3 dims), a gradient trajectory and valid hyperparameters for ``op``
+    (``adagrad`` or ``sparse_adam``)."""
+    _check_dtype(dtype)
+    size = draw(shapes(1, 3, 1, 4, max_numel=24))
+    sparse_dim = draw(st.integers(1, len(size)))
+    param = _dense_values(draw, size, representable_floats(dtype, PARAM_MAGNITUDES[dtype]))
+    if op == "adagrad":
+        hyper = draw(adagrad_hyperparameters())
+        grads = draw(trajectories(dtype, size, sparse_dim, max_steps=max_steps, dense_steps=True))
+    elif op == "sparse_adam":
+        hyper = draw(sparse_adam_hyperparameters())
+        grads = draw(trajectories(dtype, size, sparse_dim, max_steps=max_steps))
+    else:
+        raise ValueError(f"optimizer_inputs: op must be adagrad or sparse_adam, got {op!r}")
+    return OptimizerInputs(param, grads, hyper)
+
+
+# ---------------------------------------------------------------- documented errors
+
+@st.composite
+def invalid_optimizer_inputs(draw, op: str, dtype: str = "float64") -> OptimizerInputs:
+    """Inputs with exactly one documented error: an out-of-range hyperparameter (ValueError),
+    ``weight_decay`` with a sparse gradient (adagrad) or a dense gradient (sparse_adam)."""
+    inputs = draw(optimizer_inputs(op, dtype, max_steps=2))
+    hyper = dict(inputs.hyperparameters)
+    negative = st.sampled_from([-1.0, -0.5, -1e-3, -10.0])
+    if op == "adagrad":
+        problem = draw(st.sampled_from(["lr", "eps", "lr_decay", "weight_decay", "initial_accumulator_value",
+                                        "sparse-weight-decay"]))
+        if problem == "sparse-weight-decay":
+            hyper["weight_decay"] = draw(st.sampled_from([0.1, 1.0, 1e-4]))
+            grads = list(inputs.grads)
+            if not any(isinstance(g, CooArray) for g in grads):
+                grads[0] = CooArray(np.zeros((1, 0), dtype=np.int64), np.zeros((0, *inputs.param.shape[1:])),
+                                    inputs.param.shape)
+            return OptimizerInputs(inputs.param, grads, hyper)
+        hyper[problem] = draw(negative)
+        return OptimizerInputs(inputs.param, inputs.grads, hyper)
+    problem = draw(st.sampled_from(["lr", "eps", "beta1", "beta2", "dense-gradient"]))
+    if problem == "dense-gradient":
+        grads = list(inputs.grads)
+        step = draw(st.integers(0, len(grads) - 1))
+        grads[step] = np.zeros(inputs.param.shape) if draw(st.booleans()) else inputs.param.copy()
+        return OptimizerInputs(inputs.param, grads, hyper)
+    if problem in ("lr", "eps"):
+        hyper[problem] = draw(st.one_of(st.just(0.0), negative))
+    else:
+        beta1, beta2 = hyper["betas"]
+        bad = draw(st.sampled_from([1.0, 1.5, -0.1, -1.0]))
+        hyper["betas"] = (bad, beta2) if problem == "beta1" else (beta1, bad)
+    return OptimizerInputs(inputs.param, inputs.grads, hyper)

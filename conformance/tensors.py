@@ -48,7 +48,9 @@ def decode_array(node: Any, dtype=np.float64) -> np.ndarray:
 
 def quantize(array: np.ndarray, dtype: torch.dtype) -> np.ndarray:
     """Round float64 values to ``dtype`` and back, so the reference sees what a backend sees."""
-    return torch.from_numpy(np.ascontiguousarray(array, dtype=np.float64)).to(dtype).double().numpy()
+    array = np.asarray(array, dtype=np.float64)
+    # np.ascontiguousarray would turn a 0-d array into shape (1,); reshape keeps 0-d inputs 0-d
+    return torch.from_numpy(np.ascontiguousarray(array)).to(dtype).double().numpy().reshape(array.shape)
 
 
 @dataclass
@@ -114,7 +116,8 @@ class CooArray:
 
 def to_torch(array: np.ndarray, dtype: torch.dtype | None, device: str | torch.device = "cpu") -> torch.Tensor:
     """A strided torch tensor from a NumPy array (dtype None keeps the array's own dtype)."""
-    tensor = torch.from_numpy(np.ascontiguousarray(array).copy())
+    array = np.asarray(array)
+    tensor = torch.from_numpy(np.ascontiguousarray(array).copy()).reshape(array.shape)  # 0-d stays 0-d
     if dtype is not None:
         tensor = tensor.to(dtype)
     return tensor.to(device)

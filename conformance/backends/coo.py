@@ -24,6 +24,8 @@ def sparse_adam_coo(inputs, ctx: RunContext):
 
 def sparse_masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Sparsity as a stand-in for the mask: a COO tensor of the valid entries, summed."""
+    if values.dim() == 0:  # a 0-d COO tensor cannot hold "no entries"; the flat view has the same mean
+        values, mask = values.reshape(1), mask.reshape(1)
     indices = mask.nonzero().T
     valid = torch.sparse_coo_tensor(indices, values[tuple(indices)], values.shape)
     return torch.sparse.sum(valid) / valid._nnz()

@@ -219,7 +219,8 @@ class GeneratedItem(pytest.Item):
         gen = self.config.stash[GENERATED]
         result = run_property(self.prop, self.backend, self.device, self.dtype, settings=gen.hypothesis_settings(),
                               base_seed=gen.seed, database_key=self.name)
-        self.record.update(examples=result.examples, seed=gen.seed, profile=gen.profile)
+        self.record.update(examples=result.examples, seed=gen.seed, profile=gen.profile,
+                           hypothesis_database=str(gen.database) if gen.database else None)
         if result.unsupported is not None:
             raise outcomes.UnsupportedSkip(f"unsupported: {result.unsupported}")
         if result.failure is not None:

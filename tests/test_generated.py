@@ -1,0 +1,162 @@
+"""The generated (Hypothesis) cases, end to end: pytest is run in a subprocess on ``specs`` with
+``--conformance-impl`` for each single-slip mutant in tests/candidates/mutants.py, and must flag
+it, write a shrunk counterexample spec that ``load_spec`` accepts (golden values from the NumPy
+reference) and a script that reproduces the failure; torch's own implementations must pass.
+
+Run with ``python -m pytest tests`` from the repository root so that this checkout's
+``conformance`` package is the one imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conformance.spec import load_spec
+
+REPO = Path(__file__).resolve().parents[1]
+MUTANTS = "tests/candidates/mutants.py"
+
+
+def run_pytest(args: list[str], cwd: Path = REPO, timeout: int = 900, records: Path | None = None,
+               env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**clean_env(), **(env or {}),
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    if records is not None:
+        env["CONFORMANCE_RECORDS"] = str(records)
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "tests.record_dump",
+                           *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def clean_env() -> dict:
+    return {k: v for k, v in os.environ.items() if k not in ("HYPOTHESIS_PROFILE", "CONFORMANCE_HYPOTHESIS_PROFILE")}
+
+
+def read_records(path: Path) -> dict[str, dict]:
+    """nodeid -> the conformance record (with its outcome) the plugin attached to the item's report."""
+    return json.loads(path.read_text())
+
+
+def run_generated(tmp_path: Path, impls: dict[str, str], *extra: str) -> tuple[subprocess.CompletedProcess, dict, Path]:
+    records = tmp_path / "records.json"
+    counterexamples = tmp_path / "counterexamples"
+    args = ["specs", "-q", "-k", "generated", "--conformance-device", "cpu",
+            f"--conformance-counterexamples={counterexamples}",
+            *(f"--conformance-impl={op}={target}" for op, target in impls.items()), *extra]
+    proc = run_pytest(args, records=records)
+    assert records.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc, read_records(records), counterexamples
+
+
+# one mutant per op in each round, so that one pytest run checks four of them
+ROUNDS = [
+    {"adagrad": "EpsInsideSqrtAdagrad", "sparse_adam": "PerRowBiasCorrectionSparseAdam",
+     "masked_mean": "nansum_masked_mean", "coalesce": "column_major_coalesce"},
+    {"adagrad": "NoMaximizeAdagrad", "sparse_adam": "PerRowStepSparseAdam",
+     "masked_mean": "leaky_grad_masked_mean", "coalesce": "last_write_wins_coalesce"},
+    {"adagrad": "LrDecayOffByOneAdagrad", "sparse_adam": "AdamEpsSparseAdam",
+     "masked_mean": "numel_masked_mean", "coalesce": "dropping_coalesce"},
+    {"adagrad": "SquareBeforeSumAdagrad", "sparse_adam": "DenseMomentsSparseAdam",
+     "masked_mean": "multiply_masked_mean", "coalesce": "raising_coalesce"},
+    {"sparse_adam": "NoMaximizeSparseAdam"},
+]
+EXPECTED_OUTCOME = {"raising_coalesce": "error"}
+
+
+@pytest.mark.parametrize("mutants", ROUNDS, ids=lambda r: "+".join(r.values()))
+def test_single_slip_mutants_are_flagged_with_a_counterexample_spec(tmp_path, mutants):
+    proc, records, counterexamples = run_generated(
+        tmp_path, {op: f"{MUTANTS}:{name}" for op, name in mutants.items()}, "--conformance-dtype", "float64")
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1, output[-4000:]
+    for op, mutant in mutants.items():
+        mine = {name: r for name, r in records.items() if r["op"] == op}
+        assert mine, f"no generated items for {op}"
+        flagged = {name: r for name, r in mine.items() if r["outcome"] == EXPECTED_OUTCOME.get(mutant, "failed")}
+        assert flagged, f"{mutant} was not flagged: {[(n, r['outcome']) for n, r in mine.items()]}"
+        for name, record in flagged.items():
+            spec_path = Path(record["counterexample"])
+            assert spec_path.parent == counterexamples and spec_path.name.startswith(record["case"])
+            spec = load_spec(spec_path)  # raises SpecError if the written spec is not valid
+            assert spec.op.name == op
+            for case in spec.cases:
+                assert case.source["key"] == "numpy-reference"
+                assert "NumPy float64 reference" in case.derivation
+                assert "not by the code under test" in case.derivation
+                assert case.expected is not None or case.expected_error is not None
+            script = Path(record["counterexample_script"])
+            with pytest.raises(SystemExit) as exited:
+                runpy.run_path(str(script), run_name="__main__")
+            assert exited.value.code == 1, f"{script} does not reproduce the failure of {mutant}"
+        assert "replay: python -m pytest" in output and "--conformance-seed 0" in output
+
+
+def test_torch_own_implementations_pass_every_dtype(tmp_path):
+    impls = {"adagrad": "torch.optim:Adagrad", "sparse_adam": "torch.optim:SparseAdam",
+             "coalesce": "torch:Tensor.coalesce", "masked_mean": f"{MUTANTS}:torch_masked_mean"}
+    proc, records, counterexamples = run_generated(tmp_path, impls)
+    output = proc.stdout + proc.stderr
+    assert records, output[-3000:]
+    bad = {name: r["outcome"] for name, r in records.items() if r["outcome"] not in ("passed", "xfail")}
+    assert not bad, f"{bad}\n{output[-6000:]}"
+    assert {r["dtype"] for r in records.values()} == {"float16", "bfloat16", "float32", "float64"}
+    assert proc.returncode == 0, output[-3000:]
+    assert not counterexamples.exists() or not any(counterexamples.iterdir())
+
+
+def test_clean_reimplementations_pass(tmp_path):
+    """The mutants' common base classes are correct, so each mutant's failure is its one slip."""
+    impls = {"adagrad": f"{MUTANTS}:CleanAdagrad", "sparse_adam": f"{MUTANTS}:CleanSparseAdam",
+             "coalesce": f"{MUTANTS}:torch_coalesce", "masked_mean": f"{MUTANTS}:where_masked_mean"}
+    proc, records, _ = run_generated(tmp_path, impls, "--conformance-dtype", "float32,float64")
+    bad = {name: r["outcome"] for name, r in records.items() if r["outcome"] not in ("passed", "xfail")}
+    assert records and not bad, f"{bad}\n{(proc.stdout + proc.stderr)[-6000:]}"
+
+
+def test_generated_items_are_collected_by_default_with_readable_ids():
+    proc = run_pytest(["specs", "--collect-only", "-q"])
+    ids = proc.stdout.splitlines()
+    assert "specs::generated::coalesce-agrees-with-reference[coo-cpu-float32]" in ids
+    assert "specs::generated::sparse_adam-unspecified-unchanged[masked-cpu-float16]" in ids
+    assert "specs::generated::masked_mean-ignores-masked-out[dense-cpu-bfloat16]" in ids
+    assert any(i.startswith("specs/adagrad.yaml::") for i in ids)  # the hand-written cases are still there
+    assert not any("agrees-with-reference[reference-" in i for i in ids)  # no tautologies
+    off = run_pytest(["specs", "--collect-only", "-q", "--conformance-examples", "0"])
+    assert not [i for i in off.stdout.splitlines() if "::generated::" in i]
+    assert any(i.startswith("specs/adagrad.yaml::") for i in off.stdout.splitlines())
+
+
+def test_profiles_and_database_stay_out_of_the_repository(tmp_path):
+    """A project with only a specs/ directory: the thorough profile keeps its example database
+    under reports/, Hypothesis writes no .hypothesis/ in the project root, the header names the
+    profile and seed, and --conformance-seed fixes the seed."""
+    (tmp_path / "specs").mkdir()
+    args = [str(tmp_path / "specs"), "--conformance-device", "cpu", "--conformance-dtype", "float64",
+            "--conformance-backend", "dense", "--conformance-op", "coalesce", "--conformance-examples", "3",
+            "--rootdir", str(tmp_path), "-p", "no:randomly"]
+    records = tmp_path / "records.json"
+    proc = run_pytest([*args, "--conformance-hypothesis-profile", "thorough", "--conformance-seed", "1234"],
+                      cwd=tmp_path, records=records)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-3000:]
+    assert "profile thorough, 3 examples per item, seed 1234" in output
+    assert "3 passed" in output  # coalesce's three properties on the dense backend
+    assert not (tmp_path / ".hypothesis").exists()
+    records = read_records(records).values()
+    assert {r["hypothesis_database"] for r in records} == {str(tmp_path / "reports" / "hypothesis" / "examples")}
+    assert {(r["profile"], r["seed"], r["examples"] >= 3) for r in records} == {("thorough", 1234, True)}
+    ci = run_pytest(args, cwd=tmp_path)
+    assert "profile ci, 3 examples per item, seed 0" in ci.stdout + ci.stderr
+
+
+def test_profile_from_environment(tmp_path):
+    (tmp_path / "specs").mkdir()
+    proc = run_pytest([str(tmp_path / "specs"), "--collect-only", "--rootdir", str(tmp_path)], cwd=tmp_path,
+                      env={"HYPOTHESIS_PROFILE": "thorough"})
+    assert "conformance generated cases: profile thorough, 300 examples per item" in proc.stdout, proc.stdout[-2000:]

@@ -100,11 +100,24 @@ class _FlowListDumper(yaml.SafeDumper):
     pass
 
 
+def _flat(value) -> bool:
+    """Scalars and (nested) lists of scalars: written inline, as the hand-written specs do."""
+    if isinstance(value, list):
+        return all(_flat(item) for item in value)
+    return not isinstance(value, dict)
+
+
 def _represent_list(dumper, data):
-    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=True)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=_flat(data))
+
+
+def _represent_dict(dumper, data):
+    inline = all(_flat(value) for value in data.values()) and len(repr(data)) < 160
+    return dumper.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=inline)
 
 
 _FlowListDumper.add_representer(list, _represent_list)
+_FlowListDumper.add_representer(dict, _represent_dict)
 
 
 def to_yaml(data: dict) -> str:
@@ -155,7 +168,8 @@ def _divergences_elsewhere(prop: Property, example: Any, dtype: str, failing: Ba
 
 
 def build_spec(prop: Property, backend: Backend, device: str, dtype: str, example: Any, failure: BaseException,
-               *, seed: int, replay: str, others: dict[str, Backend] | None = None) -> tuple[dict, str]:
+               *, seed: int, replay: str, others: dict[str, Backend] | None = None,
+               impl_target: str | None = None) -> tuple[dict, str]:
     """(spec document, short hash naming it) for a shrunk failing example."""
     op = OPS[prop.op]
     cases = cases_of(prop, example, dtype)
@@ -167,7 +181,7 @@ def build_spec(prop: Property, backend: Backend, device: str, dtype: str, exampl
         "op": op.name,
         "title": f"generated counterexample: {prop.id} on {backend.name} ({device}, {dtype})",
         "description": (f"Shrunk by Hypothesis from the generated property {prop.id!r} ({prop.summary}). "
-                        f"Backend {backend.name} ({backend.description}) failed with: {first_line}"
+                        f"Backend {backend.name} ({impl_target or backend.description}) failed with: {first_line}"
                         + (f" Built-in backends failing on it too: {'; '.join(also_failing)}." if also_failing else "")),
         "sources": {"numpy-reference": _source_of(op)},
         "cases": [],
@@ -207,7 +221,7 @@ def write_counterexample(directory: Path, prop: Property, backend: Backend, devi
     from conformance.spec import load_spec
 
     document, digest = build_spec(prop, backend, device, dtype, example, failure, seed=seed, replay=replay,
-                                  others=others)
+                                  others=others, impl_target=impl_target)
     directory.mkdir(parents=True, exist_ok=True)
     stem = safe_name(f"{prop.id}-{backend.name}-{device}-{dtype}-{digest}")
     spec_path = directory / f"{stem}.yaml"
@@ -460,9 +474,9 @@ failures = 0
 for case in CASES:
     try:
         check(case)
-    except AssertionError as exc:
+    except Exception as exc:  # noqa: BLE001 - a mismatch, or the implementation raising
         failures += 1
-        print(f"FAIL {{case['id']}}: {{exc}}")
+        print(f"FAIL {{case['id']}}: {{type(exc).__name__}}: {{exc}}")
     else:
         print(f"ok   {{case['id']}}")
 sys.exit(1 if failures else 0)

@@ -68,13 +68,14 @@ class GeneratedConfig:
             print_blob=False,
         )
 
-    def replay_command(self, nodeid: str) -> str:
+    def replay_command(self, nodeid: str, op: str) -> str:
         parts = [f"python -m pytest '{nodeid}'", f"--conformance-seed {self.seed}"]
         if self.profile != DEFAULT_PROFILE:
             parts.append(f"--conformance-hypothesis-profile {self.profile}")
         if self.examples != PROFILES[self.profile]["examples"]:
             parts.append(f"--conformance-examples {self.examples}")
-        parts += [f"--conformance-impl {op}={target}" for op, target in self.impl_targets.items()]
+        if op in self.impl_targets and "[candidate-" in nodeid:
+            parts.append(f"--conformance-impl {op}={self.impl_targets[op]}")
         return " ".join(parts)
 
 
@@ -236,7 +237,7 @@ class GeneratedItem(pytest.Item):
         from conformance.ops import OPS
 
         failure = result.failure
-        replay = gen.replay_command(self.nodeid)
+        replay = gen.replay_command(self.nodeid, self.prop.op)
         lines = [f"generated property {self.prop.id}: {self.prop.summary}",
                  f"backend {self.backend.name}, device {self.device}, dtype {self.dtype}; "
                  f"{result.examples} examples run (profile {gen.profile}, seed {gen.seed})",

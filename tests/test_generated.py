@@ -160,3 +160,18 @@ def test_profile_from_environment(tmp_path):
     proc = run_pytest([str(tmp_path / "specs"), "--collect-only", "--rootdir", str(tmp_path)], cwd=tmp_path,
                       env={"HYPOTHESIS_PROFILE": "thorough"})
     assert "conformance generated cases: profile thorough, 300 examples per item" in proc.stdout, proc.stdout[-2000:]
+
+
+def test_unavailable_device_items_are_skipped_with_the_reason(tmp_path):
+    """Without --conformance-device the cuda items exist too; on a machine without CUDA they are
+    skipped with the reason (not an internal error), and the cpu ones run."""
+    records = tmp_path / "records.json"
+    proc = run_pytest(["specs", "-q", "-k", "generated and coalesce-idempotent", "--conformance-backend", "dense",
+                       "--conformance-dtype", "float32"], records=records)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "INTERNALERROR" not in output, output[-3000:]
+    outcomes = {nodeid.rsplit("[", 1)[1]: r["outcome"] for nodeid, r in read_records(records).items()}
+    assert outcomes["dense-cpu-float32]"] == "passed"
+    import torch
+
+    assert outcomes["dense-cuda-float32]"] == ("passed" if torch.cuda.is_available() else "skipped")

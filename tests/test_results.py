@@ -15,7 +15,7 @@ from conformance.results import (FORMAT, SCHEMA_VERSION, ResultsError, ResultsWr
                                  run_metadata)
 from conformance.spec import SpecError, load_spec
 from conformance_runs import REPO, ROBUST, SMALL_SPEC, adagrad_run, benchmark_run, builtin_run, by_case, load, \
-    run_inprocess, run_subprocess
+    run_inprocess
 
 
 def test_a_run_writes_a_valid_results_file_and_junit_xml():
@@ -30,7 +30,7 @@ def test_a_run_writes_a_valid_results_file_and_junit_xml():
     assert run["options"]["conformance_backend"] == ["reference,dense,coo"]
     assert run["records_expected"] == len(results.records) and run["not_run"] == []
     specs = {r["spec"] for r in results.records}
-    assert specs == {"specs/adagrad.yaml", "specs/coalesce.yaml"}  # relative: runs from other checkouts match
+    assert specs == {"specs/coalesce.yaml"}  # relative: runs from other checkouts match
     assert {r["backend"] for r in results.records} == {"reference", "dense", "coo"}
     assert {r["outcome"] for r in results.records} <= {"passed", "xfail", "unsupported"}
     passed = [r for r in results.records if r["outcome"] == "passed"]
@@ -133,7 +133,7 @@ def test_a_record_outside_the_schema_is_named(tmp_path):
 
 def test_a_hanging_candidate_is_stopped_by_the_per_item_timeout():
     code, path = run_inprocess("hang", str(SMALL_SPEC), "--conformance-impl", f"adagrad={ROBUST}:HangingAdagrad",
-                               timeout=2)
+                               timeout=1)
     assert code == 1
     records = by_case(load(path))
     hung = records["misbehave-here[candidate-cpu-float64]"]
@@ -152,20 +152,25 @@ def test_an_interrupted_run_still_writes_what_it_learned():
         "after[candidate-cpu-float64]", "misbehave-here[candidate-cpu-float64]"]
 
 
-def test_a_killed_run_leaves_its_last_periodic_write():
-    proc, path = run_subprocess("killed", str(SMALL_SPEC), "--conformance-impl", f"adagrad={ROBUST}:KilledAdagrad",
-                                "--conformance-results-every", "0")
-    assert proc.returncode == -9, proc.stdout[-2000:] + proc.stderr[-2000:]
-    results = load_results(path)  # complete JSON although the process died mid-run
-    assert results.run["status"] == "running"
-    assert [r["case"] for r in results.records] == ["before"]
+def test_results_are_written_while_the_run_goes_on(monkeypatch, tmp_path):
+    """With --conformance-results-every 0 the file is rewritten after each item: a run killed at any
+    point (SIGKILL, OOM killer, CI hard timeout) leaves what it learned up to there."""
+    peek = tmp_path / "peek.json"
+    monkeypatch.setenv("CONFORMANCE_TEST_PEEK", str(peek))
+    code, path = run_inprocess("peek", str(SMALL_SPEC), "--conformance-impl", f"adagrad={ROBUST}:PeekingAdagrad",
+                               "--conformance-results-every", "0")
+    assert code == 0
+    seen = json.loads(peek.read_text())  # the file as it was on disk while misbehave-here ran
+    assert seen["run"]["status"] == "running"
+    assert [r["case"] for r in seen["records"]] == ["before"]
+    assert load_results(path).run["status"] == "complete"
 
 
 def test_a_crashing_candidate_does_not_stop_the_run():
-    proc, path = run_subprocess("segfault", str(SMALL_SPEC), "-n", "1", "--conformance-impl",
-                                f"adagrad={ROBUST}:SegfaultingAdagrad")
-    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "crashed while running" in proc.stdout + proc.stderr
+    # the controller is this process; the worker that segfaults and its replacement are fresh ones
+    code, path = run_inprocess("segfault", str(SMALL_SPEC), "-n", "1", "--conformance-impl",
+                               f"adagrad={ROBUST}:SegfaultingAdagrad")
+    assert code == 1
     results = load_results(path)
     assert results.run["status"] == "complete" and results.run["not_run"] == []
     records = by_case({"records": results.records})

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import ctypes
 import os
-import signal
+import json
 import time
+from pathlib import Path
 
 import torch
 
@@ -51,10 +52,11 @@ class InterruptedAdagrad(torch.optim.Adagrad):
         return super().step(closure)
 
 
-class KilledAdagrad(torch.optim.Adagrad):
-    """SIGKILL: no Python code runs after it (no session finish): only periodic writes survive."""
+class PeekingAdagrad(torch.optim.Adagrad):
+    """Correct; copies the results file as it is on disk mid-run to $CONFORMANCE_TEST_PEEK."""
 
     def step(self, closure=None):
         if _here(self):
-            os.kill(os.getpid(), signal.SIGKILL)
+            results = json.loads(Path(os.environ["CONFORMANCE_TEST_RESULTS"]).read_text())
+            Path(os.environ["CONFORMANCE_TEST_PEEK"]).write_text(json.dumps(results))
         return super().step(closure)

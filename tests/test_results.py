@@ -168,7 +168,7 @@ def test_results_are_written_while_the_run_goes_on(monkeypatch, tmp_path):
 
 def test_a_crashing_candidate_does_not_stop_the_run():
     # the controller is this process; the worker that segfaults and its replacement are fresh ones
-    code, path = run_inprocess("segfault", str(SMALL_SPEC), "-n", "1", "--conformance-impl",
+    code, path = run_inprocess("segfault", str(SMALL_SPEC), "-n", "1", "-p", "no:benchmark", "--conformance-impl",
                                f"adagrad={ROBUST}:SegfaultingAdagrad")
     assert code == 1
     results = load_results(path)

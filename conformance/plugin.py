@@ -261,7 +261,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             if record and record.get("backend"):
                 counts[record["backend"]][record["outcome"]] += 1
                 if record["outcome"] == outcomes.UNSUPPORTED:
-                    unsupported[(record["backend"], record["message"])] += 1
+                    unsupported[(record["backend"], (record["message"] or "").removeprefix("unsupported: "))] += 1
     if not counts:
         return
     terminalreporter.section("conformance summary")

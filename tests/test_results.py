@@ -173,6 +173,7 @@ def test_a_crashing_candidate_does_not_stop_the_run():
     assert code == 1
     results = load_results(path)
     assert results.run["status"] == "complete" and results.run["not_run"] == []
+    assert results.run["records_expected"] == 3  # known from the workers' collection
     records = by_case({"records": results.records})
     crashed = records["misbehave-here[candidate-cpu-float64]"]
     assert crashed["outcome"] == "error" and crashed["crashed"] is True and crashed["op"] == "adagrad"

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from conformance.results import Results, item_key, key_label
+from conformance.results import Results, key_label
 
 PASSING = ("passed", "xpass")
 BROKEN = ("failed", "error")

@@ -10,7 +10,7 @@ import pytest
 
 from conformance.cli import main
 from conformance.gate import diff_runs
-from conformance.results import Results, load_results
+from conformance.results import Results
 from conformance.selection import (SelectionError, changed_files_from_git, glob_to_regex, load_rules,
                                    read_changed_files, select_ops)
 from conformance_runs import REPO, adagrad_run, benchmark_run, fixture_copy, load

@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 from conformance.cli import main
 from conformance.report import build_report, repro_command, run_labels
 from conformance.results import load_results
-from conformance_runs import REPO, adagrad_run, benchmark_run, builtin_run, fixture_copy, load
+from conformance_runs import adagrad_run, benchmark_run, builtin_run, fixture_copy, load
 
 
 class Page(HTMLParser):

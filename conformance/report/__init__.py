@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from conformance import outcomes
-from conformance.results import Results, ResultsError, as_float, item_key, load_many
+from conformance.results import Results, ResultsError, item_key, load_many, now
 
 BACKEND_ORDER = ("reference", "dense", "coo", "masked")
 DEVICE_ORDER = ("cpu", "cuda", "xla")
@@ -300,7 +300,7 @@ def build_report(paths: Iterable[str | Path], out: str | Path, *, title: str | N
         columns=[{"backend": c[0], "device": c[1], "run": labels[c[2]], "run_index": c[2]} for c in column_list],
         header_backends=header_backends, header_devices=header_devices, specs=dict(specs),
         charts=speed_charts(runs, labels, speed_baseline), speed_baseline=speed_baseline,
-        diffs=diffs, default_diff=default_diff, generated=__import__("conformance.results", fromlist=["now"]).now(),
+        diffs=diffs, default_diff=default_diff, generated=now(),
         total_items=len(items),
     )
     out = Path(out)
@@ -320,8 +320,3 @@ def _spans(values: list) -> list[dict[str, Any]]:
         else:
             spans.append({"value": value, "span": 1})
     return spans
-
-
-def fmt_float(value: Any) -> str:
-    number = as_float(value)
-    return "" if number is None else f"{number:.3g}"

@@ -225,6 +225,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "conformance_benchmark: a benchmark item (--conformance-benchmark)")
     if getattr(config.option, "numprocesses", None) and getattr(config.option, "maxworkerrestart", "") is None:
         config.option.maxworkerrestart = str(MAX_WORKER_RESTART)
+    if config.getoption("conformance_benchmark") and getattr(config.option, "numprocesses", None) == 1:
+        # benchmark items keep timing in a single xdist worker (conformance/benchmark.py)
+        config.addinivalue_line("filterwarnings", "ignore:Benchmarks are automatically disabled because xdist")
     path = config.getoption("conformance_results") or config.getini("conformance_results")
     if path and _is_controller(config) and not config.getoption("collectonly"):
         path = Path(path)

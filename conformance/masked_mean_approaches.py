@@ -1,0 +1,245 @@
+"""The masked-mean idioms of seed document 004 (PyTorch/XLA masked computation),
+each as a named implementation computing the value and its gradient.
+
+Every approach is a function ``(values, mask) -> (value, grad)``: ``value`` is
+the mean of ``values`` where ``mask`` is True, ``grad`` is d(value)/d(values)
+obtained through autograd *in that approach's own idiom*. Inputs may live on
+any device (cpu, cuda, xla); outputs stay on that device and, on XLA, are lazy
+until :func:`conformance.xla_support.sync`.
+
+Spec semantics: value = mean(values[mask]); grad = mask / count(mask), zero at
+every invalid entry; values under the mask (NaN/inf included) affect neither.
+
+Static-shape approaches (every intermediate has the input's shape):
+``multiply`` (the document's baseline), ``where``, ``hook``, ``zero-grad``.
+Dynamic-shape approaches (output size depends on the mask's count):
+``select`` and ``function`` (the document's ``MaskedMean`` uses
+``masked_select`` in its forward). On XLA a dynamic shape means one graph per
+distinct count of selected elements.
+
+Known divergence, by design of the idiom: ``multiply``, ``hook`` and
+``zero-grad`` compute the value as ``sum(values * mask) / count``; a NaN or inf
+under the mask gives NaN (NaN*0 = NaN, inf*0 = NaN). Their gradient is still
+right: d(values*mask)/d(values) = mask.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import torch
+
+Approach = Callable[[torch.Tensor, torch.Tensor], "tuple[torch.Tensor, torch.Tensor]"]
+
+
+def _leaf(values: torch.Tensor) -> torch.Tensor:
+    return values.detach().clone().requires_grad_(True)
+
+
+def _multiply_loss(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    # The document's "traditional" masked mean: zero invalid positions by
+    # multiplication, divide the sum by the number of valid entries.
+    return (x * mask).sum() / mask.sum()
+
+
+def mean_multiply(values: torch.Tensor, mask: torch.Tensor):
+    x = _leaf(values)
+    value = _multiply_loss(x, mask)
+    (grad,) = torch.autograd.grad(value, x)
+    return value.detach(), grad
+
+
+def mean_where(values: torch.Tensor, mask: torch.Tensor):
+    x = _leaf(values)
+    value = torch.where(mask, x, torch.zeros_like(x)).sum() / mask.sum()
+    (grad,) = torch.autograd.grad(value, x)
+    return value.detach(), grad
+
+
+def mean_select(values: torch.Tensor, mask: torch.Tensor):
+    x = _leaf(values)
+    value = torch.masked_select(x, mask).mean()
+    (grad,) = torch.autograd.grad(value, x)
+    return value.detach(), grad
+
+
+class MaskedMean(torch.autograd.Function):
+    """The document's custom autograd.Function, as written there."""
+
+    @staticmethod
+    def forward(ctx, input_tensor, is_valid):
+        ctx.save_for_backward(is_valid)
+        valid = torch.masked_select(input_tensor, is_valid)
+        return valid.mean()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (is_valid,) = ctx.saved_tensors
+        grad_input = grad_output * is_valid / is_valid.sum()
+        return grad_input, None
+
+
+def mean_function(values: torch.Tensor, mask: torch.Tensor):
+    x = _leaf(values)
+    value = MaskedMean.apply(x, mask)
+    (grad,) = torch.autograd.grad(value, x)
+    return value.detach(), grad
+
+
+def mean_hook(values: torch.Tensor, mask: torch.Tensor):
+    # The document's "best" remedy: leave the forward alone and mask the
+    # gradient with a hook on the input.
+    x = _leaf(values)
+    handle = x.register_hook(lambda g: g * mask)
+    try:
+        value = _multiply_loss(x, mask)
+        value.backward()
+    finally:
+        handle.remove()
+    return value.detach(), x.grad
+
+
+def mean_zero_grad(values: torch.Tensor, mask: torch.Tensor):
+    # The document's first remedy: backward, then zero invalid gradients by hand.
+    x = _leaf(values)
+    value = _multiply_loss(x, mask)
+    value.backward()
+    x.grad = x.grad * mask
+    return value.detach(), x.grad
+
+
+@dataclasses.dataclass(frozen=True)
+class ApproachInfo:
+    name: str
+    fn: Approach
+    static_shape: bool
+    description: str
+    # Inputs on which this idiom is known not to meet the spec, and why.
+    known_divergence: str | None = None
+
+
+_NAN_DIVERGENCE = (
+    "value is NaN when a NaN or inf sits under the mask: the idiom multiplies "
+    "invalid entries by zero and NaN*0 = inf*0 = NaN; the gradient is unaffected"
+)
+
+APPROACHES: dict[str, ApproachInfo] = {
+    info.name: info
+    for info in (
+        ApproachInfo("multiply", mean_multiply, True,
+                     "sum(values * mask) / mask.sum() - the document's baseline",
+                     _NAN_DIVERGENCE),
+        ApproachInfo("where", mean_where, True,
+                     "where(mask, values, 0).sum() / mask.sum()"),
+        ApproachInfo("select", mean_select, False,
+                     "masked_select(values, mask).mean() - dynamic shape"),
+        ApproachInfo("function", mean_function, False,
+                     "custom autograd.Function MaskedMean (masked_select forward, "
+                     "grad_output * mask / mask.sum() backward)"),
+        ApproachInfo("hook", mean_hook, True,
+                     "multiply idiom with values.register_hook(lambda g: g * mask)",
+                     _NAN_DIVERGENCE),
+        ApproachInfo("zero-grad", mean_zero_grad, True,
+                     "multiply idiom, backward(), then grad = grad * mask",
+                     _NAN_DIVERGENCE),
+    )
+}
+
+
+def run_approach(name: str, values: torch.Tensor, mask: torch.Tensor,
+                 device: torch.device | str = "cpu"):
+    """Run approach ``name`` on ``device``; return (value, grad) as CPU tensors.
+
+    On XLA the whole forward+backward is one lazy graph, executed by a single
+    sync before the results are copied back.
+    """
+    from . import xla_support
+
+    info = APPROACHES[name]
+    device = torch.device(device)
+    v = values.to(device)
+    m = mask.to(device=device, dtype=torch.bool)
+    value, grad = info.fn(v, m)
+    if xla_support.is_xla(device):
+        xla_support.sync()
+    return value.detach().cpu(), grad.detach().cpu()
+
+
+def reference(values: torch.Tensor, mask: torch.Tensor):
+    """The spec's value and gradient, computed in float64 without autograd."""
+    v = values.detach().to(torch.float64).cpu()
+    m = mask.to(torch.bool).cpu()
+    count = int(m.sum())
+    value = v[m].sum() / count if count else torch.tensor(float("nan"), dtype=torch.float64)
+    grad = m.to(torch.float64) / count if count else torch.zeros_like(v)
+    return value, grad
+
+
+@dataclasses.dataclass
+class CompileExperiment:
+    """Compilations per mask when one approach runs over several masks on XLA."""
+
+    approach: str
+    counts: list[int]             # number of selected elements of each mask
+    compiles: list[int]           # UncachedCompile delta of each run
+    compile_time_samples: list[int]
+
+    @property
+    def warmup_compiles(self) -> int:
+        return self.compiles[0]
+
+    @property
+    def after_warmup_compiles(self) -> int:
+        return sum(self.compiles[1:])
+
+    @property
+    def total_compiles(self) -> int:
+        return sum(self.compiles)
+
+    def as_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d.update(total_compiles=self.total_compiles,
+                 warmup_compiles=self.warmup_compiles,
+                 after_warmup_compiles=self.after_warmup_compiles,
+                 distinct_counts=len(set(self.counts)))
+        return d
+
+
+def distinct_count_masks(shape: tuple[int, ...], n_masks: int, seed: int = 0) -> list[torch.Tensor]:
+    """``n_masks`` random boolean masks of ``shape``, each with a different number
+    of True entries (1 .. numel), so a dynamic-shape idiom sees n distinct shapes."""
+    numel = 1
+    for s in shape:
+        numel *= s
+    if n_masks > numel:
+        raise ValueError(f"need numel >= n_masks to get distinct counts ({numel} < {n_masks})")
+    g = torch.Generator().manual_seed(seed)
+    counts = torch.randperm(numel, generator=g)[:n_masks] + 1
+    masks = []
+    for c in counts.tolist():
+        flat = torch.zeros(numel, dtype=torch.bool)
+        flat[torch.randperm(numel, generator=g)[:c]] = True
+        masks.append(flat.reshape(shape))
+    return masks
+
+
+def compile_experiment(name: str, masks: list[torch.Tensor], values: torch.Tensor,
+                       device: torch.device | str | None = None) -> CompileExperiment:
+    """Run approach ``name`` once per mask on the XLA device, counting compilations.
+
+    Values are fresh per run (same shape, different data) so that only the
+    mask's structure - not constant folding of data - could change the graph.
+    """
+    from . import xla_support
+
+    device = torch.device(device) if device is not None else xla_support.xla_device()
+    compiles, samples, counts = [], [], []
+    for i, mask in enumerate(masks):
+        vals = values + i  # same shape, different data
+        with xla_support.count_compiles() as cc:
+            run_approach(name, vals, mask, device)
+        compiles.append(cc.uncached_compile)
+        samples.append(cc.compile_time_samples)
+        counts.append(int(mask.sum()))
+    return CompileExperiment(name, counts, compiles, samples)

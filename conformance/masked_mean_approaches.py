@@ -19,8 +19,11 @@ distinct count of selected elements.
 
 Known divergence, by design of the idiom: ``multiply``, ``hook`` and
 ``zero-grad`` compute the value as ``sum(values * mask) / count``; a NaN or inf
-under the mask gives NaN (NaN*0 = NaN, inf*0 = NaN). Their gradient is still
-right: d(values*mask)/d(values) = mask.
+under the mask gives NaN on cpu and cuda (NaN*0 = NaN, inf*0 = NaN). Their
+gradient is still right: d(values*mask)/d(values) = mask. On XLA (observed with
+torch_xla 2.9, PJRT CPU) the compiler rewrites ``x * convert(mask)`` into a
+select, so there the NaN does *not* come through and the value meets the spec:
+the same idiom gives different answers on different devices.
 """
 
 from __future__ import annotations
@@ -120,8 +123,10 @@ class ApproachInfo:
 
 
 _NAN_DIVERGENCE = (
-    "value is NaN when a NaN or inf sits under the mask: the idiom multiplies "
-    "invalid entries by zero and NaN*0 = inf*0 = NaN; the gradient is unaffected"
+    "value is NaN when a NaN or inf sits under the mask (cpu, cuda): the idiom "
+    "multiplies invalid entries by zero and NaN*0 = inf*0 = NaN; the gradient is "
+    "unaffected. On xla the compiler turns x*convert(mask) into a select and the "
+    "value is right"
 )
 
 APPROACHES: dict[str, ApproachInfo] = {
@@ -184,6 +189,7 @@ class CompileExperiment:
     counts: list[int]             # number of selected elements of each mask
     compiles: list[int]           # UncachedCompile delta of each run
     compile_time_samples: list[int]
+    seconds: list[float]          # wall time of each run, sync and copy-back included
 
     @property
     def warmup_compiles(self) -> int:
@@ -197,31 +203,48 @@ class CompileExperiment:
     def total_compiles(self) -> int:
         return sum(self.compiles)
 
+    @property
+    def after_warmup_seconds(self) -> float:
+        return sum(self.seconds[1:])
+
     def as_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d.update(total_compiles=self.total_compiles,
                  warmup_compiles=self.warmup_compiles,
                  after_warmup_compiles=self.after_warmup_compiles,
+                 after_warmup_seconds=round(self.after_warmup_seconds, 4),
                  distinct_counts=len(set(self.counts)))
         return d
 
 
+def masks_with_counts(shape: tuple[int, ...], counts: list[int], seed: int = 0) -> list[torch.Tensor]:
+    """One random boolean mask of ``shape`` per entry of ``counts``, with exactly
+    that many True entries."""
+    numel = 1
+    for s in shape:
+        numel *= s
+    g = torch.Generator().manual_seed(seed)
+    masks = []
+    for c in counts:
+        if not 0 <= c <= numel:
+            raise ValueError(f"count {c} out of range for shape {shape}")
+        flat = torch.zeros(numel, dtype=torch.bool)
+        flat[torch.randperm(numel, generator=g)[:c]] = True
+        masks.append(flat.reshape(shape))
+    return masks
+
+
 def distinct_count_masks(shape: tuple[int, ...], n_masks: int, seed: int = 0) -> list[torch.Tensor]:
-    """``n_masks`` random boolean masks of ``shape``, each with a different number
-    of True entries (1 .. numel), so a dynamic-shape idiom sees n distinct shapes."""
+    """``n_masks`` random masks of ``shape``, each with a different number of True
+    entries (between 1 and numel), so a dynamic-shape idiom sees n distinct shapes."""
     numel = 1
     for s in shape:
         numel *= s
     if n_masks > numel:
         raise ValueError(f"need numel >= n_masks to get distinct counts ({numel} < {n_masks})")
     g = torch.Generator().manual_seed(seed)
-    counts = torch.randperm(numel, generator=g)[:n_masks] + 1
-    masks = []
-    for c in counts.tolist():
-        flat = torch.zeros(numel, dtype=torch.bool)
-        flat[torch.randperm(numel, generator=g)[:c]] = True
-        masks.append(flat.reshape(shape))
-    return masks
+    counts = (torch.randperm(numel, generator=g)[:n_masks] + 1).tolist()
+    return masks_with_counts(shape, counts, seed)
 
 
 def compile_experiment(name: str, masks: list[torch.Tensor], values: torch.Tensor,
@@ -234,12 +257,56 @@ def compile_experiment(name: str, masks: list[torch.Tensor], values: torch.Tenso
     from . import xla_support
 
     device = torch.device(device) if device is not None else xla_support.xla_device()
-    compiles, samples, counts = [], [], []
+    import time
+
+    compiles, samples, counts, seconds = [], [], [], []
     for i, mask in enumerate(masks):
         vals = values + i  # same shape, different data
+        t0 = time.perf_counter()
         with xla_support.count_compiles() as cc:
             run_approach(name, vals, mask, device)
+        seconds.append(time.perf_counter() - t0)
         compiles.append(cc.uncached_compile)
         samples.append(cc.compile_time_samples)
         counts.append(int(mask.sum()))
-    return CompileExperiment(name, counts, compiles, samples)
+    return CompileExperiment(name, counts, compiles, samples, seconds)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the compile experiment for every approach on the XLA device:
+    ``python -m conformance.masked_mean_approaches [--masks N] [--shape R C]``.
+    Each approach runs in a fresh process so graph caches don't carry over."""
+    import argparse
+    import json
+    import subprocess
+    import sys
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--masks", type=int, default=10)
+    ap.add_argument("--shape", type=int, nargs="+", default=[64, 64])
+    ap.add_argument("--approach", help="run just this one, in this process")
+    args = ap.parse_args(argv)
+    from . import xla_support
+
+    if args.approach:
+        masks = distinct_count_masks(tuple(args.shape), args.masks, seed=0)
+        values = torch.randn(*args.shape, generator=torch.Generator().manual_seed(1))
+        run_approach(args.approach, values, masks[0], xla_support.xla_device())  # runtime start-up
+        print(json.dumps(compile_experiment(args.approach, masks, values).as_dict()))
+        return 0
+    reason = xla_support.xla_unavailable_reason()
+    if reason:
+        print(f"XLA unavailable: {reason}", file=sys.stderr)
+        return 2
+    for name in APPROACHES:
+        cmd = [sys.executable, "-m", "conformance.masked_mean_approaches", "--approach", name, "--masks", str(args.masks),
+               "--shape", *map(str, args.shape)]
+        res = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        d = json.loads(res.stdout.strip().splitlines()[-1])
+        print(f"{name:10s} compiles={d['compiles']} after_warmup={d['after_warmup_compiles']} "
+              f"distinct_counts={d['distinct_counts']} "
+              f"after_warmup_seconds={d['after_warmup_seconds']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

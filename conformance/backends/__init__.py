@@ -1,0 +1,33 @@
+"""The backends, by name: built-ins, plus third-party ones from the
+``torch_sparse_conformance.backends`` entry-point group (each entry point names a Backend)."""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+
+from conformance.backends.base import Backend, RunContext, Unsupported
+
+BUILTIN_BACKEND_MODULES = (
+    "conformance.backends.reference",
+    "conformance.backends.dense",
+    "conformance.backends.coo",
+    "conformance.backends.masked",
+)
+
+ENTRY_POINT_GROUP = "torch_sparse_conformance.backends"
+
+
+def builtin_backends() -> dict[str, Backend]:
+    import importlib
+
+    backends: dict[str, Backend] = {}
+    for module_name in BUILTIN_BACKEND_MODULES:
+        backend = importlib.import_module(module_name).BACKEND
+        backends[backend.name] = backend
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        backend = entry.load()
+        backends[backend.name] = backend
+    return backends
+
+
+__all__ = ["Backend", "RunContext", "Unsupported", "builtin_backends"]

@@ -1,0 +1,46 @@
+"""``coo``: torch sparse COO tensors and stock ``torch.optim``, as the documents write it."""
+
+from __future__ import annotations
+
+import torch
+
+from conformance.backends.base import Backend, RunContext
+from conformance.ops import adagrad, coalesce, sparse_adam
+from conformance.ops.masked_mean import MaskedMeanInputs, differentiate
+from conformance.tensors import CooArray
+
+
+def coalesce_coo(inputs: CooArray, ctx: RunContext):
+    return coalesce.outputs_of_sparse(inputs.to_torch(ctx.dtype, ctx.torch_device).coalesce())
+
+
+def adagrad_coo(inputs, ctx: RunContext):
+    return adagrad.OP.run_candidate(torch.optim.Adagrad, inputs, ctx)
+
+
+def sparse_adam_coo(inputs, ctx: RunContext):
+    return sparse_adam.OP.run_candidate(torch.optim.SparseAdam, inputs, ctx)
+
+
+def sparse_masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Sparsity as a stand-in for the mask: a COO tensor of the valid entries, summed."""
+    indices = mask.nonzero().T
+    valid = torch.sparse_coo_tensor(indices, values[tuple(indices)], values.shape)
+    return torch.sparse.sum(valid) / valid._nnz()
+
+
+def masked_mean_coo(inputs: MaskedMeanInputs, ctx: RunContext):
+    return differentiate(sparse_masked_mean, inputs, ctx)
+
+
+class CooBackend(Backend):
+    name = "coo"
+    description = "torch sparse COO tensors and stock torch.optim"
+
+
+BACKEND = CooBackend({
+    "coalesce": coalesce_coo,
+    "adagrad": adagrad_coo,
+    "sparse_adam": sparse_adam_coo,
+    "masked_mean": masked_mean_coo,
+})

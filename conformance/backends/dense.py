@@ -1,0 +1,115 @@
+"""``dense``: strided tensors and a boolean mask -- masked semantics with no sparse layout.
+
+Each gradient is accumulated into a dense tensor (``index_put_`` with ``accumulate=True``) with a
+boolean mask of its specified entries; updates are ``torch.where(mask, updated, old)``. This is
+the form that runs on any device, XLA included.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from conformance.backends.base import Backend, RunContext
+from conformance.ops.adagrad import WEIGHT_DECAY_ERROR, adagrad_hyperparameters
+from conformance.ops.masked_mean import MaskedMeanInputs, differentiate
+from conformance.ops.optimizer_steps import OptimizerInputs
+from conformance.ops.sparse_adam import DENSE_GRADIENT_ERROR, bias_corrected_step_size, sparse_adam_hyperparameters
+from conformance.tensors import CooArray, to_torch
+
+
+def dense_with_mask(coo: CooArray, ctx: RunContext) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dense sum of the entries, mask over the sparse dims) on the item's device and dtype."""
+    device = ctx.torch_device
+    index = tuple(torch.from_numpy(coo.indices.copy()).to(device))
+    values = to_torch(coo.values, ctx.dtype, device)
+    dense = torch.zeros(coo.size, dtype=ctx.dtype, device=device).index_put_(index, values, accumulate=True)
+    mask = torch.zeros(coo.sparse_shape, dtype=torch.bool, device=device)
+    mask = mask.index_put_(index, torch.ones((), dtype=torch.bool, device=device).expand(coo.indices.shape[1]))
+    return dense, mask
+
+
+def broadcast_mask(mask: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A mask over the sparse dims, expanded over the dense (hybrid) dims."""
+    return mask.reshape(*mask.shape, *([1] * (len(shape) - mask.dim()))).expand(shape)
+
+
+def coalesce_dense(inputs: CooArray, ctx: RunContext):
+    dense, mask = dense_with_mask(inputs, ctx)
+    indices = mask.nonzero().T  # row-major order is lexicographic order
+    return {"indices": indices, "values": dense[tuple(indices)], "nnz": indices.shape[1],
+            "size": list(inputs.size), "is_coalesced": True}
+
+
+def step_gradient(grad, param: torch.Tensor, ctx: RunContext):
+    """(dense gradient, mask over the parameter's shape, mask over the sparse dims or None if dense)."""
+    if isinstance(grad, CooArray):
+        dense, sparse_mask = dense_with_mask(grad, ctx)
+        return dense, broadcast_mask(sparse_mask, param.shape), sparse_mask
+    return to_torch(grad, ctx.dtype, ctx.torch_device), torch.ones_like(param, dtype=torch.bool), None
+
+
+def adagrad_dense(inputs: OptimizerInputs, ctx: RunContext):
+    h = adagrad_hyperparameters(inputs.hyperparameters)
+    param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
+    state_sum = torch.full_like(param, h["initial_accumulator_value"])
+    std_values = None
+    for step, grad in enumerate(inputs.grads, start=1):
+        g, mask, sparse_mask = step_gradient(grad, param, ctx)
+        if h["maximize"]:
+            g = -g
+        if h["weight_decay"] != 0:
+            if sparse_mask is not None:
+                raise RuntimeError(WEIGHT_DECAY_ERROR)
+            g = g + h["weight_decay"] * param
+        clr = h["lr"] / (1 + (step - 1) * h["lr_decay"])
+        state_sum = torch.where(mask, state_sum + g * g, state_sum)
+        std = state_sum.sqrt() + h["eps"]
+        param = torch.where(mask, param - clr * (g / std), param)
+        std_values = std[tuple(sparse_mask.nonzero().T)] if sparse_mask is not None else std.flatten()
+    outputs = {"param": param, "state_sum": state_sum, "step": float(inputs.steps)}
+    if std_values is not None:
+        outputs["std"] = std_values
+    return outputs
+
+
+def sparse_adam_dense(inputs: OptimizerInputs, ctx: RunContext):
+    h = sparse_adam_hyperparameters(inputs.hyperparameters)
+    beta1, beta2 = h["betas"]
+    param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
+    exp_avg = torch.zeros_like(param)
+    exp_avg_sq = torch.zeros_like(param)
+    for step, grad in enumerate(inputs.grads, start=1):
+        if not isinstance(grad, CooArray):
+            raise RuntimeError(DENSE_GRADIENT_ERROR)
+        g, mask, _ = step_gradient(grad, param, ctx)
+        if h["maximize"]:
+            g = -g
+        if grad.indices.shape[1] == 0:
+            continue
+        exp_avg = torch.where(mask, exp_avg + (g - exp_avg) * (1 - beta1), exp_avg)
+        exp_avg_sq = torch.where(mask, exp_avg_sq + (g * g - exp_avg_sq) * (1 - beta2), exp_avg_sq)
+        step_size = bias_corrected_step_size(h["lr"], beta1, beta2, step)
+        param = torch.where(mask, param - step_size * (exp_avg / (exp_avg_sq.sqrt() + h["eps"])), param)
+    return {"param": param, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq, "step": float(inputs.steps)}
+
+
+def where_masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Static-shape masked mean: ``where`` keeps NaN/inf under the mask out of value and gradient."""
+    return torch.where(mask, values, torch.zeros((), dtype=values.dtype, device=values.device)).sum() / mask.sum()
+
+
+def masked_mean_dense(inputs: MaskedMeanInputs, ctx: RunContext):
+    return differentiate(where_masked_mean, inputs, ctx)
+
+
+class DenseBackend(Backend):
+    name = "dense"
+    description = "strided tensors and a boolean mask (torch.where)"
+
+
+BACKEND = DenseBackend({
+    "coalesce": coalesce_dense,
+    "adagrad": adagrad_dense,
+    "sparse_adam": sparse_adam_dense,
+    "masked_mean": masked_mean_dense,
+})

@@ -1,0 +1,110 @@
+"""``masked``: ``torch.masked.MaskedTensor``, as the Adagrad tutorial writes it.
+
+The gradient's specified entries become the mask (materialized zeros included); updates are
+MaskedTensor arithmetic turned back into tensors with ``to_tensor(0)``.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from conformance.backends.base import Backend, RunContext, Unsupported
+from conformance.backends.dense import step_gradient
+from conformance.ops.adagrad import WEIGHT_DECAY_ERROR, adagrad_hyperparameters
+from conformance.ops.masked_mean import MaskedMeanInputs
+from conformance.ops.optimizer_steps import OptimizerInputs
+from conformance.ops.sparse_adam import DENSE_GRADIENT_ERROR, bias_corrected_step_size, sparse_adam_hyperparameters
+from conformance.tensors import CooArray, to_torch
+
+
+def masked(data: torch.Tensor, mask: torch.Tensor, requires_grad: bool = False):
+    """``masked_tensor(data, mask)``; a dtype MaskedTensor rejects becomes Unsupported."""
+    from torch.masked import masked_tensor
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # MaskedTensor's prototype warning
+        try:
+            return masked_tensor(data, mask, requires_grad=requires_grad)
+        except TypeError as exc:
+            if "not supported in MaskedTensor" in str(exc):
+                raise Unsupported(str(exc)) from exc
+            raise
+
+
+def coalesce_masked(inputs, ctx: RunContext):
+    raise Unsupported("MaskedTensor has no coalesce: it stores a dense or already-coalesced layout")
+
+
+def adagrad_masked(inputs: OptimizerInputs, ctx: RunContext):
+    h = adagrad_hyperparameters(inputs.hyperparameters)
+    param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
+    state_sum = torch.full_like(param, h["initial_accumulator_value"])
+    std_values = None
+    for step, grad in enumerate(inputs.grads, start=1):
+        g, mask, sparse_mask = step_gradient(grad, param, ctx)
+        if sparse_mask is not None and h["weight_decay"] != 0:
+            raise RuntimeError(WEIGHT_DECAY_ERROR)
+        if h["maximize"]:
+            g = -g
+        if h["weight_decay"] != 0:
+            g = g + h["weight_decay"] * param
+        clr = h["lr"] / (1 + (step - 1) * h["lr_decay"])
+        masked_grad = masked(g, mask)
+        state_sum = state_sum + masked_grad.pow(2).to_tensor(0)
+        std = masked(state_sum, mask).sqrt().add(h["eps"])
+        param = param.add((masked_grad / std).to_tensor(0), alpha=-clr)
+        std_dense = std.to_tensor(0)
+        std_values = std_dense[tuple(sparse_mask.nonzero().T)] if sparse_mask is not None else std_dense.flatten()
+    outputs = {"param": param, "state_sum": state_sum, "step": float(inputs.steps)}
+    if std_values is not None:
+        outputs["std"] = std_values
+    return outputs
+
+
+def sparse_adam_masked(inputs: OptimizerInputs, ctx: RunContext):
+    h = sparse_adam_hyperparameters(inputs.hyperparameters)
+    beta1, beta2 = h["betas"]
+    param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
+    exp_avg = torch.zeros_like(param)
+    exp_avg_sq = torch.zeros_like(param)
+    masked(param, torch.ones_like(param, dtype=torch.bool))  # dtype check even with no steps
+    for step, grad in enumerate(inputs.grads, start=1):
+        if not isinstance(grad, CooArray):
+            raise RuntimeError(DENSE_GRADIENT_ERROR)
+        g, mask, _ = step_gradient(grad, param, ctx)
+        if h["maximize"]:
+            g = -g
+        if not bool(mask.any()):
+            continue
+        masked_grad = masked(g, mask)
+        exp_avg = exp_avg + ((masked_grad - masked(exp_avg, mask)) * (1 - beta1)).to_tensor(0)
+        exp_avg_sq = exp_avg_sq + ((masked_grad.pow(2) - masked(exp_avg_sq, mask)) * (1 - beta2)).to_tensor(0)
+        denom = masked(exp_avg_sq, mask).sqrt().add(h["eps"])
+        step_size = bias_corrected_step_size(h["lr"], beta1, beta2, step)
+        param = param.add((masked(exp_avg, mask) / denom).to_tensor(0), alpha=-step_size)
+    return {"param": param, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq, "step": float(inputs.steps)}
+
+
+def masked_mean_masked(inputs: MaskedMeanInputs, ctx: RunContext):
+    values = to_torch(inputs.values, ctx.dtype, ctx.torch_device)
+    mask = to_torch(inputs.mask, None, ctx.torch_device)
+    leaf = masked(values, mask, requires_grad=True)
+    result = leaf.mean()
+    result.backward()
+    value = result.get_data() if bool(result.get_mask()) else torch.tensor(float("nan"), dtype=ctx.dtype)
+    return {"value": value.detach(), "grad": leaf.grad.to_tensor(0)}
+
+
+class MaskedBackend(Backend):
+    name = "masked"
+    description = "torch.masked.MaskedTensor, as the tutorial writes it"
+
+
+BACKEND = MaskedBackend({
+    "coalesce": coalesce_masked,
+    "adagrad": adagrad_masked,
+    "sparse_adam": sparse_adam_masked,
+    "masked_mean": masked_mean_masked,
+})

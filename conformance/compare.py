@@ -1,0 +1,110 @@
+"""Compare a backend's outputs with golden values and with the reference, via assert_close."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+
+from conformance.tensors import to_numpy
+
+# torch.testing.assert_close's documented defaults (rtol, atol) per dtype.
+DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float16: (1e-3, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+    torch.float32: (1.3e-6, 1e-5),
+    torch.float64: (1e-7, 1e-7),
+}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float
+    atol: float
+
+    def scaled(self, factor: float) -> "Tolerance":
+        return Tolerance(self.rtol * factor, self.atol * factor)
+
+    def __str__(self) -> str:
+        return f"rtol={self.rtol:g}, atol={self.atol:g}"
+
+
+def default_tolerance(dtype: torch.dtype) -> Tolerance:
+    rtol, atol = DEFAULT_TOLERANCES[dtype]
+    return Tolerance(rtol, atol)
+
+
+class Mismatch(AssertionError):
+    """A backend's output differs from what was expected: the outcome ``failed``."""
+
+    def __init__(self, message: str, max_abs_error: float | None = None, max_rel_error: float | None = None):
+        super().__init__(message)
+        self.max_abs_error = max_abs_error
+        self.max_rel_error = max_rel_error
+
+
+def _errors(actual: np.ndarray, expected: np.ndarray) -> tuple[float, float, tuple[int, ...] | None]:
+    """Max abs error, max rel error and the first differing index (NaN-aware)."""
+    if actual.shape != expected.shape or actual.size == 0:
+        return float("nan"), float("nan"), None
+    a = actual.astype(np.float64)
+    e = expected.astype(np.float64)
+    both_nan = np.isnan(a) & np.isnan(e)
+    same_inf = np.isinf(a) & (a == e)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        abs_err = np.where(both_nan | same_inf, 0.0, np.abs(a - e))
+        abs_err = np.where(np.isnan(abs_err), np.inf, abs_err)
+        rel_err = np.where(abs_err == 0, 0.0, abs_err / np.abs(e))
+    differing = np.argwhere(abs_err != 0)
+    first = tuple(int(i) for i in differing[0]) if len(differing) else None
+    return float(abs_err.max()), float(np.nan_to_num(rel_err, nan=np.inf, posinf=np.inf).max()), first
+
+
+def assert_output_close(name: str, actual: Any, expected: Any, tolerance: Tolerance | None, against: str) -> None:
+    """Raise Mismatch naming the output, the comparison, the max errors and the first bad index.
+
+    ``tolerance`` None means exact equality (indices, sizes, counts, booleans).
+    """
+    actual_np = to_numpy(actual)
+    expected_np = to_numpy(expected)
+    if tolerance is None:
+        if actual_np.shape == expected_np.shape and np.array_equal(actual_np, expected_np):
+            return
+        raise Mismatch(
+            f"{name} differs from {against}:\n  expected {expected_np.tolist()}\n  got      {actual_np.tolist()}",
+        )
+    try:
+        torch.testing.assert_close(
+            torch.from_numpy(np.asarray(actual_np, dtype=np.float64)),
+            torch.from_numpy(np.asarray(expected_np, dtype=np.float64)),
+            rtol=tolerance.rtol,
+            atol=tolerance.atol,
+            equal_nan=True,
+        )
+    except AssertionError as exc:
+        max_abs, max_rel, first = _errors(actual_np, expected_np)
+        where = f", first at index {first}" if first is not None else ""
+        detail = str(exc).strip().splitlines()
+        summary = (
+            f"{name} differs from {against} ({tolerance}): "
+            f"max abs error {max_abs:.6g}, max rel error {max_rel:.6g}{where}"
+        )
+        body = "\n  ".join(detail[:6])
+        if actual_np.size <= 64:
+            body += f"\n  expected {np.round(expected_np, 6).tolist()}\n  got      {np.round(actual_np.astype(np.float64), 6).tolist()}"
+        raise Mismatch(f"{summary}\n  {body}", max_abs, max_rel) from None
+
+
+def compare_outputs(
+    outputs: Mapping[str, Any],
+    expected: Mapping[str, Any],
+    tolerances: Mapping[str, Tolerance | None],
+    against: str,
+) -> None:
+    """Compare each expected output; an expected output the backend did not produce is a Mismatch."""
+    for name, want in expected.items():
+        if name not in outputs:
+            raise Mismatch(f"{name} was expected ({against}) but the backend did not produce it")
+        assert_output_close(name, outputs[name], want, tolerances.get(name), against)

@@ -1,0 +1,15 @@
+"""The ops under test, by name: each module holds one op's contract and NumPy reference."""
+
+from __future__ import annotations
+
+from conformance.ops.base import Op
+from conformance.ops import adagrad, coalesce, masked_mean, sparse_adam
+
+OPS: dict[str, Op] = {module.OP.name: module.OP for module in (coalesce, adagrad, sparse_adam, masked_mean)}
+
+
+def get_op(name: str) -> Op:
+    try:
+        return OPS[name]
+    except KeyError:
+        raise KeyError(f"unknown op {name!r}; known ops: {', '.join(sorted(OPS))}") from None

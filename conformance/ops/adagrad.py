@@ -1,0 +1,128 @@
+"""``adagrad``: optimizer steps with ``torch.optim.Adagrad`` semantics on sparse gradients.
+
+Contract (torch/optim/adagrad.py, sparse path): per step, ``clr = lr / (1 + (step - 1) * lr_decay)``;
+the gradient is coalesced (duplicates summed *before* squaring); at specified entries only,
+``state_sum += g**2``, ``std = sqrt(state_sum) + eps`` (eps after the square root) and
+``param -= clr * g / std``. ``maximize`` negates the gradient. A sparse gradient with
+``weight_decay != 0`` raises RuntimeError. Outputs: ``param``, ``state_sum``, ``step``, and
+``std`` -- the values of ``sqrt(state_sum) + eps`` at the last gradient's coalesced indices, as
+the tutorial prints it. Candidate: a ``torch.optim.Optimizer`` subclass with Adagrad's constructor.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from conformance.backends.base import RunContext
+from conformance.ops.base import TENSOR, Op
+from conformance.ops.optimizer_steps import (
+    OptimizerInputs,
+    dense_grad_and_mask,
+    optimizer_inputs_schema,
+    optimizer_problem,
+    run_optimizer,
+)
+from conformance.tensors import CooArray
+
+WEIGHT_DECAY_ERROR = "weight_decay option is not compatible with sparse gradients"
+DEFAULTS = {"lr": 1e-2, "lr_decay": 0.0, "weight_decay": 0.0, "initial_accumulator_value": 0.0,
+            "eps": 1e-10, "maximize": False}
+
+
+def adagrad_hyperparameters(hyper: dict) -> dict:
+    """Torch's defaults filled in, and torch's constructor checks (ValueError, torch's messages)."""
+    h = {**DEFAULTS, **hyper}
+    if not 0.0 <= h["lr"]:
+        raise ValueError(f"Invalid learning rate: {h['lr']}")
+    if not 0.0 <= h["lr_decay"]:
+        raise ValueError(f"Invalid lr_decay value: {h['lr_decay']}")
+    if not 0.0 <= h["weight_decay"]:
+        raise ValueError(f"Invalid weight_decay value: {h['weight_decay']}")
+    if not 0.0 <= h["initial_accumulator_value"]:
+        raise ValueError(f"Invalid initial_accumulator_value value: {h['initial_accumulator_value']}")
+    if not 0.0 <= h["eps"]:
+        raise ValueError(f"Invalid epsilon value: {h['eps']}")
+    return h
+
+
+def adagrad_reference(inputs: OptimizerInputs) -> dict[str, np.ndarray]:
+    """Adagrad in float64 NumPy, one masked update per step."""
+    h = adagrad_hyperparameters(inputs.hyperparameters)
+    param = inputs.param.astype(np.float64).copy()
+    state_sum = np.full_like(param, h["initial_accumulator_value"])
+    std_values = np.zeros(0)
+    for step, grad in enumerate(inputs.grads, start=1):
+        sparse = isinstance(grad, CooArray)
+        g, mask = dense_grad_and_mask(grad, param.shape)
+        if h["maximize"]:
+            g = -g
+        if h["weight_decay"] != 0:
+            if sparse:
+                raise RuntimeError(WEIGHT_DECAY_ERROR)
+            g = g + h["weight_decay"] * param
+        clr = h["lr"] / (1 + (step - 1) * h["lr_decay"])
+        state_sum = np.where(mask, state_sum + g * g, state_sum)
+        std = np.sqrt(state_sum) + h["eps"]
+        with np.errstate(divide="ignore", invalid="ignore"):  # 0/0 off the mask is discarded
+            param = np.where(mask, param - clr * g / std, param)
+        std_values = std[mask] if not sparse else std[tuple(_coalesced_indices(grad))]
+    return {"param": param, "state_sum": state_sum, "step": np.float64(inputs.steps), "std": std_values}
+
+
+def _coalesced_indices(grad: CooArray) -> np.ndarray:
+    from conformance.ops.coalesce import coalesce_reference
+
+    return coalesce_reference(grad)["indices"]
+
+
+def add_std_output(outputs: dict[str, Any], inputs: OptimizerInputs, eps: float) -> dict[str, Any]:
+    """Add the tutorial's ``std`` output, read from an optimizer's ``state_sum`` after the steps."""
+    last = inputs.grads[-1] if inputs.grads else None
+    state_sum = outputs["state_sum"]
+    if isinstance(last, CooArray):
+        index = torch.from_numpy(_coalesced_indices(last)).to(state_sum.device)
+        outputs["std"] = state_sum[tuple(index)].sqrt() + eps
+    elif last is not None:
+        outputs["std"] = state_sum.flatten().sqrt() + eps
+    return outputs
+
+
+class Adagrad(Op):
+    name = "adagrad"
+    summary = "torch.optim.Adagrad steps on sparse (masked) gradients"
+    candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.Adagrad's constructor"
+    inputs_schema = optimizer_inputs_schema({
+        "lr": {"type": "number"},
+        "lr_decay": {"type": "number"},
+        "weight_decay": {"type": "number"},
+        "initial_accumulator_value": {"type": "number"},
+        "eps": {"type": "number"},
+        "maximize": {"type": "boolean"},
+    })
+    expected_schema = {
+        "type": "object", "additionalProperties": False, "minProperties": 1,
+        "properties": {"param": TENSOR, "state_sum": TENSOR, "std": TENSOR, "step": {"type": "number"}},
+    }
+
+    def decode_inputs(self, raw: dict, dtype: torch.dtype) -> OptimizerInputs:
+        return OptimizerInputs.decode(raw, dtype)
+
+    def reference(self, inputs: OptimizerInputs) -> dict[str, np.ndarray]:
+        return adagrad_reference(inputs)
+
+    def run_candidate(self, candidate, inputs: OptimizerInputs, ctx: RunContext) -> dict[str, Any]:
+        outputs = run_optimizer(candidate, inputs, ctx, {"state_sum": "sum", "step": "step"})
+        eps = inputs.hyperparameters.get("eps", DEFAULTS["eps"])
+        return add_std_output(outputs, inputs, eps)
+
+    def candidate_problem(self, candidate: Any) -> str | None:
+        return optimizer_problem(candidate)
+
+    def reference_tolerance_scale(self, inputs: OptimizerInputs) -> float:
+        return 4.0 * max(1, inputs.steps)
+
+
+OP = Adagrad()

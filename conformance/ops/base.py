@@ -1,0 +1,53 @@
+"""What an op is: its contract (input and output schema), its NumPy reference, and how a
+user-supplied candidate implementation of it is driven."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from conformance.backends.base import RunContext
+
+TENSOR = {"$ref": "#/$defs/tensor"}
+COO = {"$ref": "#/$defs/coo"}
+
+
+class Op:
+    """Base class of the ops under test; one subclass per module in ``conformance.ops``."""
+
+    name: str = ""
+    summary: str = ""
+    candidate_contract: str = ""
+    inputs_schema: dict = {}
+    expected_schema: dict = {}
+    exact_outputs: frozenset[str] = frozenset()
+
+    def decode_inputs(self, raw: dict, dtype: torch.dtype) -> Any:
+        """Spec inputs -> NumPy inputs, floats rounded to ``dtype`` (raises ValueError)."""
+        raise NotImplementedError
+
+    def decode_expected(self, raw: dict) -> dict[str, np.ndarray]:
+        """Spec golden values -> NumPy arrays keyed by output name."""
+        return {name: np.asarray(value, dtype=np.int64 if name in self.exact_outputs else np.float64)
+                for name, value in raw.items()}
+
+    def reference(self, inputs: Any) -> dict[str, np.ndarray]:
+        """The independent NumPy float64 oracle (no torch math)."""
+        raise NotImplementedError
+
+    def check_invariants(self, outputs: dict[str, Any], inputs: Any) -> None:
+        """Properties every correct output has, whatever the inputs (raise Mismatch)."""
+
+    def run_candidate(self, candidate: Any, inputs: Any, ctx: RunContext) -> dict[str, Any]:
+        """Drive a user-supplied implementation of this op through its contract."""
+        raise NotImplementedError
+
+    def candidate_problem(self, candidate: Any) -> str | None:
+        """Why ``candidate`` cannot fit this op's contract, or None."""
+        return None if callable(candidate) else f"{candidate!r} is not callable"
+
+    def reference_tolerance_scale(self, inputs: Any) -> float:
+        """How much looser than assert_close's dtype default the reference cross-check is."""
+        return 1.0

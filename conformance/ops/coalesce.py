@@ -1,0 +1,112 @@
+"""``coalesce``: a COO tensor in, a coalesced COO tensor out.
+
+Contract: duplicates summed, indices sorted lexicographically and unique, explicit zeros kept,
+``is_coalesced()`` true; hybrid tensors (dense trailing dims) and nnz = 0 work.
+Candidate: a callable taking and returning a sparse COO tensor.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from conformance.backends.base import RunContext
+from conformance.compare import Mismatch
+from conformance.ops.base import COO, TENSOR, Op
+from conformance.tensors import CooArray, to_numpy
+
+
+def coalesce_reference(coo: CooArray) -> dict[str, np.ndarray]:
+    """Sort unique index tuples lexicographically and sum values of duplicates in float64."""
+    sparse_dim, nnz = coo.indices.shape
+    dense_shape = coo.values.shape[1:]
+    if nnz == 0:
+        return {"indices": coo.indices.copy(), "values": coo.values.copy(), "nnz": np.int64(0),
+                "size": np.array(coo.size, dtype=np.int64)}
+    unique, inverse = np.unique(coo.indices.T, axis=0, return_inverse=True)
+    values = np.zeros((len(unique), *dense_shape), dtype=np.float64)
+    np.add.at(values, inverse.reshape(-1), coo.values)
+    return {"indices": unique.T.copy(), "values": values, "nnz": np.int64(len(unique)),
+            "size": np.array(coo.size, dtype=np.int64)}
+
+
+def outputs_of_sparse(result: torch.Tensor) -> dict[str, Any]:
+    """The outputs the coalesce contract checks, read off a torch sparse COO tensor."""
+    if not isinstance(result, torch.Tensor) or result.layout != torch.sparse_coo:
+        raise Mismatch(f"coalesce must return a sparse COO tensor, got {type(result).__name__}"
+                       f"{'' if not isinstance(result, torch.Tensor) else ' with layout ' + str(result.layout)}")
+    return {
+        "indices": result._indices(),
+        "values": result._values(),
+        "nnz": result._nnz(),
+        "size": list(result.size()),
+        "is_coalesced": bool(result.is_coalesced()),
+    }
+
+
+class Coalesce(Op):
+    name = "coalesce"
+    summary = "COO tensor -> coalesced COO tensor (duplicates summed, indices sorted)"
+    candidate_contract = "a callable taking and returning a sparse COO tensor"
+    inputs_schema = {
+        "type": "object",
+        "required": ["tensor"],
+        "additionalProperties": False,
+        "properties": {"tensor": COO},
+    }
+    expected_schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "minProperties": 1,
+        "properties": {
+            "indices": TENSOR,
+            "values": TENSOR,
+            "nnz": {"type": "integer", "minimum": 0},
+            "size": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+        },
+    }
+    exact_outputs = frozenset({"indices", "nnz", "size"})
+
+    def decode_inputs(self, raw: dict, dtype: torch.dtype) -> CooArray:
+        return CooArray.decode(raw["tensor"]).quantized(dtype)
+
+    def decode_expected(self, raw: dict) -> dict[str, np.ndarray]:
+        from conformance.tensors import decode_array
+
+        decoded = {}
+        for name, value in raw.items():
+            decoded[name] = decode_array(value, dtype=np.int64 if name in self.exact_outputs else np.float64)
+        return decoded
+
+    def reference(self, inputs: CooArray) -> dict[str, np.ndarray]:
+        return coalesce_reference(inputs)
+
+    def check_invariants(self, outputs: dict[str, Any], inputs: CooArray) -> None:
+        if outputs.get("is_coalesced") is False:
+            raise Mismatch("the result's is_coalesced() is False")
+        indices = to_numpy(outputs["indices"])
+        if indices.ndim != 2 or indices.shape[0] != inputs.sparse_dim:
+            raise Mismatch(f"indices must have shape ({inputs.sparse_dim}, nnz), got {indices.shape}")
+        if indices.shape[1] > 1:
+            rows = [tuple(col) for col in indices.T.tolist()]
+            for position, (left, right) in enumerate(zip(rows, rows[1:])):
+                if not left < right:
+                    raise Mismatch(
+                        f"indices are not sorted and unique: entry {position} {left} is not before "
+                        f"entry {position + 1} {right}")
+
+    def run_candidate(self, candidate, inputs: CooArray, ctx: RunContext) -> dict[str, Any]:
+        tensor = inputs.to_torch(ctx.dtype, ctx.torch_device)
+        return outputs_of_sparse(candidate(tensor))
+
+    def reference_tolerance_scale(self, inputs: CooArray) -> float:
+        # a sum of k duplicates may carry up to k roundings in low precision
+        if inputs.indices.shape[1] == 0:
+            return 1.0
+        _, counts = np.unique(inputs.indices.T, axis=0, return_counts=True)
+        return float(max(1, counts.max()))
+
+
+OP = Coalesce()

@@ -1,0 +1,116 @@
+"""What ``adagrad`` and ``sparse_adam`` share: decoding a parameter and a trajectory of
+gradients, and driving a ``torch.optim.Optimizer`` subclass through those steps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from conformance.backends.base import RunContext
+from conformance.compare import Mismatch
+from conformance.ops.base import COO, TENSOR
+from conformance.ops.coalesce import coalesce_reference
+from conformance.tensors import CooArray, decode_array, quantize, to_torch
+
+GRADIENT_SCHEMA = {
+    "oneOf": [
+        COO,
+        {"type": "object", "required": ["dense"], "additionalProperties": False, "properties": {"dense": TENSOR}},
+    ]
+}
+
+
+def optimizer_inputs_schema(hyperparameters: dict) -> dict:
+    return {
+        "type": "object",
+        "required": ["param", "grads"],
+        "additionalProperties": False,
+        "properties": {
+            "param": TENSOR,
+            "grads": {"type": "array", "items": GRADIENT_SCHEMA,
+                      "description": "one gradient per optimizer step"},
+            "hyperparameters": {"type": "object", "additionalProperties": False, "properties": hyperparameters},
+        },
+    }
+
+
+@dataclass
+class OptimizerInputs:
+    """A dense parameter, one gradient per step (CooArray, or ndarray for a dense gradient)."""
+
+    param: np.ndarray
+    grads: list[CooArray | np.ndarray]
+    hyperparameters: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def decode(cls, raw: dict, dtype: torch.dtype) -> "OptimizerInputs":
+        param = quantize(decode_array(raw["param"]), dtype)
+        grads: list[CooArray | np.ndarray] = []
+        for step, node in enumerate(raw["grads"], start=1):
+            try:
+                if "dense" in node:
+                    grad = quantize(decode_array(node["dense"]), dtype)
+                    shape = grad.shape
+                else:
+                    grad = CooArray.decode(node).quantized(dtype)
+                    shape = grad.size
+            except ValueError as exc:
+                raise ValueError(f"grads[{step - 1}]: {exc}") from None
+            if tuple(shape) != param.shape:
+                raise ValueError(f"grads[{step - 1}] has size {list(shape)} but param has shape {list(param.shape)}")
+            grads.append(grad)
+        hyper = dict(raw.get("hyperparameters") or {})
+        if "betas" in hyper:
+            hyper["betas"] = tuple(hyper["betas"])
+        return cls(param, grads, hyper)
+
+    @property
+    def steps(self) -> int:
+        return len(self.grads)
+
+
+def dense_grad_and_mask(grad: CooArray | np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(summed dense gradient, mask broadcast to ``shape``) of one step, in float64 NumPy."""
+    if isinstance(grad, np.ndarray):
+        return grad.astype(np.float64), np.ones(shape, dtype=bool)
+    coalesced = coalesce_reference(grad)
+    dense = np.zeros(shape, dtype=np.float64)
+    mask = np.zeros(shape, dtype=bool)
+    index = tuple(coalesced["indices"])
+    dense[index] = coalesced["values"]
+    mask[index] = True
+    return dense, mask
+
+
+def grad_to_torch(grad: CooArray | np.ndarray, ctx: RunContext) -> torch.Tensor:
+    if isinstance(grad, np.ndarray):
+        return to_torch(grad, ctx.dtype, ctx.torch_device)
+    return grad.to_torch(ctx.dtype, ctx.torch_device)
+
+
+def run_optimizer(optimizer_class: type, inputs: OptimizerInputs, ctx: RunContext,
+                  state_outputs: dict[str, str]) -> dict[str, Any]:
+    """Construct ``optimizer_class([param], **hyperparameters)``, step once per gradient, and
+    read ``param`` and the state entries named in ``state_outputs`` (output name -> state key)."""
+    param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
+    optimizer = optimizer_class([param], **inputs.hyperparameters)
+    for grad in inputs.grads:
+        param.grad = grad_to_torch(grad, ctx)
+        optimizer.step()
+    state = optimizer.state[param]
+    outputs: dict[str, Any] = {"param": param.detach()}
+    for output, key in state_outputs.items():
+        if key not in state:
+            raise Mismatch(f"the optimizer's state has no {key!r} entry (torch's state key for {output}); "
+                           f"it has {sorted(state)}")
+        outputs[output] = state[key]
+    return outputs
+
+
+def optimizer_problem(candidate: Any) -> str | None:
+    if not (isinstance(candidate, type) and issubclass(candidate, torch.optim.Optimizer)):
+        return f"{candidate!r} is not a torch.optim.Optimizer subclass"
+    return None

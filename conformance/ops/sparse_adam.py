@@ -1,0 +1,108 @@
+"""``sparse_adam``: optimizer steps with ``torch.optim.SparseAdam`` semantics.
+
+Contract (torch/optim/_functional.py ``sparse_adam`` and the SparseAdam docs): one step count per
+parameter, incremented on every ``step()`` even when the gradient has no entries (then nothing
+else changes); the gradient is coalesced; at specified entries only (materialized zeros count as
+specified) ``exp_avg += (g - exp_avg) * (1 - beta1)``, ``exp_avg_sq += (g**2 - exp_avg_sq) * (1 - beta2)``,
+``param -= lr * sqrt(1 - beta2**step) / (1 - beta1**step) * exp_avg / (sqrt(exp_avg_sq) + eps)``
+(eps added to the *uncorrected* root). ``maximize`` negates the gradient; a dense gradient raises
+RuntimeError. Candidate: a ``torch.optim.Optimizer`` subclass with SparseAdam's constructor.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from conformance.backends.base import RunContext
+from conformance.ops.base import TENSOR, Op
+from conformance.ops.optimizer_steps import (
+    OptimizerInputs,
+    dense_grad_and_mask,
+    optimizer_inputs_schema,
+    optimizer_problem,
+    run_optimizer,
+)
+
+DENSE_GRADIENT_ERROR = "SparseAdam does not support dense gradients, please consider Adam instead"
+DEFAULTS = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "maximize": False}
+
+
+def sparse_adam_hyperparameters(hyper: dict) -> dict:
+    """Torch's defaults filled in, and torch's constructor checks (ValueError, torch's messages)."""
+    h = {**DEFAULTS, **hyper}
+    if not 0.0 < h["lr"]:
+        raise ValueError(f"Invalid learning rate: {h['lr']}")
+    if not 0.0 < h["eps"]:
+        raise ValueError(f"Invalid epsilon value: {h['eps']}")
+    beta1, beta2 = h["betas"]
+    if not 0.0 <= beta1 < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 0: {beta1}")
+    if not 0.0 <= beta2 < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 1: {beta2}")
+    return h
+
+
+def bias_corrected_step_size(lr: float, beta1: float, beta2: float, step: int) -> float:
+    """torch's ``lr * sqrt(1 - beta2**step) / (1 - beta1**step)``, step counted globally."""
+    return lr * math.sqrt(1 - beta2**step) / (1 - beta1**step)
+
+
+def sparse_adam_reference(inputs: OptimizerInputs) -> dict[str, np.ndarray]:
+    """SparseAdam in float64 NumPy, one masked update per step."""
+    h = sparse_adam_hyperparameters(inputs.hyperparameters)
+    beta1, beta2 = h["betas"]
+    param = inputs.param.astype(np.float64).copy()
+    exp_avg = np.zeros_like(param)
+    exp_avg_sq = np.zeros_like(param)
+    for step, grad in enumerate(inputs.grads, start=1):
+        if isinstance(grad, np.ndarray):
+            raise RuntimeError(DENSE_GRADIENT_ERROR)
+        g, mask = dense_grad_and_mask(grad, param.shape)
+        if h["maximize"]:
+            g = -g
+        if not mask.any():
+            continue
+        exp_avg = np.where(mask, exp_avg + (g - exp_avg) * (1 - beta1), exp_avg)
+        exp_avg_sq = np.where(mask, exp_avg_sq + (g * g - exp_avg_sq) * (1 - beta2), exp_avg_sq)
+        step_size = bias_corrected_step_size(h["lr"], beta1, beta2, step)
+        param = np.where(mask, param - step_size * exp_avg / (np.sqrt(exp_avg_sq) + h["eps"]), param)
+    return {"param": param, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq, "step": np.float64(inputs.steps)}
+
+
+class SparseAdam(Op):
+    name = "sparse_adam"
+    summary = "torch.optim.SparseAdam steps: moments and parameter updated only at specified entries"
+    candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.SparseAdam's constructor"
+    inputs_schema = optimizer_inputs_schema({
+        "lr": {"type": "number"},
+        "betas": {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2},
+        "eps": {"type": "number"},
+        "maximize": {"type": "boolean"},
+    })
+    expected_schema = {
+        "type": "object", "additionalProperties": False, "minProperties": 1,
+        "properties": {"param": TENSOR, "exp_avg": TENSOR, "exp_avg_sq": TENSOR, "step": {"type": "number"}},
+    }
+
+    def decode_inputs(self, raw: dict, dtype: torch.dtype) -> OptimizerInputs:
+        return OptimizerInputs.decode(raw, dtype)
+
+    def reference(self, inputs: OptimizerInputs) -> dict[str, np.ndarray]:
+        return sparse_adam_reference(inputs)
+
+    def run_candidate(self, candidate, inputs: OptimizerInputs, ctx: RunContext) -> dict[str, Any]:
+        return run_optimizer(candidate, inputs, ctx,
+                             {"exp_avg": "exp_avg", "exp_avg_sq": "exp_avg_sq", "step": "step"})
+
+    def candidate_problem(self, candidate: Any) -> str | None:
+        return optimizer_problem(candidate)
+
+    def reference_tolerance_scale(self, inputs: OptimizerInputs) -> float:
+        return 8.0 * max(1, inputs.steps)
+
+
+OP = SparseAdam()

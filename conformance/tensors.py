@@ -1,0 +1,130 @@
+"""Decode the tensor notation of spec files into NumPy arrays, and move them into torch.
+
+A tensor in a spec is a nested list of numbers (YAML ``.nan``/``.inf`` allowed),
+``{fill: x, shape: [...]}`` or ``{arange: n, shape: [...]}``.  A sparse COO tensor is
+``{indices: ..., values: ..., size: [...]}``; a dense tensor given where a sparse one is
+expected is written ``{dense: ...}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+DTYPES: dict[str, torch.dtype] = {
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float32": torch.float32,
+    "float64": torch.float64,
+}
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """The torch dtype for a spec's dtype name."""
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise ValueError(f"unknown dtype {name!r}; expected one of {sorted(DTYPES)}") from None
+
+
+def decode_array(node: Any, dtype=np.float64) -> np.ndarray:
+    """A NumPy array from the spec notation for a tensor."""
+    if isinstance(node, dict):
+        shape = tuple(node.get("shape", ()))
+        if "fill" in node:
+            return np.full(shape, node["fill"], dtype=dtype)
+        if "arange" in node:
+            flat = np.arange(node["arange"], dtype=dtype)
+            return flat.reshape(shape) if shape else flat
+        raise ValueError(f"tensor mapping needs 'fill' or 'arange', got keys {sorted(node)}")
+    array = np.array(node, dtype=dtype)
+    if array.dtype == object:
+        raise ValueError("ragged nested list: every row must have the same length")
+    return array
+
+
+def quantize(array: np.ndarray, dtype: torch.dtype) -> np.ndarray:
+    """Round float64 values to ``dtype`` and back, so the reference sees what a backend sees."""
+    return torch.from_numpy(np.ascontiguousarray(array, dtype=np.float64)).to(dtype).double().numpy()
+
+
+@dataclass
+class CooArray:
+    """A sparse COO tensor on the NumPy side: indices (sparse_dim, nnz), values (nnz, *dense)."""
+
+    indices: np.ndarray
+    values: np.ndarray
+    size: tuple[int, ...]
+
+    @classmethod
+    def decode(cls, node: dict) -> "CooArray":
+        size = tuple(int(s) for s in node["size"])
+        indices = decode_array(node["indices"], dtype=np.int64)
+        values = decode_array(node["values"])
+        if indices.ndim == 1 and indices.size == 0:
+            indices = indices.reshape(len(size), 0)
+        if indices.ndim != 2:
+            raise ValueError(f"indices must be 2-D (sparse_dim, nnz), got shape {indices.shape}")
+        sparse_dim, nnz = indices.shape
+        if values.shape[:1] != (nnz,):
+            raise ValueError(f"values has leading size {values.shape[:1]} but indices have nnz={nnz}")
+        if sparse_dim + values.ndim - 1 != len(size):
+            raise ValueError(
+                f"size {list(size)} has {len(size)} dims but indices give {sparse_dim} sparse dims "
+                f"and values {values.ndim - 1} dense dims"
+            )
+        if tuple(values.shape[1:]) != size[sparse_dim:]:
+            raise ValueError(f"dense dims of values {values.shape[1:]} differ from size {size[sparse_dim:]}")
+        for dim in range(sparse_dim):
+            row = indices[dim]
+            if row.size and (row.min() < 0 or row.max() >= size[dim]):
+                raise ValueError(f"indices of dim {dim} must lie in [0, {size[dim]}), got {row.tolist()}")
+        return cls(indices, values, size)
+
+    @property
+    def sparse_dim(self) -> int:
+        return self.indices.shape[0]
+
+    @property
+    def sparse_shape(self) -> tuple[int, ...]:
+        return self.size[: self.sparse_dim]
+
+    def quantized(self, dtype: torch.dtype) -> "CooArray":
+        return CooArray(self.indices, quantize(self.values, dtype), self.size)
+
+    def to_torch(self, dtype: torch.dtype, device: str | torch.device = "cpu") -> torch.Tensor:
+        """An uncoalesced torch sparse COO tensor, duplicates and order as written."""
+        return torch.sparse_coo_tensor(
+            torch.from_numpy(self.indices.copy()),
+            torch.from_numpy(self.values.copy()).to(dtype),
+            self.size,
+            device=device,
+            check_invariants=True,
+        )
+
+    def specified_mask(self) -> np.ndarray:
+        """Boolean mask over the sparse dims: True where any entry is specified."""
+        mask = np.zeros(self.sparse_shape, dtype=bool)
+        mask[tuple(self.indices)] = True
+        return mask
+
+
+def to_torch(array: np.ndarray, dtype: torch.dtype | None, device: str | torch.device = "cpu") -> torch.Tensor:
+    """A strided torch tensor from a NumPy array (dtype None keeps the array's own dtype)."""
+    tensor = torch.from_numpy(np.ascontiguousarray(array).copy())
+    if dtype is not None:
+        tensor = tensor.to(dtype)
+    return tensor.to(device)
+
+
+def to_numpy(value: Any) -> np.ndarray:
+    """A float64 (or bool/int) NumPy array from a torch tensor, a number or an array."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu()
+        if value.is_floating_point():
+            value = value.double()
+        return value.numpy()
+    return np.asarray(value)

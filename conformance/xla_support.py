@@ -135,3 +135,18 @@ def count_compiles(sync_on_exit: bool = True) -> Iterator[CompileCount]:
         count.compile_time_samples = after[0] - before[0]
         count.uncached_compile = after[1] - before[1]
         count.cached_compile = after[2] - before[2]
+
+
+COMPILES_KEY = "xla_compiles"
+
+
+@contextlib.contextmanager
+def record_compiles(record: dict) -> Iterator[CompileCount]:
+    """:func:`count_compiles`, writing the counts into ``record[COMPILES_KEY]`` on exit
+    (also when the block raises, so an errored run still shows what it compiled)."""
+    count = CompileCount()
+    try:
+        with count_compiles() as count:
+            yield count
+    finally:
+        record[COMPILES_KEY] = count.as_dict()

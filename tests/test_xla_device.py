@@ -5,7 +5,7 @@ sparse COO being unsupported. Skipped, with the reason, without torch_xla."""
 import pytest
 import torch
 
-from conformance import masked_mean_approaches as A
+from conformance.backends import masked_mean_idioms as A
 from conformance import xla_support
 
 XLA_REASON = xla_support.xla_unavailable_reason()

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from conformance import masked_mean_approaches as A
+from conformance.backends import masked_mean_idioms as A
 from conformance import xla_support
 
 XLA_REASON = xla_support.xla_unavailable_reason()

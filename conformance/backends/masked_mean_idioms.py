@@ -1,5 +1,6 @@
-"""The masked-mean idioms of seed document 004 (PyTorch/XLA masked computation),
-each as a named implementation computing the value and its gradient.
+"""``mean-*`` backends: the masked-mean idioms of seed document 004 (PyTorch/XLA masked
+computation), each a backend of its own implementing ``masked_mean`` and
+``masked_mean_compiles`` only (``mean-where``, ``mean-select``, ...).
 
 Every approach is a function ``(values, mask) -> (value, grad)``: ``value`` is
 the mean of ``values`` where ``mask`` is True, ``grad`` is d(value)/d(values)
@@ -32,6 +33,10 @@ import dataclasses
 from typing import Callable
 
 import torch
+
+from conformance.backends.base import Backend
+from conformance.ops.masked_mean_compiles import run_series
+from conformance.tensors import to_torch
 
 Approach = Callable[[torch.Tensor, torch.Tensor], "tuple[torch.Tensor, torch.Tensor]"]
 
@@ -154,12 +159,12 @@ APPROACHES: dict[str, ApproachInfo] = {
 
 def run_approach(name: str, values: torch.Tensor, mask: torch.Tensor,
                  device: torch.device | str = "cpu"):
-    """Run approach ``name`` on ``device``; return (value, grad) as CPU tensors.
+    """Run approach ``name`` on ``device`` outside the harness; return (value, grad) on the CPU.
 
     On XLA the whole forward+backward is one lazy graph, executed by a single
     sync before the results are copied back.
     """
-    from . import xla_support
+    from conformance import xla_support
 
     info = APPROACHES[name]
     device = torch.device(device)
@@ -254,7 +259,7 @@ def compile_experiment(name: str, masks: list[torch.Tensor], values: torch.Tenso
     Values are fresh per run (same shape, different data) so that only the
     mask's structure - not constant folding of data - could change the graph.
     """
-    from . import xla_support
+    from conformance import xla_support
 
     device = torch.device(device) if device is not None else xla_support.xla_device()
     import time
@@ -272,9 +277,40 @@ def compile_experiment(name: str, masks: list[torch.Tensor], values: torch.Tenso
     return CompileExperiment(name, counts, compiles, samples, seconds)
 
 
+# ---------------------------------------------------------------- the backends
+
+def _masked_mean_runner(info: ApproachInfo):
+    def run(inputs, ctx):
+        values = to_torch(inputs.values, ctx.dtype, ctx.torch_device)
+        mask = to_torch(inputs.mask, None, ctx.torch_device)
+        value, grad = info.fn(values, mask)
+        return {"value": value.reshape(()), "grad": grad}
+
+    return run
+
+
+class IdiomBackend(Backend):
+    """One masked-mean idiom; items only for the ops it implements."""
+
+    lists_unimplemented_ops = False
+
+    def __init__(self, info: ApproachInfo):
+        self.name = f"mean-{info.name}"
+        self.description = info.description
+        self.info = info
+        masked_mean = _masked_mean_runner(info)
+        super().__init__({
+            "masked_mean": masked_mean,
+            "masked_mean_compiles": lambda inputs, ctx: run_series(masked_mean, inputs, ctx),
+        })
+
+
+BACKENDS = [IdiomBackend(info) for info in APPROACHES.values()]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the compile experiment for every approach on the XLA device:
-    ``python -m conformance.masked_mean_approaches [--masks N] [--shape R C]``.
+    ``python -m conformance.backends.masked_mean_idioms [--masks N] [--shape R C]``.
     Each approach runs in a fresh process so graph caches don't carry over."""
     import argparse
     import json
@@ -285,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shape", type=int, nargs="+", default=[64, 64])
     ap.add_argument("--approach", help="run just this one, in this process")
     args = ap.parse_args(argv)
-    from . import xla_support
+    from conformance import xla_support
 
     if args.approach:
         masks = distinct_count_masks(tuple(args.shape), args.masks, seed=0)
@@ -298,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"XLA unavailable: {reason}", file=sys.stderr)
         return 2
     for name in APPROACHES:
-        cmd = [sys.executable, "-m", "conformance.masked_mean_approaches", "--approach", name, "--masks", str(args.masks),
+        cmd = [sys.executable, "-m", "conformance.backends.masked_mean_idioms", "--approach", name, "--masks", str(args.masks),
                "--shape", *map(str, args.shape)]
         res = subprocess.run(cmd, capture_output=True, text=True, check=True)
         d = json.loads(res.stdout.strip().splitlines()[-1])

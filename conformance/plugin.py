@@ -254,11 +254,14 @@ def pytest_report_teststatus(report, config):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     counts: dict[str, Counter] = defaultdict(Counter)
+    unsupported: Counter = Counter()
     for reports in terminalreporter.stats.values():
         for report in reports:
             record = _record_of(report)
             if record and record.get("backend"):
                 counts[record["backend"]][record["outcome"]] += 1
+                if record["outcome"] == outcomes.UNSUPPORTED:
+                    unsupported[(record["backend"], (record["message"] or "").removeprefix("unsupported: "))] += 1
     if not counts:
         return
     terminalreporter.section("conformance summary")
@@ -267,3 +270,5 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     terminalreporter.write_line(f"{'backend':<{width}}" + "".join(f"{c:>12}" for c in columns))
     for backend, counter in sorted(counts.items()):
         terminalreporter.write_line(f"{backend:<{width}}" + "".join(f"{counter[c]:>12}" for c in columns))
+    for (backend, message), count in sorted(unsupported.items()):
+        terminalreporter.write_line(f"UNSUPPORTED {backend}: {message} ({count} item{'s' if count > 1 else ''})")

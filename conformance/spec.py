@@ -151,7 +151,15 @@ def _schema_error(path: Path, lines: dict, data: Any) -> SpecError | None:
     while error.context:
         error = max(error.context, key=lambda e: len(e.absolute_path))
     message = error.message if len(error.message) < 300 else error.message[:300] + "..."
-    return SpecError(path, _line_of(lines, error.absolute_path), f"{_format_path(error.absolute_path)}: {message}")
+    where = tuple(error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = set(error.schema.get("properties", {}))
+        extra = sorted(key for key in error.instance if key not in allowed)
+        if extra:  # point at the unexpected key itself
+            return SpecError(path, _line_of(lines, where + (extra[0],)),
+                             f"{_format_path(where + (extra[0],))}: unexpected field {extra[0]!r}; "
+                             f"allowed here: {', '.join(sorted(allowed))}")
+    return SpecError(path, _line_of(lines, where), f"{_format_path(where)}: {message}")
 
 
 # ---------------------------------------------------------------- loading

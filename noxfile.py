@@ -22,6 +22,7 @@ the requested version, so a repeated run costs only the tests.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import subprocess
@@ -78,12 +79,16 @@ class InstallFailed(Exception):
 
 def _pip(session: nox.Session, *args: str) -> None:
     """pip install in the session's venv; raises InstallFailed with pip's last lines."""
-    command = [_venv_python(session), "-m", "pip", "install", *args]
+    command = [_venv_python(session), "-m", "pip", "install", "--progress-bar", "off", *args]
     session.log(" ".join(command[1:]))
-    result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0:
-        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
-        raise InstallFailed(f"pip install {' '.join(args)} exited {result.returncode}:\n{tail}")
+    last_lines: collections.deque[str] = collections.deque(maxlen=15)
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as pip:
+        for line in pip.stdout:  # streamed, so a long download shows progress
+            sys.stdout.write(line)
+            last_lines.append(line.rstrip())
+    if pip.returncode != 0:
+        tail = "\n".join(last_lines)
+        raise InstallFailed(f"pip install {' '.join(args)} exited {pip.returncode}:\n{tail}")
 
 
 def _install(session: nox.Session, torch_version: str) -> None:

@@ -272,8 +272,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         return
     terminalreporter.section("conformance summary")
     columns = [o for o in outcomes.ALL if any(c[o] for c in counts.values())]
-    terminalreporter.write_line(f"{'backend':<12}" + "".join(f"{c:>12}" for c in columns))
+    width = max(12, *(len(backend) + 1 for backend in counts))
+    terminalreporter.write_line(f"{'backend':<{width}}" + "".join(f"{c:>12}" for c in columns))
     for backend, counter in sorted(counts.items()):
-        terminalreporter.write_line(f"{backend:<12}" + "".join(f"{counter[c]:>12}" for c in columns))
+        terminalreporter.write_line(f"{backend:<{width}}" + "".join(f"{counter[c]:>12}" for c in columns))
     for (backend, message), count in sorted(unsupported.items()):
         terminalreporter.write_line(f"UNSUPPORTED {backend}: {message} ({count} item{'s' if count > 1 else ''})")

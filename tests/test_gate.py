@@ -10,6 +10,7 @@ import pytest
 
 from conformance.cli import main
 from conformance.gate import diff_runs
+from conformance.ops import OPS
 from conformance.results import Results
 from conformance.selection import (SelectionError, changed_files_from_git, glob_to_regex, load_rules,
                                    read_changed_files, select_ops)
@@ -123,6 +124,9 @@ def test_diff_classifies_changes():
 # ------------------------------------------------------------------ changed files -> ops
 
 
+EVERY_OP = set(OPS)
+
+
 @pytest.mark.parametrize("path, ops", [
     ("conformance/ops/adagrad.py", {"adagrad"}),
     ("specs/adagrad.yaml", {"adagrad"}),
@@ -130,9 +134,11 @@ def test_diff_classifies_changes():
     ("torch/optim/sparse_adam.py", {"sparse_adam", "adagrad"}),  # also a file under optim/
     ("conformance/ops/sparse_adam.py", {"sparse_adam"}),
     ("conformance/ops/optimizer_steps.py", {"adagrad", "sparse_adam"}),
-    ("conformance/masked_mean_approaches.py", {"adagrad", "coalesce", "masked_mean", "sparse_adam"}),  # conformance/*.py
-    ("conformance/runner.py", {"adagrad", "coalesce", "masked_mean", "sparse_adam"}),
-    ("conformance/backends/coo.py", {"adagrad", "coalesce", "masked_mean", "sparse_adam"}),
+    ("conformance/ops/masked_mean.py", {"masked_mean", "masked_mean_compiles"}),
+    ("conformance/backends/masked_mean_idioms.py", EVERY_OP),  # conformance/backends/**
+    ("conformance/masked_mean_approaches.py", EVERY_OP),  # conformance/*.py
+    ("conformance/runner.py", EVERY_OP),
+    ("conformance/backends/coo.py", EVERY_OP),
     ("README.md", set()),
     ("conformance/report/report.js", set()),
     (".github/workflows/conformance-gate.yml", set()),

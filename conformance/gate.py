@@ -8,7 +8,8 @@
    median is at least ``--min-duration`` (default 1 ms), and a one-sided Mann-Whitney U test on the
    two runs' samples says so at ``--alpha`` (default 0.01)
 2  the two files cannot be compared: a file is unreadable or of another schema version, items of
-   the baseline are missing from the candidate, or timings come from different machines
+   the baseline are missing from the candidate or skipped there, or timings come from different
+   machines
 
 With ``--changed-files``/``--base-ref`` only the items of the ops those files select (see
 ``conformance/paths.yaml``) are compared. The diff (:func:`diff_runs`) is shared with the report.
@@ -217,6 +218,12 @@ def run_gate(base: Results, head: Results, *, ops: set[str] | None = None, scope
     if diff.removed:
         problems.append(f"{len(diff.removed)} item(s) of the baseline are missing from the candidate "
                         "(a different selection of backends, devices or ops, or an interrupted run)")
+    not_run = [c for c in diff.changed if c.base_outcome in PASSING and c.head_outcome == "skipped"]
+    if not_run:
+        reason = (not_run[0].head or {}).get("message") or "skipped"
+        problems.append(f"{len(not_run)} item(s) that passed in the baseline were skipped in the candidate, "
+                        f"e.g. {not_run[0].label}: {reason.splitlines()[0][:150]}")
+    lost = [c for c in diff.changed if c.base_outcome in PASSING and c.head_outcome == "unsupported"]
     for results, name in ((base, "baseline"), (head, "candidate")):
         if results.run.get("status") != "complete":
             not_run = len(results.run.get("not_run") or [])
@@ -236,6 +243,9 @@ def run_gate(base: Results, head: Results, *, ops: set[str] | None = None, scope
                        f"(x{t.ratio:.2f}, p={t.p_value:.3g}, {t.base_samples} vs {t.head_samples} samples)"
                        for t in diff.slower], limit)
     lines += _listing(f"NOT COMPARABLE:", problems, limit)
+    lines += _listing(f"no longer supported ({len(lost)}; passed in the baseline, unsupported in the candidate -- "
+                      "not counted as a regression):",
+                      [f"{c.label}" + (f" -- {c.head_message}" if c.head_message else "") for c in lost], 10)
     lines += _listing(f"missing from the candidate ({len(diff.removed)}):", [c.label for c in diff.removed], 10)
     lines += _listing(f"improved ({len(diff.improved)}):",
                       [f"{c.label}: {c.base_outcome} -> {c.head_outcome}" for c in diff.improved], 10)

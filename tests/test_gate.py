@@ -103,6 +103,26 @@ def test_missing_items_and_unreadable_files_are_not_comparable(capsys, tmp_path)
     assert code == 2 and f"NOT COMPARABLE: {broken}: not valid JSON" in out, out
 
 
+def test_items_skipped_in_the_candidate_are_not_comparable(capsys, tmp_path):
+    baseline = adagrad_run("TorchAdagrad")
+    document = load(baseline)
+    document["run"]["id"] = "fixture-skipped"
+    changed = 0
+    for record in document["records"]:
+        if record["outcome"] == "passed" and record["dtype"] == "float64":
+            record.update(outcome="skipped", message="cuda not available: torch.cuda.is_available() is False")
+            changed += 1
+        elif record["outcome"] == "passed" and changed and record["dtype"] == "float32":
+            record.update(outcome="unsupported", message="unsupported: no float32 here")
+    skipped = tmp_path / "skipped.json"
+    skipped.write_text(json.dumps(document))
+    code, out = gate(capsys, "--baseline", str(baseline), "--candidate", str(skipped))
+    assert code == 2, out
+    assert f"{changed} item(s) that passed in the baseline were skipped in the candidate" in out
+    assert "cuda not available" in out
+    assert "no longer supported (" in out and "unsupported: no float32 here" in out
+
+
 def test_diff_classifies_changes():
     def results(*records):
         run = {"id": "x"}

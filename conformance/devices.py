@@ -1,9 +1,11 @@
-"""The devices a case can run on, whether each is available here, and why not."""
+"""The devices a case can run on, whether each is available here, and why not, and what a
+device measures around a run (XLA: graph compilations)."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, ContextManager
 
 import torch
 
@@ -15,6 +17,8 @@ class Device:
     name: str
     probe: Callable[[], str | None]  # None when available, else the reason it is not
     make: Callable[[], torch.device]
+    # measure(record) -> context manager around a backend's run; writes its figures into record
+    measure: Callable[[dict[str, Any]], ContextManager[Any]] | None = None
 
 
 def _probe_cpu() -> str | None:
@@ -27,12 +31,31 @@ def _probe_cuda() -> str | None:
     return None
 
 
+def _probe_xla() -> str | None:
+    from conformance.xla_support import xla_unavailable_reason
+
+    return xla_unavailable_reason()
+
+
+def _make_xla() -> torch.device:
+    from conformance.xla_support import xla_device
+
+    return xla_device()
+
+
+def _measure_xla(record: dict[str, Any]) -> ContextManager[Any]:
+    from conformance.xla_support import record_compiles
+
+    return record_compiles(record)
+
+
 DEVICES: dict[str, Device] = {
     "cpu": Device("cpu", _probe_cpu, lambda: torch.device("cpu")),
     "cuda": Device("cuda", _probe_cuda, lambda: torch.device("cuda")),
+    "xla": Device("xla", _probe_xla, _make_xla, _measure_xla),
 }
 
-DEFAULT_DEVICES = ("cpu", "cuda")
+DEFAULT_DEVICES = ("cpu", "cuda", "xla")
 
 _unavailable_cache: dict[str, str | None] = {}
 
@@ -46,3 +69,9 @@ def unavailable_reason(name: str) -> str | None:
 
 def torch_device(name: str) -> torch.device:
     return DEVICES[name].make()
+
+
+def measure(name: str, record: dict[str, Any]) -> ContextManager[Any]:
+    """The device's measurement around one backend run (a no-op for most devices)."""
+    device = DEVICES[name]
+    return device.measure(record) if device.measure is not None else contextlib.nullcontext()

@@ -12,6 +12,7 @@ import pytest
 
 from conformance import outcomes
 from conformance.backends import Backend, Unsupported, builtin_backends
+from conformance.benchmark import benchmark_items
 from conformance.backends.candidate import CandidateBackend, CandidateError, parse_impl_options
 from conformance.compare import Mismatch
 from conformance.devices import DEFAULT_DEVICES, DEVICES, unavailable_reason
@@ -22,8 +23,9 @@ from conformance.tensors import DTYPES
 
 SPEC_SUFFIXES = (".yaml", ".yml")
 
+# results files, per-item timeouts, crashed xdist workers, benchmark options (conformance/hooks.py);
 # generated (Hypothesis) cases: their options, profiles and the specs::generated collector
-pytest_plugins = ("conformance.generated_plugin",)
+pytest_plugins = ["conformance.hooks", "conformance.generated_plugin"]
 
 
 def _split(values: list[str] | None) -> list[str]:
@@ -137,6 +139,8 @@ class SpecFile(pytest.File):
             return
         for case in spec.cases:
             yield from self._items(case, selection)
+        if self.config.getoption("conformance_benchmark"):
+            yield from benchmark_items(self, spec, selection)
 
     def _items(self, case: Case, selection: Selection):
         for backend in selection.backends.values():
@@ -257,15 +261,21 @@ def pytest_report_teststatus(report, config):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     counts: dict[str, Counter] = defaultdict(Counter)
+    unsupported: Counter = Counter()
     for reports in terminalreporter.stats.values():
         for report in reports:
             record = _record_of(report)
             if record and record.get("backend"):
                 counts[record["backend"]][record["outcome"]] += 1
+                if record["outcome"] == outcomes.UNSUPPORTED:
+                    unsupported[(record["backend"], (record["message"] or "").removeprefix("unsupported: "))] += 1
     if not counts:
         return
     terminalreporter.section("conformance summary")
     columns = [o for o in outcomes.ALL if any(c[o] for c in counts.values())]
-    terminalreporter.write_line(f"{'backend':<12}" + "".join(f"{c:>12}" for c in columns))
+    width = max(12, *(len(backend) + 1 for backend in counts))
+    terminalreporter.write_line(f"{'backend':<{width}}" + "".join(f"{c:>12}" for c in columns))
     for backend, counter in sorted(counts.items()):
-        terminalreporter.write_line(f"{backend:<12}" + "".join(f"{counter[c]:>12}" for c in columns))
+        terminalreporter.write_line(f"{backend:<{width}}" + "".join(f"{counter[c]:>12}" for c in columns))
+    for (backend, message), count in sorted(unsupported.items()):
+        terminalreporter.write_line(f"UNSUPPORTED {backend}: {message} ({count} item{'s' if count > 1 else ''})")

@@ -91,6 +91,7 @@ class Spec:
     op: Op
     title: str
     cases: list[Case] = field(default_factory=list)
+    benchmarks: list = field(default_factory=list)  # conformance.benchmark.Benchmark instances
 
 
 # ---------------------------------------------------------------- YAML with line numbers
@@ -133,7 +134,9 @@ def spec_schema() -> dict:
         {
             "if": {"properties": {"op": {"const": name}}, "required": ["op"]},
             "then": {"properties": {"cases": {"items": {"properties": {
-                "inputs": op.inputs_schema, "expected": op.expected_schema}}}}},
+                "inputs": op.inputs_schema, "expected": op.expected_schema}}},
+                "benchmark": {"items": {"properties": {"hyperparameters": op.inputs_schema.get(
+                    "properties", {}).get("hyperparameters", {"maxProperties": 0})}}}}},
         }
         for name, op in OPS.items()
     ]
@@ -151,7 +154,15 @@ def _schema_error(path: Path, lines: dict, data: Any) -> SpecError | None:
     while error.context:
         error = max(error.context, key=lambda e: len(e.absolute_path))
     message = error.message if len(error.message) < 300 else error.message[:300] + "..."
-    return SpecError(path, _line_of(lines, error.absolute_path), f"{_format_path(error.absolute_path)}: {message}")
+    where = tuple(error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = set(error.schema.get("properties", {}))
+        extra = sorted(key for key in error.instance if key not in allowed)
+        if extra:  # point at the unexpected key itself
+            return SpecError(path, _line_of(lines, where + (extra[0],)),
+                             f"{_format_path(where + (extra[0],))}: unexpected field {extra[0]!r}; "
+                             f"allowed here: {', '.join(sorted(allowed))}")
+    return SpecError(path, _line_of(lines, where), f"{_format_path(where)}: {message}")
 
 
 # ---------------------------------------------------------------- loading
@@ -188,6 +199,11 @@ def load_spec(path: Path | str) -> Spec:
             raise SpecError(path, line, f"cases[{index}]: duplicate case id {case_id!r} (first on line {seen[case_id]})")
         seen[case_id] = line
         spec.cases.append(_build_case(path, lines, index, raw, op, sources, defaults))
+    if "benchmark" in data:
+        from conformance.benchmark import expand
+
+        for index, raw in enumerate(data["benchmark"]):
+            spec.benchmarks.extend(expand(raw, _line_of(lines, ("benchmark", index))))
     return spec
 
 

@@ -12,6 +12,7 @@ BUILTIN_BACKEND_MODULES = (
     "conformance.backends.dense",
     "conformance.backends.coo",
     "conformance.backends.masked",
+    "conformance.backends.masked_mean_idioms",
 )
 
 ENTRY_POINT_GROUP = "torch_sparse_conformance.backends"
@@ -22,8 +23,9 @@ def builtin_backends() -> dict[str, Backend]:
 
     backends: dict[str, Backend] = {}
     for module_name in BUILTIN_BACKEND_MODULES:
-        backend = importlib.import_module(module_name).BACKEND
-        backends[backend.name] = backend
+        module = importlib.import_module(module_name)
+        for backend in getattr(module, "BACKENDS", None) or [module.BACKEND]:  # a module may hold several
+            backends[backend.name] = backend
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         backend = entry.load()
         backends[backend.name] = backend

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import torch
 
-from conformance.backends.base import Backend, RunContext
+from conformance.backends.base import Backend, RunContext, Unsupported
 from conformance.ops import adagrad, coalesce, sparse_adam
 from conformance.ops.masked_mean import MaskedMeanInputs, differentiate
 from conformance.tensors import CooArray
@@ -35,9 +37,24 @@ def masked_mean_coo(inputs: MaskedMeanInputs, ctx: RunContext):
     return differentiate(sparse_masked_mean, inputs, ctx)
 
 
+_NO_KERNEL = re.compile(r"Could not run '([\w:.]+)' with arguments from the '(\w+)' backend")
+
+
 class CooBackend(Backend):
     name = "coo"
     description = "torch sparse COO tensors and stock torch.optim"
+
+    def run(self, op, inputs, ctx: RunContext):
+        try:
+            return super().run(op, inputs, ctx)
+        except NotImplementedError as exc:
+            # torch's dispatcher has no sparse kernel for this device (XLA: SparseXLA). On cpu a
+            # missing kernel would be a torch regression, so it stays an error there.
+            found = _NO_KERNEL.search(str(exc))
+            if ctx.device == "cpu" or found is None:
+                raise
+            raise Unsupported(f"sparse COO on {ctx.device}: torch has no kernel for {found.group(1)} "
+                              f"on the {found.group(2)} backend (NotImplementedError)") from exc
 
 
 BACKEND = CooBackend({

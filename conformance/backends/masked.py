@@ -101,6 +101,18 @@ class MaskedBackend(Backend):
     name = "masked"
     description = "torch.masked.MaskedTensor, as the tutorial writes it"
 
+    def run(self, op, inputs, ctx: RunContext):
+        try:
+            return super().run(op, inputs, ctx)
+        except TypeError as exc:
+            # An aten op MaskedTensor has no handler for, e.g. the unsqueeze_copy that XLA's
+            # functionalization emits in backward: MaskedTensor does not support it.
+            text = str(exc)
+            if "Multiple dispatch failed" in text and "MaskedTensor" in text:
+                first = text.strip().splitlines()[0]
+                raise Unsupported(f"MaskedTensor on {ctx.device}: {first}") from exc
+            raise
+
 
 BACKEND = MaskedBackend({
     "coalesce": coalesce_masked,

@@ -1,0 +1,180 @@
+"""nox sessions: ``conformance`` runs ``pytest specs`` once per torch version (one of them with
+torch_xla on the ``xla`` device) and ``tests`` runs the harness's own tests.
+
+    nox -s conformance                       # every torch version below
+    nox -s "conformance(torch-2.9.0-xla)"    # one of them
+    nox -s tests
+
+Each conformance session writes, under reports/:
+  junit-torch-<V>.xml      pytest's JUnit XML of the spec run
+  results-torch-<V>.json   the conformance results (when the plugin has --conformance-results)
+  status-torch-<V>.json    what was installed and how the run ended -- also when installing failed
+The XLA session also runs the XLA harness tests (junit-xla-tests-torch-<V>.xml).
+
+Environment:
+  CONFORMANCE_TORCH_INDEX_URL        pip --index-url for torch (e.g. a CPU-only wheel index)
+  CONFORMANCE_TORCH_EXTRA_INDEX_URL  pip --extra-index-url for torch
+  CONFORMANCE_TORCH_VERSIONS         comma-separated torch versions instead of the list below
+                                     (a version with a torch_xla release below gets it too)
+Virtualenvs are reused (nox's reuse_venv), and torch is not reinstalled when the venv already has
+the requested version, so a repeated run costs only the tests.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nox
+
+nox.options.reuse_venv = "yes"
+nox.options.sessions = ["tests", "conformance"]
+
+ROOT = Path(__file__).resolve().parent
+REPORTS = ROOT / "reports"
+
+# torch version -> the torch_xla release built against it (torch_xla X.Y needs torch X.Y exactly
+# and its wheel does not say so, so the pair is pinned here).
+TORCH_XLA = {"2.9.0": "2.9.0"}
+# 2.9.0: the newest torch with a torch_xla that runs here; 2.13.0: the version the suite is
+# developed on; 2.15.0: the newest torch release on PyPI (`pip index versions torch`).
+DEFAULT_TORCH_VERSIONS = ["2.9.0", "2.13.0", "2.15.0"]
+TORCH_VERSIONS = [v.strip() for v in os.environ.get("CONFORMANCE_TORCH_VERSIONS", "").split(",") if v.strip()] \
+    or DEFAULT_TORCH_VERSIONS
+TESTS_TORCH = "2.13.0"
+
+
+def _session_id(version: str) -> str:
+    return f"torch-{version}" + ("-xla" if version in TORCH_XLA else "")
+
+
+def _index_args() -> list[str]:
+    args = []
+    if os.environ.get("CONFORMANCE_TORCH_INDEX_URL"):
+        args += ["--index-url", os.environ["CONFORMANCE_TORCH_INDEX_URL"]]
+    if os.environ.get("CONFORMANCE_TORCH_EXTRA_INDEX_URL"):
+        args += ["--extra-index-url", os.environ["CONFORMANCE_TORCH_EXTRA_INDEX_URL"]]
+    return args
+
+
+def _venv_python(session: nox.Session) -> str:
+    return str(Path(session.bin) / ("python.exe" if sys.platform == "win32" else "python"))
+
+
+def _installed(session: nox.Session, module: str) -> str | None:
+    """The venv's ``module.__version__`` (local label dropped), or None when it is not importable."""
+    code = f"import {module}; print({module}.__version__.split('+')[0])"
+    result = subprocess.run([_venv_python(session), "-c", code], capture_output=True, text=True)
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+class InstallFailed(Exception):
+    pass
+
+
+def _pip(session: nox.Session, *args: str) -> None:
+    """pip install in the session's venv; raises InstallFailed with pip's last lines."""
+    command = [_venv_python(session), "-m", "pip", "install", "--progress-bar", "off", *args]
+    session.log(" ".join(command[1:]))
+    last_lines: collections.deque[str] = collections.deque(maxlen=15)
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as pip:
+        for line in pip.stdout:  # streamed, so a long download shows progress
+            sys.stdout.write(line)
+            last_lines.append(line.rstrip())
+    if pip.returncode != 0:
+        tail = "\n".join(last_lines)
+        raise InstallFailed(f"pip install {' '.join(args)} exited {pip.returncode}:\n{tail}")
+
+
+def _install(session: nox.Session, torch_version: str) -> None:
+    """torch (from the configured index), torch_xla when paired, then this package and its test extras."""
+    if _installed(session, "torch") != torch_version:
+        _pip(session, f"torch=={torch_version}", *_index_args())
+    xla = TORCH_XLA.get(torch_version)
+    if xla and _installed(session, "torch_xla") != xla:
+        _pip(session, f"torch_xla=={xla}")
+    # torch is already satisfied, so the project's "torch>=..." leaves it alone
+    _pip(session, "-e", f"{ROOT}[test]")
+    got = _installed(session, "torch")
+    if got != torch_version:
+        raise InstallFailed(f"asked for torch {torch_version}, the venv has {got}")
+
+
+def _write_status(version: str, status: dict) -> Path:
+    REPORTS.mkdir(exist_ok=True)
+    path = REPORTS / f"status-torch-{version}.json"
+    path.write_text(json.dumps(status, indent=2) + "\n")
+    return path
+
+
+def _plugin_has_results_option(session: nox.Session) -> bool:
+    result = subprocess.run([_venv_python(session), "-m", "pytest", "--help"], capture_output=True, text=True,
+                            cwd=ROOT)
+    return "--conformance-results" in result.stdout
+
+
+@nox.session
+@nox.parametrize("torch_version", [nox.param(v, id=_session_id(v)) for v in TORCH_VERSIONS])
+def conformance(session: nox.Session, torch_version: str) -> None:
+    """Run the spec suite on one torch version (with torch_xla, on the xla device, where paired)."""
+    started = time.monotonic()
+    status: dict = {"torch_requested": torch_version, "torch_xla_requested": TORCH_XLA.get(torch_version),
+                    "torch_index": _index_args() or None}
+    try:
+        _install(session, torch_version)
+    except InstallFailed as exc:
+        status.update(status="install failed", error=str(exc), seconds=round(time.monotonic() - started, 1))
+        path = _write_status(torch_version, status)
+        session.error(f"install failed for torch {torch_version} (recorded in {path.relative_to(ROOT)}):\n{exc}")
+    status.update(torch=_installed(session, "torch"), torch_xla=_installed(session, "torch_xla"),
+                  install_seconds=round(time.monotonic() - started, 1))
+    env = {"PJRT_DEVICE": os.environ.get("PJRT_DEVICE", "CPU")} if torch_version in TORCH_XLA else {}
+
+    REPORTS.mkdir(exist_ok=True)
+    junit = REPORTS / f"junit-torch-{torch_version}.xml"
+    results = REPORTS / f"results-torch-{torch_version}.json"
+    args = ["-p", "no:cacheprovider", f"--junitxml={junit}"]
+    if _plugin_has_results_option(session):
+        args.append(f"--conformance-results={results}")
+        status["results"] = str(results.relative_to(ROOT))
+    status["junit"] = str(junit.relative_to(ROOT))
+
+    ran = time.monotonic()
+    exit_codes = {}
+    try:
+        exit_codes["specs"] = _pytest(session, ["specs", *args, *session.posargs], env)
+        if torch_version in TORCH_XLA:
+            xla_junit = REPORTS / f"junit-xla-tests-torch-{torch_version}.xml"
+            exit_codes["xla_tests"] = _pytest(
+                session, ["tests/test_xla_device.py", "tests/test_xla_masked_mean.py", "-p", "no:cacheprovider",
+                          f"--junitxml={xla_junit}"], env)
+    finally:
+        failed = {name: code for name, code in exit_codes.items() if code != 0}
+        status.update(status="passed" if exit_codes and not failed else "failed", pytest_exit_codes=exit_codes,
+                      test_seconds=round(time.monotonic() - ran, 1), seconds=round(time.monotonic() - started, 1))
+        path = _write_status(torch_version, status)
+        session.log(f"status: {path.relative_to(ROOT)}: {status['status']} {exit_codes}")
+    if failed:
+        session.error(f"pytest exited {failed} on torch {torch_version}")
+
+
+def _pytest(session: nox.Session, args: list[str], env: dict) -> int:
+    """Run pytest in the venv, output streamed; return its exit code (5: no tests collected)."""
+    command = [_venv_python(session), "-m", "pytest", *args]
+    session.log(" ".join(f"{k}={v}" for k, v in env.items()) + (" " if env else "") + " ".join(command[1:]))
+    return subprocess.run(command, cwd=ROOT, env={**os.environ, **env}).returncode
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The harness's own tests (tests/), on the torch the suite is developed on."""
+    try:
+        _install(session, TESTS_TORCH)
+    except InstallFailed as exc:
+        session.error(str(exc))
+    session.run("python", "-m", "pytest", "tests", "-p", "no:cacheprovider", *session.posargs)

@@ -1,0 +1,160 @@
+"""Each outcome the harness can report, produced on purpose through a real pytest run."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+BASIC_SPEC = textwrap.dedent("""
+    op: coalesce
+    cases:
+      - id: basic
+        derivation: "(1,0): 4 + 5 = 9"
+        dtypes: [float32]
+        inputs:
+          tensor: {indices: [[0, 1, 1], [2, 0, 0]], values: [3.0, 4.0, 5.0], size: [2, 3]}
+        expected:
+          indices: [[0, 1], [2, 0]]
+          values: [3.0, 9.0]
+""")
+
+CANDIDATES = textwrap.dedent("""
+    import torch
+
+    def good(t):
+        return t.coalesce()
+
+    def off_by_one(t):
+        c = t.coalesce()
+        return torch.sparse_coo_tensor(c._indices(), c._values() + (c._indices()[0] == 1), c.shape).coalesce()
+
+    def raises(t):
+        raise RuntimeError("boom from the candidate")
+""")
+
+
+@pytest.fixture
+def spec_dir(pytester: pytest.Pytester):
+    pytester.makefile(".yaml", **{"specs/basic": BASIC_SPEC})
+    pytester.makepyfile(cands=CANDIDATES)
+    pytester.syspathinsert()
+    return pytester
+
+
+def run(pytester: pytest.Pytester, *args: str, target: str = "specs"):
+    return pytester.runpytest_subprocess(target, "-p", "no:cacheprovider", "-rA", *args)
+
+
+def test_passed_on_every_builtin_backend(spec_dir):
+    result = run(spec_dir, "--conformance-device", "cpu", "--conformance-backend", "reference,dense,coo")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["PASSED specs/basic.yaml::basic[[]coo-cpu-float32[]]"])
+
+
+def test_unsupported_is_its_own_outcome(spec_dir):
+    result = run(spec_dir, "--conformance-device", "cpu", "--conformance-backend", "masked")
+    result.stdout.fnmatch_lines(["*UNSUPPORTED*MaskedTensor has no coalesce*", "*1 unsupported*"])
+    assert result.ret == 0
+    assert "passed" not in result.stdout.lines[-1]
+
+
+def test_failed_reports_errors_and_first_index(spec_dir):
+    result = run(spec_dir, "--conformance-device", "cpu", "--conformance-impl", "coalesce=cands:off_by_one")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*basic.yaml:3: basic[[]candidate-cpu-float32[]]*",
+        "*values differs from the golden values*max abs error 1, max rel error 0.111111, first at index (1,)*",
+    ])
+    assert result.ret == 1
+
+
+def test_error_when_the_candidate_raises_and_the_run_goes_on(spec_dir):
+    spec_dir.makefile(".yaml", **{"specs/second": BASIC_SPEC.replace("id: basic", "id: second")})
+    result = run(spec_dir, "--conformance-device", "cpu", "--conformance-impl", "coalesce=cands:raises")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*RuntimeError: boom from the candidate*"])
+    assert result.ret == 1
+
+
+def test_candidate_that_conforms_passes_the_gate(spec_dir):
+    result = run(spec_dir, "--conformance-device", "cpu", "--conformance-impl", "coalesce=cands:good")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0
+
+
+def test_known_divergence_is_xfail_with_reason_and_link(spec_dir):
+    spec_dir.makefile(".yaml", **{"specs/half": textwrap.dedent("""
+        op: coalesce
+        cases:
+          - id: ones
+            derivation: 4096 ones sum to 4096
+            dtypes: [float16]
+            inputs:
+              tensor: {indices: {fill: 0, shape: [1, 4096]}, values: {fill: 1.0, shape: [4096]}, size: [1]}
+            expected:
+              values: [4096.0]
+            known_divergences:
+              - backends: [coo]
+                reason: half-precision accumulation
+                link: https://example.org/issue
+        """)})
+    result = run(spec_dir, "--conformance-device", "cpu", "--conformance-backend", "coo,reference",
+                 target="specs/half.yaml")
+    result.assert_outcomes(passed=1, xfailed=1)
+    result.stdout.fnmatch_lines(["*XFAIL*ones[[]coo-cpu-float16[]]*half-precision accumulation (https://example.org/issue)*"])
+
+
+def test_unavailable_device_is_skipped_with_the_reason(spec_dir):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.fail("this test expects a machine without CUDA; on a GPU machine the cuda items run")
+    result = run(spec_dir, "--conformance-device", "cuda", "--conformance-backend", "coo")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*SKIPPED*cuda not available*"])
+
+
+def test_invalid_spec_names_file_and_line_and_others_still_run(spec_dir):
+    spec_dir.makefile(".yaml", **{"specs/broken": textwrap.dedent("""
+        op: coalesce
+        cases:
+          - id: broken
+            inputs:
+              tensor: {indices: [[0]], values: [1.0], size: [2]}
+            expected:
+              valuez: [1.0]
+        """)})
+    result = run(spec_dir, "--conformance-device", "cpu", "--conformance-backend", "coo")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*invalid spec: *specs/broken.yaml:7: cases[[]0[]].expected.valuez: unexpected field 'valuez'; allowed here: indices, nnz, size, values*"])
+
+
+def test_expected_error_must_be_raised(spec_dir):
+    spec_dir.makefile(".yaml", **{"specs/errors": textwrap.dedent("""
+        op: adagrad
+        cases:
+          - id: weight-decay
+            dtypes: [float32]
+            inputs:
+              param: [1.0, 2.0]
+              grads: [{indices: [[0]], values: [1.0], size: [2]}]
+              hyperparameters: {weight_decay: 0.1}
+            expected_error: {type: RuntimeError, match: "weight_decay option is not compatible"}
+        """)})
+    passing = run(spec_dir, "--conformance-device", "cpu", target="specs/errors.yaml")
+    passing.assert_outcomes(passed=4)
+    failing = run(spec_dir, "--conformance-device", "cpu", "--conformance-impl", "adagrad=torch.optim:SGD",
+                  target="specs/errors.yaml")
+    failing.assert_outcomes(failed=1)
+    failing.stdout.fnmatch_lines(["*expected RuntimeError matching 'weight_decay option is not compatible'*"])
+
+
+def test_bad_impl_option_is_a_usage_error(spec_dir):
+    result = run(spec_dir, "--conformance-impl", "adagrad=cands:good")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*cands:good*is not a torch.optim.Optimizer subclass*"])
+    result = run(spec_dir, "--conformance-impl", "nosuchop=cands:good")
+    result.stderr.fnmatch_lines(["*unknown op 'nosuchop'*"])
+    result = run(spec_dir, "--conformance-backend", "nosuch")
+    result.stderr.fnmatch_lines(["*unknown backend(s) nosuch*"])

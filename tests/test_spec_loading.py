@@ -1,0 +1,123 @@
+"""Spec files: every shipped spec loads, and each kind of bad input names its file and line."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conformance.ops import OPS
+from conformance.spec import SpecError, load_spec
+
+SPECS = sorted((Path(__file__).parent.parent / "specs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SPECS, ids=[p.name for p in SPECS])
+def test_shipped_specs_load_and_cite_sources(path):
+    spec = load_spec(path)
+    assert spec.cases
+    for case in spec.cases:
+        assert case.source and case.source.get("document"), f"{case.id} has no source"
+        if case.expected is not None:
+            assert case.derivation, f"{case.id} gives golden values without a derivation"
+
+
+def test_every_op_has_a_spec():
+    assert {load_spec(path).op.name for path in SPECS} >= set(OPS)
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "spec.yaml"
+    path.write_text(textwrap.dedent(text).lstrip())
+    return path
+
+
+GOOD_CASE = textwrap.dedent("""
+    op: coalesce
+    cases:
+      - id: a
+        inputs:
+          tensor: {indices: [[0, 1]], values: [1.0, 2.0], size: [2]}
+        expected:
+          values: [1.0, 2.0]
+""")
+
+
+def error_of(path: Path) -> SpecError:
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    return info.value
+
+
+def test_good_spec_loads(tmp_path):
+    spec = load_spec(write(tmp_path, GOOD_CASE))
+    assert [case.id for case in spec.cases] == ["a"]
+    assert spec.cases[0].dtypes == ("float32", "float64")
+
+
+def test_yaml_syntax_error_names_line(tmp_path):
+    error = error_of(write(tmp_path, GOOD_CASE.replace("size: [2]}", "size: [2]")))
+    assert error.line == 6 and "invalid YAML" in str(error)  # PyYAML notices on the next line
+
+
+def test_unknown_op_names_line(tmp_path):
+    error = error_of(write(tmp_path, GOOD_CASE.replace("op: coalesce", "op: coalesc")))
+    assert error.line == 1 and "op" in error.message and "coalesce" in error.message
+
+
+def test_wrong_type_names_field_and_line(tmp_path):
+    error = error_of(write(tmp_path, GOOD_CASE.replace("size: [2]", "size: two")))
+    assert error.line == 5
+    assert "cases[0].inputs.tensor" in error.message
+
+
+def test_missing_expected_names_the_case(tmp_path):
+    error = error_of(write(tmp_path, GOOD_CASE.replace("expected:\n      values: [1.0, 2.0]", "")))
+    assert error.line == 3 and "cases[0]" in error.message
+
+
+def test_inconsistent_tensor_names_inputs_line(tmp_path):
+    error = error_of(write(tmp_path, GOOD_CASE.replace("values: [1.0, 2.0], size", "values: [1.0], size")))
+    assert error.line == 4 and "nnz=2" in error.message
+
+
+def test_out_of_range_index(tmp_path):
+    error = error_of(write(tmp_path, GOOD_CASE.replace("[[0, 1]]", "[[0, 5]]")))
+    assert "indices of dim 0 must lie in [0, 2)" in error.message
+
+
+def test_duplicate_case_id(tmp_path):
+    text = GOOD_CASE + textwrap.indent(textwrap.dedent("""
+        - id: a
+          inputs:
+            tensor: {indices: [[0]], values: [1.0], size: [1]}
+          expected:
+            values: [1.0]
+    """).lstrip(), "  ")
+    error = error_of(write(tmp_path, text))
+    assert "duplicate case id 'a' (first on line 3)" in error.message and error.line == 8
+
+
+def test_unknown_source_key(tmp_path):
+    error = error_of(write(tmp_path, GOOD_CASE.replace("  - id: a\n", "  - id: a\n    source: blog\n")))
+    assert "unknown source 'blog'" in error.message and error.line == 4
+
+
+def test_bad_regex_in_expected_error(tmp_path):
+    text = """
+        op: sparse_adam
+        cases:
+          - id: e
+            inputs:
+              param: [1.0]
+              grads: [{dense: [1.0]}]
+            expected_error: {type: RuntimeError, match: "(unclosed"}
+    """
+    error = error_of(write(tmp_path, text))
+    assert "invalid regular expression" in error.message and error.line == 7
+
+
+def test_error_text_has_file_and_line(tmp_path):
+    path = write(tmp_path, GOOD_CASE.replace("size: [2]", "size: two"))
+    assert str(error_of(path)).startswith(f"{path}:5: ")

@@ -1,0 +1,101 @@
+"""The XLA device inside the harness: xla items exist (skipped with the reason when torch_xla is
+absent), record compile counts, sparse COO on XLA is unsupported, and the compile-count spec can
+fail (a masked_select idiom under the static expectation)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from conformance import devices, xla_support
+from conformance.backends import Unsupported, builtin_backends
+from conformance.backends.base import Backend
+from conformance.backends.masked_mean_idioms import APPROACHES, _masked_mean_runner
+from conformance.compare import Mismatch
+from conformance.ops.masked_mean_compiles import run_series
+from conformance.runner import run_item
+from conformance.spec import load_spec
+
+SPECS = Path(__file__).resolve().parent.parent / "specs"
+XLA_REASON = xla_support.xla_unavailable_reason()
+needs_xla = pytest.mark.skipif(XLA_REASON is not None, reason=f"XLA device: {XLA_REASON}")
+
+
+def _case(spec: str, case_id: str, shape: list[int] | None = None):
+    """A spec case; ``shape`` replaces its inputs' shape so that no other item in this process
+    has compiled its graphs (XLA's graph cache lives as long as the process)."""
+    case = next(c for c in load_spec(SPECS / spec).cases if c.id == case_id)
+    if shape is not None:
+        case = dataclasses.replace(case, inputs={**case.inputs, "shape": shape})
+    return case
+
+
+def test_xla_is_a_default_device_with_a_reason_when_absent():
+    assert "xla" in devices.DEFAULT_DEVICES
+    assert devices.unavailable_reason("xla") == XLA_REASON
+
+
+def test_idiom_backends_are_registered_for_their_two_ops_only():
+    backends = builtin_backends()
+    for name in APPROACHES:
+        backend = backends[f"mean-{name}"]
+        assert sorted(backend.runners) == ["masked_mean", "masked_mean_compiles"]
+        assert backend.lists_unimplemented_ops is False
+
+
+def test_xla_items_are_collected_and_skipped_with_the_reason(pytester: pytest.Pytester):
+    pytester.makefile(".yaml", **{"specs/mm": (SPECS / "masked_mean.yaml").read_text()})
+    result = pytester.runpytest_subprocess("specs", "-p", "no:cacheprovider", "-rs", "--collect-only", "-q",
+                                           "--conformance-backend", "dense,coo", "--conformance-device", "xla")
+    result.stdout.fnmatch_lines(["*mean-of-valid-entries[[]dense-xla-float32[]]*",
+                                 "*mean-of-valid-entries[[]coo-xla-float32[]]*"])
+    if XLA_REASON is not None:
+        run = pytester.runpytest_subprocess("specs", "-p", "no:cacheprovider", "-rs",
+                                            "--conformance-backend", "dense", "--conformance-device", "xla")
+        run.stdout.fnmatch_lines([f"*SKIPPED*{XLA_REASON[:40]}*"])
+        run.assert_outcomes(skipped=24)
+
+
+def test_compile_series_is_unsupported_off_xla():
+    backend = builtin_backends()["mean-where"]
+    case = _case("masked_mean_compiles.yaml", "static-shape-idioms-compile-once-over-10-masks")
+    with pytest.raises(Unsupported, match="xla device only"):
+        run_item(case, backend, "cpu", "float32")
+
+
+@needs_xla
+def test_dense_on_xla_records_compile_counts():
+    ctx = run_item(_case("masked_mean.yaml", "mean-of-valid-entries"), builtin_backends()["dense"], "xla", "float32")
+    counts = ctx.record[xla_support.COMPILES_KEY]
+    assert set(counts) == {"compile_time_samples", "uncached_compile", "cached_compile"}
+    assert all(isinstance(v, int) and v >= 0 for v in counts.values())
+    assert counts["uncached_compile"] + counts["cached_compile"] >= 1  # the graph ran
+
+
+@needs_xla
+def test_coo_on_xla_is_unsupported_not_an_error():
+    with pytest.raises(Unsupported, match="SparseXLA"):
+        run_item(_case("coalesce.yaml", "basic-2x3"), builtin_backends()["coo"], "xla", "float32")
+
+
+@needs_xla
+def test_compile_spec_fails_a_dynamic_idiom_under_the_static_expectation():
+    # A backend that claims to be static but uses masked_select: the spec must catch it.
+    select = _masked_mean_runner(APPROACHES["select"])
+    impostor = Backend({"masked_mean_compiles": lambda inputs, ctx: run_series(select, inputs, ctx)})
+    impostor.name = "impostor"
+    case = _case("masked_mean_compiles.yaml", "static-shape-idioms-with-repeated-counts", shape=[7, 19])
+    with pytest.raises(Mismatch, match="recompiles"):
+        run_item(case, impostor, "xla", "float32")
+
+
+@needs_xla
+def test_compile_spec_records_per_mask_compiles():
+    case = _case("masked_mean_compiles.yaml", "masked-select-compiles-once-per-distinct-count", shape=[5, 23])
+    ctx = run_item(case, builtin_backends()["mean-select"], "xla", "float32")
+    per_mask = ctx.record["compiles_per_mask"]
+    assert len(per_mask) == 10
+    assert per_mask[0] >= 1  # warm-up: this shape was never compiled in this process
+    assert per_mask[1:] == [1, 0, 1, 0, 0, 1, 0, 0, 0]

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from conformance import lowprec, strategies
+from conformance import known_divergences, lowprec, strategies
 from conformance.backends.base import Backend, RunContext, Unsupported
 from conformance.compare import Mismatch, Tolerance, compare_outputs, default_tolerance
 from conformance.ops import OPS, Op
@@ -193,30 +193,47 @@ class Trial:
 
     def compare(self, outputs: dict, expected: dict, tols: dict, inputs: Any, against: str,
                 model: Callable[[], dict] | None = None) -> None:
-        """compare_outputs; on a Mismatch, ask whether stock torch's low-precision behaviour
-        explains it (``model`` gives torch's result in this dtype) before failing."""
+        """compare_outputs; on a Mismatch, ask whether a known divergence explains it -- this
+        backend's documented idiom (:mod:`conformance.known_divergences`) or stock torch's
+        low-precision arithmetic (``model`` gives torch's result in this dtype) -- before failing."""
         try:
             compare_outputs(outputs, expected, tols, against=against)
         except Mismatch as mismatch:
-            divergence = lowprec.explain(self.op.name, inputs, self.dtype)
-            if divergence is None or self.backend.name == "reference":
+            divergence = self.known_divergence(inputs, outputs, tols, names=list(expected), lowprec_model=model)
+            if divergence is None:
                 raise
-            modelled = model() if model is not None else lowprec.emulate(self.op.name, inputs, self.dtype)
-            try:
-                compare_outputs(outputs, {k: v for k, v in modelled.items() if k in expected}, tols,
-                                against=f"stock torch's {self.dtype} arithmetic")
-            except Mismatch:
-                raise mismatch from None
             raise DivergenceObserved(divergence, str(mismatch).splitlines()[0]) from None
+
+    def known_divergence(self, inputs: Any, outputs: dict, tols: dict, names: list[str] | None = None,
+                         lowprec_model: Callable[[], dict] | None = None) -> lowprec.Divergence | None:
+        """The known divergence whose model these outputs match (on ``names``), or None."""
+        if self.backend.name == "reference":
+            return None
+        models: list[tuple[lowprec.Divergence, Callable[[], dict]]] = [
+            (entry.divergence, lambda entry=entry: entry.model(inputs))
+            for entry in known_divergences.for_backend(self.op.name, self.backend.name, self.device)]
+        half = lowprec.explain(self.op.name, inputs, self.dtype)
+        if half is not None:
+            models.append((half, lowprec_model or (lambda: lowprec.emulate(self.op.name, inputs, self.dtype))))
+        for divergence, make_model in models:
+            modelled = make_model()
+            wanted = {k: v for k, v in modelled.items() if names is None or k in names}
+            try:
+                compare_outputs(outputs, wanted, tols, against=f"the model of {divergence.key}")
+            except Mismatch:
+                continue
+            return divergence
+        return None
 
 
 # ---------------------------------------------------------------- bit-level helpers
 
 def _same_bits(a, b) -> np.ndarray:
     """Elementwise: identical float64 bits, or both NaN."""
-    a = np.ascontiguousarray(np.asarray(a, dtype=np.float64))
-    b = np.ascontiguousarray(np.asarray(b, dtype=np.float64))
-    return (a.view(np.uint64) == b.view(np.uint64)) | (np.isnan(a) & np.isnan(b))
+    shape = np.shape(a)
+    a = np.ascontiguousarray(np.asarray(a, dtype=np.float64)).reshape(-1)  # (ascontiguousarray makes 0-d 1-d)
+    b = np.ascontiguousarray(np.asarray(b, dtype=np.float64)).reshape(-1)
+    return ((a.view(np.uint64) == b.view(np.uint64)) | (np.isnan(a) & np.isnan(b))).reshape(shape)
 
 
 def _first_index(flags: np.ndarray) -> tuple[int, ...]:
@@ -409,20 +426,40 @@ def _masked_pairs(draw, dtype: str):
 def check_masked_mean_ignores_masked_out(trial: Trial, pair) -> None:
     first, second = pair
     a, b = trial.run(first), trial.run(second)
-    for name in ("value", "grad"):
-        assert_bits_equal(name, b[name], a[name], None,
-                          against="the same inputs with other values (NaN/inf included) under the mask")
+    try:
+        for name in ("value", "grad"):
+            assert_bits_equal(name, b[name], a[name], None,
+                              against="the same inputs with other values (NaN/inf included) under the mask")
+    except Mismatch as mismatch:
+        _explain_masked_mean(trial, [(first, a), (second, b)], mismatch)
+        raise
+
+
+def _explain_masked_mean(trial: Trial, runs: list, mismatch: Mismatch) -> None:
+    """Raise DivergenceObserved when every run matches one known idiom divergence of the backend."""
+    found = None
+    for inputs, outputs in runs:
+        tols = tolerances(trial.op, inputs, trial.dtype)
+        divergence = trial.known_divergence(inputs, outputs, tols)
+        if divergence is None or (found is not None and divergence != found):
+            return
+        found = divergence
+    if found is not None:
+        raise DivergenceObserved(found, str(mismatch).splitlines()[0]) from None
 
 
 def check_masked_mean_grad_zero_outside_mask(trial: Trial, inputs: MaskedMeanInputs) -> None:
-    grad = to_numpy(trial.run(inputs)["grad"])
+    outputs = trial.run(inputs)
+    grad = to_numpy(outputs["grad"])
     if grad.shape != inputs.mask.shape:
         raise Mismatch(f"grad has shape {list(grad.shape)}, values have shape {list(inputs.mask.shape)}")
     outside = ~inputs.mask & ~(grad == 0)
     if outside.any():
         index = _first_index(outside)
-        raise Mismatch(f"grad is not zero outside the mask: {int(outside.sum())} entries, first at index {index}: "
-                       f"{float(grad[index])!r}")
+        mismatch = Mismatch(f"grad is not zero outside the mask: {int(outside.sum())} entries, first at index "
+                            f"{index}: {float(grad[index])!r}")
+        _explain_masked_mean(trial, [(inputs, outputs)], mismatch)
+        raise mismatch
 
 
 def _pair_cases(pair):

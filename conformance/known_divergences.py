@@ -1,0 +1,72 @@
+"""Known divergences of particular built-in backends, as models of what they compute.
+
+The hand-written specs list known divergences per case; generated inputs need them per
+backend. Each entry here names the backends (and devices) it concerns and a NumPy model of the
+divergent behaviour. A generated example on which such a backend misses the contract but
+*matches the model* is reported as that known divergence (xfail, with the reason); an output
+that matches neither is a failure. Stock torch's half-precision behaviour is in
+:mod:`conformance.lowprec`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from conformance.lowprec import Divergence
+from conformance.ops.masked_mean import MaskedMeanInputs, masked_mean_reference
+
+MULTIPLY_LETS_NAN_THROUGH = Divergence(
+    "multiply-lets-nan-through",
+    "the note's multiply idiom, sum(values * mask) / count, lets a NaN or inf under the mask through "
+    "(NaN * 0 = inf * 0 = NaN), and with no valid entry its gradient is mask * (1 / 0) = 0 * inf = NaN; "
+    "masking the gradient afterwards (hook, zero-grad) multiplies NaN by 0 again",
+    None,
+)
+FUNCTION_NAN_GRAD = Divergence(
+    "masked-mean-function-nan-grad",
+    "the note's MaskedMean backward, grad_output * is_valid / is_valid.sum(), is 0 / 0 = NaN at every entry "
+    "when no entry is valid",
+    None,
+)
+
+
+def _multiply_model(inputs: MaskedMeanInputs) -> dict[str, np.ndarray]:
+    count = inputs.mask.sum()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        value = np.sum(inputs.values * inputs.mask) / count
+        grad = inputs.mask / count * inputs.mask
+    return {"value": np.float64(value), "grad": grad}
+
+
+def _function_model(inputs: MaskedMeanInputs) -> dict[str, np.ndarray]:
+    count = inputs.mask.sum()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        grad = inputs.mask / count
+    return {"value": masked_mean_reference(inputs)["value"], "grad": grad}
+
+
+@dataclass(frozen=True)
+class BackendDivergence:
+    divergence: Divergence
+    op: str
+    backends: tuple[str, ...]
+    devices: tuple[str, ...] | None
+    model: Callable[[Any], dict[str, np.ndarray]]
+
+    def applies_to(self, op: str, backend: str, device: str) -> bool:
+        return op == self.op and backend in self.backends and (self.devices is None or device in self.devices)
+
+
+BACKEND_DIVERGENCES: tuple[BackendDivergence, ...] = (
+    # on xla the compiler rewrites x * convert(mask) into a select, and the result is right
+    BackendDivergence(MULTIPLY_LETS_NAN_THROUGH, "masked_mean", ("mean-multiply", "mean-hook", "mean-zero-grad"),
+                      ("cpu", "cuda"), _multiply_model),
+    BackendDivergence(FUNCTION_NAN_GRAD, "masked_mean", ("mean-function",), ("cpu", "cuda"), _function_model),
+)
+
+
+def for_backend(op: str, backend: str, device: str) -> list[BackendDivergence]:
+    return [entry for entry in BACKEND_DIVERGENCES if entry.applies_to(op, backend, device)]

@@ -272,6 +272,8 @@ class GeneratedItem(pytest.Item):
         raise GeneratedCaseError(message) from None
 
     def repr_failure(self, excinfo, style=None):
+        if excinfo.errisinstance(pytest.xfail.Exception):
+            return str(excinfo.value)  # (pytest would otherwise render a long traceback to drop it)
         if excinfo.errisinstance((Mismatch, GeneratedCaseError)):
             return f"{self.nodeid}\n{excinfo.value}"
         return super().repr_failure(excinfo, style="short")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache, partial
 from typing import Sequence
 
 import numpy as np
@@ -79,6 +80,15 @@ def _check_dtype(dtype: str) -> None:
         raise ValueError(f"unknown dtype {dtype!r}; expected one of {FLOAT_DTYPES}")
 
 
+# Strategies are built once per argument set (lru_cache) and map/filter with named functions:
+# Hypothesis labels a lambda by parsing its source, which costs more than drawing the example.
+
+def _float_from_parts(bits: int, parts: tuple[float, int, int]) -> float:
+    sign, exponent, mantissa = parts
+    return sign * math.ldexp(1.0 + mantissa / 2**bits, exponent)
+
+
+@lru_cache(maxsize=None)
 def representable_floats(dtype: str, magnitudes: Magnitudes | None = None, *, zero: bool = True,
                          negative: bool = True) -> st.SearchStrategy[float]:
     """Finite floats exactly representable in ``dtype``: a few simple values, then
@@ -89,27 +99,32 @@ def representable_floats(dtype: str, magnitudes: Magnitudes | None = None, *, ze
     emin, emax = NORMAL_EXPONENTS[dtype]
     low, high = max(low, emin), min(high, emax - 1)
     bits = MANTISSA_BITS[dtype]
-
-    def build(parts) -> float:
-        sign, exponent, mantissa = parts
-        return sign * math.ldexp(1.0 + mantissa / 2**bits, exponent)
-
     simple = [v for v in SIMPLE_VALUES if (zero or v != 0.0) and (negative or v >= 0.0)]
     general = st.tuples(st.sampled_from([1.0, -1.0] if negative else [1.0]),
-                        st.integers(low, high), st.integers(0, 2**bits - 1)).map(build)
+                        st.integers(low, high), st.integers(0, 2**bits - 1)).map(partial(_float_from_parts, bits))
     return st.one_of(st.sampled_from(simple), general)
 
 
+def _small_enough(max_numel: int, shape: tuple[int, ...]) -> bool:
+    return math.prod(shape) <= max_numel
+
+
+@lru_cache(maxsize=None)
 def shapes(min_dims: int = 1, max_dims: int = 4, min_side: int = 1, max_side: int = 4,
            max_numel: int = 64) -> st.SearchStrategy[tuple[int, ...]]:
     """Tensor shapes with ``min_dims..max_dims`` dims of ``min_side..max_side`` entries."""
     return st.lists(st.integers(min_side, max_side), min_size=min_dims, max_size=max_dims).map(tuple).filter(
-        lambda shape: math.prod(shape) <= max_numel)
+        partial(_small_enough, max_numel))
+
+
+@lru_cache(maxsize=None)
+def _fixed_lists(elements: st.SearchStrategy, count: int) -> st.SearchStrategy[list]:
+    return st.lists(elements, min_size=count, max_size=count)
 
 
 def _dense_values(draw, shape: tuple[int, ...], values: st.SearchStrategy[float]) -> np.ndarray:
     count = math.prod(shape)
-    return np.array(draw(st.lists(values, min_size=count, max_size=count)), dtype=np.float64).reshape(shape)
+    return np.array(draw(_fixed_lists(values, count)), dtype=np.float64).reshape(shape)
 
 
 @st.composite
@@ -137,8 +152,7 @@ def coo_arrays(draw, dtype: str = "float64", *, size: Sequence[int] | None = Non
     rows: list[np.ndarray] = []
     count = draw(st.integers(0, max_entries)) if can_index else 0
     for _ in range(count):
-        kind = draw(st.sampled_from(["value", "repeat", "cancel", "zero"]) if indices
-                    else st.sampled_from(["value", "cancel", "zero"]))
+        kind = draw(_ENTRY_KINDS if indices else _FIRST_ENTRY_KINDS)
         if kind == "repeat":
             index = draw(st.sampled_from(indices))
         else:
@@ -161,21 +175,29 @@ def coo_arrays(draw, dtype: str = "float64", *, size: Sequence[int] | None = Non
     return CooArray(np.ascontiguousarray(index_array), value_array.astype(np.float64), size)
 
 
+_ENTRY_KINDS = st.sampled_from(["value", "repeat", "cancel", "zero"])
+_FIRST_ENTRY_KINDS = st.sampled_from(["value", "cancel", "zero"])
+_SPECIAL_VALUES = st.sampled_from([math.nan, math.inf, -math.inf])
+_MASK_KINDS = st.sampled_from(["any", "all-true", "all-false"])
+_STEP_KINDS = st.sampled_from(["sparse", "empty"])
+_STEP_KINDS_WITH_DENSE = st.sampled_from(["sparse", "empty", "dense"])
+
+
 def special_values() -> st.SearchStrategy[float]:
-    return st.sampled_from([math.nan, math.inf, -math.inf])
+    return _SPECIAL_VALUES
 
 
 @st.composite
 def masks(draw, shape: Sequence[int]) -> np.ndarray:
     """Boolean masks of ``shape``: all true, all false, or any pattern."""
     shape = tuple(shape)
-    kind = draw(st.sampled_from(["any", "all-true", "all-false"]))
+    kind = draw(_MASK_KINDS)
     if kind == "all-true":
         return np.ones(shape, dtype=bool)
     if kind == "all-false":
         return np.zeros(shape, dtype=bool)
     count = math.prod(shape)
-    return np.array(draw(st.lists(st.booleans(), min_size=count, max_size=count)), dtype=bool).reshape(shape)
+    return np.array(draw(_fixed_lists(st.booleans(), count)), dtype=bool).reshape(shape)
 
 
 @st.composite
@@ -200,33 +222,42 @@ def masked_mean_inputs(draw, dtype: str = "float64", *, min_dims: int = 0, max_d
 
 # ---------------------------------------------------------------- optimizer hyperparameters
 
-def _positive(simple: Sequence[float], low: float, high: float) -> st.SearchStrategy[float]:
-    """Simple values first, then log-uniform-ish floats in [low, high]."""
-    return st.one_of(st.sampled_from(list(simple)),
-                     st.floats(math.log10(low), math.log10(high)).map(lambda e: float(f"{10 ** e:.3g}")))
+def _power_of_ten(exponent: float) -> float:
+    return float(f"{10 ** exponent:.3g}")
+
+
+@lru_cache(maxsize=None)
+def _positive(simple: tuple[float, ...], low: float, high: float) -> st.SearchStrategy[float]:
+    """Simple values first, then log-uniform-ish floats in [low, high] (3 significant digits)."""
+    return st.one_of(st.sampled_from(list(simple)), st.floats(math.log10(low), math.log10(high)).map(_power_of_ten))
 
 
 EPS_VALUES = (1e-10, 1e-8, 1e-6, 1e-3, 0.1, 0.5, 1.0, 10.0)
 
 
 def learning_rates() -> st.SearchStrategy[float]:
-    return _positive([1.0, 0.1, 0.5, 0.01, 2.0], 1e-4, 10.0)
+    return _positive((1.0, 0.1, 0.5, 0.01, 2.0), 1e-4, 10.0)
 
 
+@lru_cache(maxsize=None)
 def eps_values(zero: bool = False) -> st.SearchStrategy[float]:
     """eps from tiny to >= 0.1 (where adding it inside or outside a square root differs)."""
     simple = list(EPS_VALUES) + ([0.0] if zero else [])
-    return st.one_of(st.sampled_from(simple), _positive([1.0], 1e-12, 10.0))
+    return st.one_of(st.sampled_from(simple), _positive((1.0,), 1e-12, 10.0))
+
+
+_LR_DECAYS = st.one_of(st.just(0.0), st.sampled_from([0.5, 1.0, 0.1]), _positive((0.01,), 1e-3, 2.0))
+_INITIAL_ACCUMULATORS = st.one_of(st.just(0.0), st.sampled_from([0.1, 1.0, 0.5]), _positive((0.01,), 1e-4, 4.0))
 
 
 @st.composite
 def adagrad_hyperparameters(draw) -> dict:
     """Valid ``torch.optim.Adagrad`` hyperparameters for sparse gradients (weight_decay = 0)."""
     hyper = {"lr": draw(learning_rates()), "eps": draw(eps_values(zero=True))}
-    lr_decay = draw(st.one_of(st.just(0.0), st.sampled_from([0.5, 1.0, 0.1]), _positive([0.01], 1e-3, 2.0)))
+    lr_decay = draw(_LR_DECAYS)
     if lr_decay:
         hyper["lr_decay"] = lr_decay
-    initial = draw(st.one_of(st.just(0.0), st.sampled_from([0.1, 1.0, 0.5]), _positive([0.01], 1e-4, 4.0)))
+    initial = draw(_INITIAL_ACCUMULATORS)
     if initial:
         hyper["initial_accumulator_value"] = initial
     if draw(st.booleans()):
@@ -234,8 +265,13 @@ def adagrad_hyperparameters(draw) -> dict:
     return hyper
 
 
+def _three_digits(value: float) -> float:
+    return round(value, 3)
+
+
+@lru_cache(maxsize=None)
 def betas() -> st.SearchStrategy[tuple[float, float]]:
-    beta = st.one_of(st.sampled_from([0.9, 0.999, 0.0, 0.5, 0.99]), st.floats(0.0, 0.999).map(lambda b: round(b, 3)))
+    beta = st.one_of(st.sampled_from([0.9, 0.999, 0.0, 0.5, 0.99]), st.floats(0.0, 0.999).map(_three_digits))
     return st.tuples(beta, beta)
 
 
@@ -260,7 +296,7 @@ def trajectories(draw, dtype: str, size: Sequence[int], sparse_dim: int, *, min_
     grads: list = []
     values = representable_floats(dtype, GRADIENT_MAGNITUDES[dtype])
     for _ in range(steps):
-        kind = draw(st.sampled_from(["sparse", "empty", "dense"] if dense_steps else ["sparse", "empty"]))
+        kind = draw(_STEP_KINDS_WITH_DENSE if dense_steps else _STEP_KINDS)
         if kind == "empty":
             dense_shape = tuple(size[sparse_dim:])
             grads.append(CooArray(np.zeros((sparse_dim, 0), dtype=np.int64),

@@ -1,0 +1,156 @@
+"""The strategies reach the edge cases they promise, and stay within the dtype's sensible range."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, find, given, settings
+
+from conformance import strategies as cst
+from conformance.backends import builtin_backends
+from conformance.compare import Mismatch
+from conformance.generated import DivergenceObserved, Trial, check_agrees_with_reference
+from conformance.ops import OPS
+from conformance.ops.coalesce import coalesce_reference
+from conformance.tensors import CooArray, quantize, torch_dtype
+
+SEARCH = settings(max_examples=1500, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+CHECK = settings(max_examples=60, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+def _groups(coo: CooArray) -> dict[tuple, list]:
+    groups: dict[tuple, list] = {}
+    for position in range(coo.indices.shape[1]):
+        groups.setdefault(tuple(coo.indices[:, position]), []).append(coo.values[position])
+    return groups
+
+
+def test_coo_reaches_duplicates_that_cancel_to_an_explicit_zero():
+    coo = find(cst.coo_arrays("float32"), lambda c: any(
+        len(vs) > 1 and np.all(np.sum(vs, axis=0) == 0) and np.any(np.asarray(vs) != 0)
+        for vs in _groups(c).values()), settings=SEARCH)
+    assert coalesce_reference(coo)["nnz"] >= 1  # the zero is kept as a specified entry
+
+
+def test_coo_reaches_unsorted_indices_in_two_sparse_dims():
+    coo = find(cst.coo_arrays("float64"), lambda c: c.sparse_dim >= 2 and any(
+        tuple(a) > tuple(b) for a, b in zip(c.indices.T, c.indices.T[1:])), settings=SEARCH)
+    assert coo.indices.shape[1] >= 2
+
+
+def test_coo_reaches_hybrid_empty_and_zero_sized():
+    find(cst.coo_arrays("float64"), lambda c: c.sparse_dim < len(c.size) and c.indices.shape[1] == 0,
+         settings=SEARCH)
+    find(cst.coo_arrays("float64"), lambda c: 0 in c.size, settings=SEARCH)
+    find(cst.coo_arrays("float64"), lambda c: len(c.size) == 4 and c.sparse_dim == 2, settings=SEARCH)
+
+
+def test_coo_reaches_values_across_magnitudes():
+    find(cst.coo_arrays("float32"), lambda c: c.values.size and np.nanmax(np.abs(c.values)) > 2**15
+         and np.min(np.abs(c.values[c.values != 0]), initial=np.inf) < 2**-15, settings=SEARCH)
+
+
+@pytest.mark.parametrize("dtype", cst.FLOAT_DTYPES)
+def test_values_are_exact_in_their_dtype(dtype):
+    @CHECK
+    @given(cst.coo_arrays(dtype), cst.masked_mean_inputs(dtype))
+    def exact(coo, masked):
+        assert np.array_equal(quantize(coo.values, torch_dtype(dtype)), coo.values)
+        assert np.array_equal(quantize(masked.values, torch_dtype(dtype)), masked.values, equal_nan=True)
+
+    exact()
+
+
+def test_float16_gradients_cannot_overflow_when_squared():
+    @CHECK
+    @given(cst.optimizer_inputs("adagrad", "float16"))
+    def sensible(inputs):
+        total = np.full(inputs.param.shape, inputs.hyperparameters.get("initial_accumulator_value", 0.0))
+        for grad in inputs.grads:
+            if isinstance(grad, CooArray):
+                dense = np.zeros(inputs.param.shape)
+                np.add.at(dense, tuple(grad.indices), grad.values)
+            else:
+                dense = grad
+            assert np.max(np.abs(dense), initial=0.0) < 256
+            total = total + dense**2
+        assert np.max(total) < 65504
+
+    sensible()
+
+
+def test_masks_reach_all_true_all_false_and_non_finite_values():
+    find(cst.masked_mean_inputs("float32"), lambda m: m.mask.size > 1 and not m.mask.any()
+         and np.isnan(m.values).any(), settings=SEARCH)
+    find(cst.masked_mean_inputs("float32"), lambda m: m.mask.size > 1 and m.mask.all(), settings=SEARCH)
+    find(cst.masked_mean_inputs("float32"), lambda m: np.isinf(m.values[~m.mask]).any()
+         and m.mask.any(), settings=SEARCH)
+    find(cst.masked_mean_inputs("float32"), lambda m: np.isnan(m.values[m.mask]).any(), settings=SEARCH)
+    find(cst.masked_mean_inputs("float32"), lambda m: m.values.ndim == 0, settings=SEARCH)
+
+
+def _rows(grad, sparse_dim):
+    return set() if not isinstance(grad, CooArray) else {tuple(c[:sparse_dim]) for c in grad.indices.T}
+
+
+def test_trajectories_reach_a_row_hit_again_after_an_empty_step():
+    def wanted(inputs):
+        grads = inputs.grads
+        for first in range(len(grads)):
+            for later in range(first + 2, len(grads)):
+                middle = grads[first + 1:later]
+                if (_rows(grads[first], 9) & _rows(grads[later], 9)
+                        and all(isinstance(g, CooArray) and g.indices.shape[1] == 0 for g in middle)):
+                    return True
+        return False
+
+    find(cst.optimizer_inputs("sparse_adam", "float32"), wanted, settings=SEARCH)
+
+
+def test_hyperparameters_reach_their_edges():
+    find(cst.adagrad_hyperparameters(), lambda h: h["eps"] >= 0.1 and h.get("lr_decay", 0) > 0
+         and h.get("maximize") and h.get("initial_accumulator_value", 0) > 0, settings=SEARCH)
+    find(cst.adagrad_hyperparameters(), lambda h: h["eps"] == 0.0, settings=SEARCH)
+    find(cst.sparse_adam_hyperparameters(), lambda h: h["eps"] >= 1.0 and h["betas"][1] == 0.0, settings=SEARCH)
+    find(cst.optimizer_inputs("adagrad", "float64"), lambda i: any(isinstance(g, np.ndarray) for g in i.grads)
+         and i.param.ndim == 3, settings=SEARCH)
+
+
+@pytest.mark.parametrize("op", ["adagrad", "sparse_adam"])
+def test_invalid_inputs_always_raise_the_documented_error(op):
+    @CHECK
+    @given(cst.invalid_optimizer_inputs(op, "float32"))
+    def raises(inputs):
+        with pytest.raises((ValueError, RuntimeError)):
+            OPS[op].reference(inputs)
+
+    raises()
+
+
+def test_half_accumulation_in_torch_coalesce_is_a_known_divergence_and_a_wrong_sum_is_not():
+    coo = CooArray(np.array([[0, 0, 0]]), np.array([0.255859375, 2.0, -2.0]), (1,))
+    backends = builtin_backends()
+    with pytest.raises(DivergenceObserved) as observed:
+        check_agrees_with_reference(Trial(OPS["coalesce"], backends["coo"], "cpu", "bfloat16"), coo)
+    assert observed.value.divergence.key == "half-precision-accumulation"
+    check_agrees_with_reference(Trial(OPS["coalesce"], backends["coo"], "cpu", "float32"), coo)  # exact there
+
+    from conformance.backends.candidate import CandidateBackend
+
+    def wrong_sum(tensor):
+        result = tensor.coalesce()
+        return (result * 1.5).coalesce()  # neither the reference nor torch's half sum
+
+    with pytest.raises(Mismatch):
+        check_agrees_with_reference(
+            Trial(OPS["coalesce"], CandidateBackend("candidate", {"coalesce": wrong_sum}), "cpu", "bfloat16"), coo)
+
+
+def test_float16_eps_underflow_is_classified():
+    from conformance.ops.optimizer_steps import OptimizerInputs
+
+    inputs = OptimizerInputs(np.array([1.0, 2.0]), [CooArray(np.array([[0, 0]]), np.array([2.0, -2.0]), (2,))],
+                             {"lr": 1.0, "eps": 1e-10})
+    with pytest.raises(DivergenceObserved) as observed:
+        check_agrees_with_reference(Trial(OPS["adagrad"], builtin_backends()["coo"], "cpu", "float16"), inputs)
+    assert observed.value.divergence.key == "float16-eps-underflow"

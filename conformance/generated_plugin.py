@@ -36,6 +36,7 @@ PROFILES = {
 }
 DEFAULT_PROFILE = "ci"
 DEFAULT_SEED = 0
+SEED_VARIABLE = "CONFORMANCE_GENERATED_SEED"
 
 
 class GeneratedCaseError(Exception):
@@ -123,8 +124,11 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--conformance-examples must be >= 0")
     seed = config.getoption("conformance_seed")
     seed_given = seed is not None
+    if seed is None and os.environ.get(SEED_VARIABLE, "").isdigit():
+        seed = int(os.environ[SEED_VARIABLE])  # the controller's fresh seed, in an xdist worker
     if seed is None:
         seed = DEFAULT_SEED if profile == "ci" else random.SystemRandom().randrange(2**32)
+        os.environ[SEED_VARIABLE] = str(seed)  # xdist workers start after this and inherit it
     reports = config.rootpath / "reports"
     directory = config.getoption("conformance_counterexamples")
     counterexamples = Path(directory) if directory else reports / "counterexamples"
@@ -140,6 +144,24 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "generated: a generated (Hypothesis) conformance item")
     config.stash[GENERATED] = GeneratedConfig(profile, examples, seed, seed_given, counterexamples, database,
                                               impl_targets)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items) -> None:
+    """A generated item searches many examples: its per-item timeout (conformance/hooks.py's
+    --conformance-timeout, when the user set no timeout of their own) grows with the examples."""
+    try:
+        from conformance.hooks import _timeout_user_set
+    except ImportError:  # an older core without per-item timeouts
+        return
+    seconds = float(config.getoption("conformance_timeout", 0) or 0)
+    gen = config.stash.get(GENERATED, None)
+    if seconds <= 0 or gen is None or _timeout_user_set(config):
+        return
+    factor = max(1.0, gen.examples / 25)
+    for item in items:
+        if isinstance(item, GeneratedItem) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(seconds * factor))
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

@@ -35,7 +35,8 @@ def run_pytest(args: list[str], cwd: Path = REPO, timeout: int = 900, records: P
 
 
 def clean_env() -> dict:
-    return {k: v for k, v in os.environ.items() if k not in ("HYPOTHESIS_PROFILE", "CONFORMANCE_HYPOTHESIS_PROFILE")}
+    return {k: v for k, v in os.environ.items() if k not in ("HYPOTHESIS_PROFILE", "CONFORMANCE_HYPOTHESIS_PROFILE",
+                                                          "CONFORMANCE_GENERATED_SEED")}
 
 
 def read_records(path: Path) -> dict[str, dict]:

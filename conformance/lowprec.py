@@ -105,7 +105,7 @@ def _negated(grad, maximize: bool):
     return -grad
 
 
-def _emulate_adagrad(inputs: OptimizerInputs, dtype: str, flags: set) -> dict[str, np.ndarray]:
+def _emulate_adagrad(inputs: OptimizerInputs, dtype: str, flags: set, accumulate: str) -> dict[str, np.ndarray]:
     from conformance.ops.adagrad import adagrad_hyperparameters
 
     q = _rounder(dtype)
@@ -121,7 +121,7 @@ def _emulate_adagrad(inputs: OptimizerInputs, dtype: str, flags: set) -> dict[st
             if isinstance(grad, CooArray):
                 if _accumulation_differs(grad, dtype):
                     flags.add("accumulation")
-                coalesced = coalesce_sequential(grad, dtype)
+                coalesced = coalesce_sequential(grad, accumulate, round_to=dtype)
                 index = tuple(coalesced.indices)
                 g = coalesced.values
                 square = q(g * g)
@@ -146,7 +146,7 @@ def _emulate_adagrad(inputs: OptimizerInputs, dtype: str, flags: set) -> dict[st
     return {"param": param, "state_sum": state, "step": np.float64(inputs.steps), "std": std_out}
 
 
-def _emulate_sparse_adam(inputs: OptimizerInputs, dtype: str, flags: set) -> dict[str, np.ndarray]:
+def _emulate_sparse_adam(inputs: OptimizerInputs, dtype: str, flags: set, accumulate: str) -> dict[str, np.ndarray]:
     from conformance.ops.sparse_adam import sparse_adam_hyperparameters
 
     q = _rounder(dtype)
@@ -162,7 +162,7 @@ def _emulate_sparse_adam(inputs: OptimizerInputs, dtype: str, flags: set) -> dic
             grad = _negated(grad, h["maximize"])
             if _accumulation_differs(grad, dtype):
                 flags.add("accumulation")
-            coalesced = coalesce_sequential(grad, dtype)
+            coalesced = coalesce_sequential(grad, accumulate, round_to=dtype)
             if coalesced.indices.shape[1] == 0:
                 continue
             index = tuple(coalesced.indices)
@@ -184,26 +184,29 @@ def _emulate_sparse_adam(inputs: OptimizerInputs, dtype: str, flags: set) -> dic
     return {"param": param, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq, "step": np.float64(inputs.steps)}
 
 
-def _emulate(op: str, inputs: Any, dtype: str) -> tuple[dict[str, np.ndarray], set]:
+def _emulate(op: str, inputs: Any, dtype: str, accumulate: str | None = None) -> tuple[dict[str, np.ndarray], set]:
     flags: set = set()
+    accumulate = accumulate or dtype
     if op == "coalesce":
         if _accumulation_differs(inputs, dtype):
             flags.add("accumulation")
-        result = coalesce_sequential(inputs, dtype)
+        result = coalesce_sequential(inputs, accumulate, round_to=dtype)
         outputs = {"indices": result.indices, "values": result.values, "nnz": np.int64(result.indices.shape[1]),
                    "size": np.array(inputs.size, dtype=np.int64)}
     elif op == "adagrad":
-        outputs = _emulate_adagrad(inputs, dtype, flags)
+        outputs = _emulate_adagrad(inputs, dtype, flags, accumulate)
     elif op == "sparse_adam":
-        outputs = _emulate_sparse_adam(inputs, dtype, flags)
+        outputs = _emulate_sparse_adam(inputs, dtype, flags, accumulate)
     else:
         raise ValueError(f"no low-precision model of {op!r}")
     return outputs, flags
 
 
-def emulate(op: str, inputs: Any, dtype: str) -> dict[str, np.ndarray]:
-    """Stock torch's result for ``op`` computed the way torch rounds in ``dtype``."""
-    return _emulate(op, inputs, dtype)[0]
+def emulate(op: str, inputs: Any, dtype: str, accumulate: str | None = None) -> dict[str, np.ndarray]:
+    """Stock torch's result for ``op`` computed the way torch rounds in ``dtype``; with
+    ``accumulate`` ("float32" for a half dtype), duplicates are summed in that precision instead
+    -- what a correct implementation of the same formulas in ``dtype`` computes."""
+    return _emulate(op, inputs, dtype, accumulate)[0]
 
 
 def explain(op: str, inputs: Any, dtype: str) -> Divergence | None:

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from ._build import load_cpu_kernels
+from ._validate import check_coo_parts, check_masked_pair, check_sparse_step
 
 IMPL_ENV_VAR = "CONFORMANCE_KERNEL_IMPL"
 IMPLS = ("auto", "cpp", "triton")
@@ -72,11 +73,13 @@ def _backend(impl: str, device: torch.device):
 @torch.library.custom_op("conformance_kernels::coalesce", mutates_args=())
 def coalesce_op(indices: Tensor, values: Tensor, size: Sequence[int], impl: str) -> tuple[Tensor, Tensor]:
     """Coalesced (indices, values) of the COO tensor (indices, values, size)."""
+    check_coo_parts(indices, values, list(size))
     return _backend(impl, values.device).coalesce(indices, values, list(size))
 
 
 @coalesce_op.register_fake
 def _coalesce_fake(indices, values, size, impl):
+    check_coo_parts(indices, values, list(size))
     nnz = torch.library.get_ctx().new_dynamic_size()
     return indices.new_empty((indices.shape[0], nnz)), values.new_empty((nnz, *values.shape[1:]))
 
@@ -101,6 +104,7 @@ def sparse_adam_step_op(
     impl: str,
 ) -> None:
     """Fused SparseAdam update of param/exp_avg/exp_avg_sq at the gradient's indices."""
+    check_sparse_step(param, {"exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}, indices, values)
     _backend(impl, param.device).sparse_adam_step_(
         param, exp_avg, exp_avg_sq, indices, values, step_size, beta1, beta2, eps, maximize
     )
@@ -108,7 +112,7 @@ def sparse_adam_step_op(
 
 @sparse_adam_step_op.register_fake
 def _sparse_adam_step_fake(param, exp_avg, exp_avg_sq, indices, values, step_size, beta1, beta2, eps, maximize, impl):
-    return None
+    check_sparse_step(param, {"exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}, indices, values)
 
 
 @torch.library.custom_op("conformance_kernels::adagrad_step_", mutates_args=("param", "state_sum"))
@@ -123,12 +127,13 @@ def adagrad_step_op(
     impl: str,
 ) -> None:
     """Fused sparse Adagrad update of param/state_sum at the gradient's indices."""
+    check_sparse_step(param, {"state_sum": state_sum}, indices, values)
     _backend(impl, param.device).adagrad_step_(param, state_sum, indices, values, clr, eps, maximize)
 
 
 @adagrad_step_op.register_fake
 def _adagrad_step_fake(param, state_sum, indices, values, clr, eps, maximize, impl):
-    return None
+    check_sparse_step(param, {"state_sum": state_sum}, indices, values)
 
 
 # --------------------------------------------------------------------------- masked mean
@@ -137,11 +142,13 @@ def _adagrad_step_fake(param, state_sum, indices, values, clr, eps, maximize, im
 @torch.library.custom_op("conformance_kernels::masked_mean", mutates_args=())
 def masked_mean_op(values: Tensor, mask: Tensor, impl: str) -> tuple[Tensor, Tensor]:
     """(mean of values where mask, number of true mask entries) as 0-d tensors."""
+    check_masked_pair(values, mask)
     return _backend(impl, values.device).masked_mean(values, mask)
 
 
 @masked_mean_op.register_fake
 def _masked_mean_fake(values, mask, impl):
+    check_masked_pair(values, mask)
     return values.new_empty(()), values.new_empty((), dtype=torch.int64)
 
 

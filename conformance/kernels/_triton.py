@@ -46,36 +46,42 @@ def _check_launchable(*tensors: torch.Tensor) -> None:
 
 
 def _block_cols(width: int) -> int:
-    return max(16, min(256, triton.next_power_of_2(max(width, 1))))
+    return max(16, min(128, triton.next_power_of_2(max(width, 1))))
+
+
+def _block_dups(max_count: int) -> int:
+    """Duplicates summed per iteration: one specialization per power of two up to 16."""
+    return min(16, triton.next_power_of_2(max(max_count, 1)))
 
 
 @triton.jit
 def _sum_segments(values_ptr, perm_ptr, start_ptr, count_ptr, segs, seg_ok, cols, col_ok,
-                  width, max_count, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr,
-                  ACC: tl.constexpr):
-    """Sums the duplicate value rows of a block of segments (accumulation dtype ACC)."""
+                  width, max_count, BLOCK_S: tl.constexpr, BLOCK_K: tl.constexpr,
+                  BLOCK_D: tl.constexpr, ACC: tl.constexpr):
+    """Sums the duplicate value rows of a block of segments, BLOCK_K duplicates at a time."""
     start = tl.load(start_ptr + segs, mask=seg_ok, other=0)
     count = tl.load(count_ptr + segs, mask=seg_ok, other=0)
     acc = tl.zeros((BLOCK_S, BLOCK_D), dtype=ACC)
-    for k in range(0, max_count):
-        live = seg_ok & (k < count)
-        pos = tl.load(perm_ptr + start + k, mask=live, other=0)
-        row = tl.load(values_ptr + pos[:, None] * width + cols[None, :],
-                      mask=live[:, None] & col_ok[None, :], other=0.0)
-        acc += row.to(ACC)
+    for first in range(0, max_count, BLOCK_K):
+        ks = first + tl.arange(0, BLOCK_K)
+        live = seg_ok[:, None] & (ks[None, :] < count[:, None])
+        pos = tl.load(perm_ptr + start[:, None] + ks[None, :], mask=live, other=0)
+        rows = tl.load(values_ptr + pos[:, :, None] * width + cols[None, None, :],
+                       mask=live[:, :, None] & col_ok[None, None, :], other=0.0)
+        acc += tl.sum(rows.to(ACC), axis=1)
     return acc
 
 
 @triton.jit
 def _coalesce_values_kernel(values_ptr, perm_ptr, start_ptr, count_ptr, out_ptr, nseg, width,
-                            max_count, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr,
-                            ACC: tl.constexpr):
+                            max_count, BLOCK_S: tl.constexpr, BLOCK_K: tl.constexpr,
+                            BLOCK_D: tl.constexpr, ACC: tl.constexpr):
     segs = tl.program_id(0) * BLOCK_S + tl.arange(0, BLOCK_S)
     cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     seg_ok = segs < nseg
     col_ok = cols < width
     acc = _sum_segments(values_ptr, perm_ptr, start_ptr, count_ptr, segs, seg_ok, cols, col_ok,
-                        width, max_count, BLOCK_S, BLOCK_D, ACC)
+                        width, max_count, BLOCK_S, BLOCK_K, BLOCK_D, ACC)
     out = out_ptr + segs.to(tl.int64)[:, None] * width + cols[None, :]
     tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=seg_ok[:, None] & col_ok[None, :])
 
@@ -83,13 +89,14 @@ def _coalesce_values_kernel(values_ptr, perm_ptr, start_ptr, count_ptr, out_ptr,
 @triton.jit
 def _sparse_adam_kernel(param_ptr, exp_avg_ptr, exp_avg_sq_ptr, values_ptr, perm_ptr, start_ptr,
                         count_ptr, key_ptr, nseg, width, max_count, step_size, beta1, beta2, eps,
-                        sign, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr, ACC: tl.constexpr):
+                        sign, BLOCK_S: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr,
+                        ACC: tl.constexpr):
     segs = tl.program_id(0) * BLOCK_S + tl.arange(0, BLOCK_S)
     cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     seg_ok = segs < nseg
     col_ok = cols < width
     g = _sum_segments(values_ptr, perm_ptr, start_ptr, count_ptr, segs, seg_ok, cols, col_ok,
-                      width, max_count, BLOCK_S, BLOCK_D, ACC) * sign
+                      width, max_count, BLOCK_S, BLOCK_K, BLOCK_D, ACC) * sign
     rows = tl.load(key_ptr + segs, mask=seg_ok, other=0)
     offs = rows[:, None] * width + cols[None, :]
     ok = seg_ok[:, None] & col_ok[None, :]
@@ -108,13 +115,13 @@ def _sparse_adam_kernel(param_ptr, exp_avg_ptr, exp_avg_sq_ptr, values_ptr, perm
 @triton.jit
 def _adagrad_kernel(param_ptr, sum_ptr, values_ptr, perm_ptr, start_ptr, count_ptr, key_ptr,
                     nseg, width, max_count, clr, eps, sign, BLOCK_S: tl.constexpr,
-                    BLOCK_D: tl.constexpr, ACC: tl.constexpr):
+                    BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, ACC: tl.constexpr):
     segs = tl.program_id(0) * BLOCK_S + tl.arange(0, BLOCK_S)
     cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     seg_ok = segs < nseg
     col_ok = cols < width
     g = _sum_segments(values_ptr, perm_ptr, start_ptr, count_ptr, segs, seg_ok, cols, col_ok,
-                      width, max_count, BLOCK_S, BLOCK_D, ACC) * sign
+                      width, max_count, BLOCK_S, BLOCK_K, BLOCK_D, ACC) * sign
     rows = tl.load(key_ptr + segs, mask=seg_ok, other=0)
     offs = rows[:, None] * width + cols[None, :]
     ok = seg_ok[:, None] & col_ok[None, :]
@@ -212,7 +219,7 @@ def coalesce(indices: torch.Tensor, values: torch.Tensor, size: list[int]):
         block_d = _block_cols(width)
         grid = (triton.cdiv(seg.count, BLOCK_SEGMENTS), triton.cdiv(width, block_d))
         _coalesce_values_kernel[grid](values, seg.perm, seg.starts, seg.counts, out_values,
-                                      seg.count, width, seg.max_count, BLOCK_S=BLOCK_SEGMENTS,
+                                      seg.count, width, seg.max_count, BLOCK_S=BLOCK_SEGMENTS, BLOCK_K=_block_dups(seg.max_count),
                                       BLOCK_D=block_d, ACC=_acc_dtype(values.dtype))
     return out_indices, out_values
 
@@ -230,7 +237,7 @@ def sparse_adam_step_(param, exp_avg, exp_avg_sq, indices, values, step_size, be
     _sparse_adam_kernel[grid](param, exp_avg, exp_avg_sq, values, seg.perm, seg.starts,
                               seg.counts, seg.keys, seg.count, width, seg.max_count,
                               float(step_size), float(beta1), float(beta2), float(eps),
-                              -1.0 if maximize else 1.0, BLOCK_S=BLOCK_SEGMENTS,
+                              -1.0 if maximize else 1.0, BLOCK_S=BLOCK_SEGMENTS, BLOCK_K=_block_dups(seg.max_count),
                               BLOCK_D=block_d, ACC=_acc_dtype(param.dtype))
 
 
@@ -245,7 +252,7 @@ def adagrad_step_(param, state_sum, indices, values, clr, eps, maximize) -> None
     grid = (triton.cdiv(seg.count, BLOCK_SEGMENTS), triton.cdiv(width, block_d))
     _adagrad_kernel[grid](param, state_sum, values, seg.perm, seg.starts, seg.counts, seg.keys,
                           seg.count, width, seg.max_count, float(clr), float(eps),
-                          -1.0 if maximize else 1.0, BLOCK_S=BLOCK_SEGMENTS, BLOCK_D=block_d,
+                          -1.0 if maximize else 1.0, BLOCK_S=BLOCK_SEGMENTS, BLOCK_K=_block_dups(seg.max_count), BLOCK_D=block_d,
                           ACC=_acc_dtype(param.dtype))
 
 

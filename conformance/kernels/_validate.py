@@ -78,3 +78,40 @@ def check_masked_pair(values, mask) -> None:
             f"mask shape {tuple(mask.shape)} does not match values shape {tuple(values.shape)}"
         )
     check_same_device(("values", values), ("mask", mask))
+
+
+def check_coo_parts(indices, values, size) -> int:
+    """Checks raw COO parts against ``size``; returns the number of sparse dims."""
+    check_tensor(indices, "indices")
+    check_tensor(values, "values")
+    if indices.dtype != torch.int64:
+        raise TypeError(f"indices must be int64, got {indices.dtype}")
+    if indices.dim() != 2:
+        raise ValueError(f"indices must be 2-D [sparse_dim, nnz], got shape {tuple(indices.shape)}")
+    sparse_dim, nnz = indices.shape
+    if values.dim() < 1 or values.shape[0] != nnz:
+        raise ValueError(f"values must have shape [nnz={nnz}, *dense_shape], got {tuple(values.shape)}")
+    if sparse_dim + values.dim() - 1 != len(size) or tuple(values.shape[1:]) != tuple(size[sparse_dim:]):
+        raise ValueError(
+            f"indices {tuple(indices.shape)} and values {tuple(values.shape)} do not describe "
+            f"a sparse tensor of size {tuple(size)}"
+        )
+    check_same_device(("indices", indices), ("values", values))
+    return sparse_dim
+
+
+def check_sparse_step(param, targets: dict, indices, values) -> None:
+    """Inputs of a fused optimizer step: state tensors like param, gradient parts fitting it."""
+    check_tensor(param, "param")
+    check_floating(param, "param")
+    for name, t in targets.items():
+        check_tensor(t, name)
+        if t.shape != param.shape:
+            raise ValueError(f"{name} shape {tuple(t.shape)} does not match param shape {tuple(param.shape)}")
+        if t.dtype != param.dtype:
+            raise TypeError(f"{name} dtype {t.dtype} does not match param dtype {param.dtype}")
+        check_same_device(("param", param), (name, t))
+    check_coo_parts(indices, values, param.shape)
+    if values.dtype != param.dtype:
+        raise TypeError(f"gradient dtype {values.dtype} does not match param dtype {param.dtype}")
+    check_same_device(("param", param), ("gradient", values))

@@ -537,3 +537,16 @@ def test_build_is_cached_in_user_cache():
     directory = K.build_directory()
     assert directory.is_dir()
     assert any(path.suffix == ".so" for path in directory.iterdir())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_hugepage_state_is_a_plain_full_like(monkeypatch, dtype):
+    from conformance.kernels._memory import state_like
+
+    param = torch.empty(1 << 21, 3, dtype=dtype)  # >= 4 MiB: huge-page path
+    state = state_like(param, 0.25)
+    assert state.shape == param.shape and state.dtype == dtype and state.is_contiguous()
+    assert state.data_ptr() % (2 << 20) == 0
+    assert_close(state, torch.full_like(param, 0.25), rtol=0, atol=0)
+    monkeypatch.setenv("CONFORMANCE_KERNEL_HUGEPAGES", "0")
+    assert state_like(param, 1.0)._base is None

@@ -10,17 +10,20 @@ back to torch's own implementation for dense or complex gradients and for
 ``$CONFORMANCE_KERNEL_IMPL`` (auto/cpp/triton).
 
 Parameters or state tensors that are not contiguous are updated through a
-contiguous temporary that is copied back.
+contiguous temporary that is copied back. Large CPU state tensors are allocated
+on transparent huge pages (see ``_memory``).
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import torch
 from torch.optim.adagrad import adagrad as _torch_adagrad
 from torch.optim.optimizer import _get_value, _to_scalar
 
+from ._memory import state_like
 from ._ops import adagrad_step_op, resolve_impl, sparse_adam_step_op
 from ._validate import check_sparse_grad
 
@@ -64,8 +67,8 @@ class SparseAdam(torch.optim.SparseAdam):
                 state = self.state[p]
                 if len(state) == 0:
                     state["step"] = 0
-                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg"] = state_like(p, 0)
+                    state["exp_avg_sq"] = state_like(p, 0)
                 state["step"] += 1
                 work.append((p, p.grad, state["exp_avg"], state["exp_avg_sq"], state["step"]))
 
@@ -93,6 +96,17 @@ class SparseAdam(torch.optim.SparseAdam):
 
 class Adagrad(torch.optim.Adagrad):
     """torch.optim.Adagrad with a fused kernel for sparse gradients."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                if not torch.is_complex(p) and "sum" in state:
+                    state["sum"] = state_like(p, self.defaults["initial_accumulator_value"])
+
+    __init__.__signature__ = inspect.signature(torch.optim.Adagrad.__init__)
+    __init__.__doc__ = torch.optim.Adagrad.__init__.__doc__
 
     def step(self, closure=None):
         """Perform a single optimization step (same semantics as torch.optim.Adagrad)."""

@@ -550,3 +550,21 @@ def test_hugepage_state_is_a_plain_full_like(monkeypatch, dtype):
     assert_close(state, torch.full_like(param, 0.25), rtol=0, atol=0)
     monkeypatch.setenv("CONFORMANCE_KERNEL_HUGEPAGES", "0")
     assert state_like(param, 1.0)._base is None
+
+
+def test_coalesce_huge_shape_uses_unpacked_sort(impl):
+    # 61 key bits + position bits exceed one 63-bit word: exercises the key/position pair sort.
+    size = (2**31, 2**30)
+    gen = torch.Generator().manual_seed(8)
+    indices = torch.stack([torch.randint(0, 4, (600,), generator=gen) * 2**29,
+                           torch.randint(0, 3, (600,), generator=gen) * 2**28])
+    t = sparse(indices, torch.randn(600, generator=gen, dtype=torch.float64), size)
+    got, expected = K.coalesce(t, impl=impl), t.coalesce()
+    assert_close(got._indices(), expected._indices(), rtol=0, atol=0)
+    assert_close(got._values(), expected._values())
+
+
+def test_coalesce_shape_beyond_int64_is_rejected():
+    t = sparse([[1], [1]], torch.ones(1), (2**40, 2**40))
+    with pytest.raises(ValueError, match="int64"):
+        K.coalesce(t, impl="cpp")

@@ -146,52 +146,42 @@ std::vector<int64_t> linearize(const at::Tensor& indices,
   return keys;
 }
 
-// Stable parallel LSD radix sort of perm by keys (both of length n; keys are
-// in [0, max_key]). On return keys are sorted and perm holds the matching
-// original positions.
-void radix_sort_pairs(std::vector<int64_t>& keys, std::vector<int64_t>& perm,
-                      int64_t max_key) {
-  const int64_t n = static_cast<int64_t>(keys.size());
-  if (n <= 1 || max_key == 0) return;
-  if (n <= 256) {
-    std::vector<int64_t> order(n);
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int64_t a, int64_t b) { return keys[a] < keys[b]; });
-    std::vector<int64_t> k2(n), p2(n);
-    for (int64_t i = 0; i < n; ++i) {
-      k2[i] = keys[order[i]];
-      p2[i] = perm[order[i]];
-    }
-    keys.swap(k2);
-    perm.swap(p2);
-    return;
-  }
+int bit_width(int64_t v) {
   int bits = 0;
-  while (bits < 63 && (max_key >> bits) != 0) ++bits;
-  const int passes = (bits + 10) / 11;
+  while (bits < 63 && (v >> bits) != 0) ++bits;
+  return bits;
+}
+
+// Stable parallel LSD radix sort of non-negative `words` by their bits
+// [low_bit, low_bit + bits), moving `payload` (if not null) along.
+void radix_sort(std::vector<int64_t>& words, std::vector<int64_t>* payload,
+                int low_bit, int bits, int max_digit_bits) {
+  const int64_t n = static_cast<int64_t>(words.size());
+  if (n <= 1 || bits == 0) return;
+  const int passes = (bits + max_digit_bits - 1) / max_digit_bits;
   const int digit_bits = (bits + passes - 1) / passes;
   const int64_t radix = int64_t{1} << digit_bits;
   const int64_t mask = radix - 1;
   const int64_t chunks = std::max<int64_t>(
-      1, std::min<int64_t>(at::get_num_threads(), n / 32768));
+      1, std::min<int64_t>(at::get_num_threads(), n / 65536));
 
-  std::vector<int64_t> keys_tmp(n), perm_tmp(n);
+  std::vector<int64_t> words_tmp(n), payload_tmp(payload ? n : 0);
   std::vector<int64_t> hist(chunks * radix);
-  int64_t* kin = keys.data();
-  int64_t* pin = perm.data();
-  int64_t* kout = keys_tmp.data();
-  int64_t* pout = perm_tmp.data();
+  int64_t* win = words.data();
+  int64_t* wout = words_tmp.data();
+  int64_t* pin = payload ? payload->data() : nullptr;
+  int64_t* pout = payload ? payload_tmp.data() : nullptr;
   auto chunk_begin = [&](int64_t c) { return n * c / chunks; };
 
   for (int pass = 0; pass < passes; ++pass) {
-    const int shift = pass * digit_bits;
+    const int shift = low_bit + pass * digit_bits;
     std::fill(hist.begin(), hist.end(), 0);
     at::parallel_for(0, chunks, 1, [&](int64_t cb, int64_t ce) {
       for (int64_t c = cb; c < ce; ++c) {
         int64_t* h = hist.data() + c * radix;
-        for (int64_t i = chunk_begin(c); i < chunk_begin(c + 1); ++i) {
-          ++h[(kin[i] >> shift) & mask];
+        const int64_t end = chunk_begin(c + 1);
+        for (int64_t i = chunk_begin(c); i < end; ++i) {
+          ++h[(win[i] >> shift) & mask];
         }
       }
     });
@@ -206,22 +196,26 @@ void radix_sort_pairs(std::vector<int64_t>& keys, std::vector<int64_t>& perm,
     at::parallel_for(0, chunks, 1, [&](int64_t cb, int64_t ce) {
       for (int64_t c = cb; c < ce; ++c) {
         int64_t* h = hist.data() + c * radix;
-        for (int64_t i = chunk_begin(c); i < chunk_begin(c + 1); ++i) {
-          const int64_t pos = h[(kin[i] >> shift) & mask]++;
-          kout[pos] = kin[i];
-          pout[pos] = pin[i];
+        const int64_t end = chunk_begin(c + 1);
+        for (int64_t i = chunk_begin(c); i < end; ++i) {
+          const int64_t pos = h[(win[i] >> shift) & mask]++;
+          wout[pos] = win[i];
+          if (pin) pout[pos] = pin[i];
         }
       }
     });
-    std::swap(kin, kout);
+    std::swap(win, wout);
     std::swap(pin, pout);
   }
-  if (kin != keys.data()) {
-    keys.swap(keys_tmp);
-    perm.swap(perm_tmp);
+  if (win != words.data()) {
+    words.swap(words_tmp);
+    if (payload) payload->swap(payload_tmp);
   }
 }
 
+// Sorts the linearized keys stably and splits them into runs of equal keys.
+// When key and position fit in 63 bits together they are packed into one word
+// (position in the low bits), which halves the data the radix passes move.
 Segments sort_and_segment(const at::Tensor& indices,
                           at::IntArrayRef sparse_size) {
   int64_t max_key = 0;
@@ -229,21 +223,78 @@ Segments sort_and_segment(const at::Tensor& indices,
   const int64_t n = static_cast<int64_t>(keys.size());
   Segments seg;
   seg.perm.resize(n);
-  std::iota(seg.perm.begin(), seg.perm.end(), 0);
-  if (!std::is_sorted(keys.begin(), keys.end())) {
-    radix_sort_pairs(keys, seg.perm, max_key);
-  }
-  seg.keys.reserve(n);
-  seg.start.reserve(n + 1);
-  for (int64_t i = 0; i < n; ++i) {
-    if (i == 0 || keys[i] != keys[i - 1]) {
-      seg.keys.push_back(keys[i]);
-      seg.start.push_back(i);
+  seg.keys.reserve(std::min<int64_t>(n, 1 << 16));
+  seg.start.reserve(std::min<int64_t>(n + 1, 1 << 16));
+  auto add_segment_boundaries = [&](auto key_at) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t key = key_at(i);
+      if (i == 0 || key != seg.keys.back()) {
+        seg.keys.push_back(key);
+        seg.start.push_back(i);
+      }
     }
+    seg.start.push_back(n);
+  };
+
+  const int key_bits = bit_width(max_key);
+  const int pos_bits = bit_width(std::max<int64_t>(n - 1, 0));
+  if (std::is_sorted(keys.begin(), keys.end())) {
+    std::iota(seg.perm.begin(), seg.perm.end(), 0);
+    add_segment_boundaries([&](int64_t i) { return keys[i]; });
+  } else if (key_bits + pos_bits <= 63) {
+    const int64_t pos_mask = (int64_t{1} << pos_bits) - 1;
+    at::parallel_for(0, n, 16 * kGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) keys[i] = (keys[i] << pos_bits) | i;
+    });
+    if (n <= 512) {
+      std::sort(keys.begin(), keys.end());  // packed words are unique: stable
+    } else {
+      radix_sort(keys, nullptr, pos_bits, key_bits, 12);
+    }
+    at::parallel_for(0, n, 16 * kGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) seg.perm[i] = keys[i] & pos_mask;
+    });
+    add_segment_boundaries([&](int64_t i) { return keys[i] >> pos_bits; });
+  } else {
+    std::iota(seg.perm.begin(), seg.perm.end(), 0);
+    radix_sort(keys, &seg.perm, 0, key_bits, 11);
+    add_segment_boundaries([&](int64_t i) { return keys[i]; });
   }
-  seg.start.push_back(n);
   return seg;
 }
+
+// Division of non-negative keys by a fixed divisor: a floating-point estimate
+// corrected to the exact quotient (integer division is ~10x slower), with
+// exact integer division for keys beyond double precision.
+class KeyDivider {
+ public:
+  explicit KeyDivider(int64_t divisor)
+      : divisor_(divisor), inverse_(divisor > 0 ? 1.0 / divisor : 0.0) {}
+
+  // Returns key / divisor and stores key % divisor in *remainder.
+  inline int64_t divide(int64_t key, int64_t* remainder) const {
+    if (key >= (int64_t{1} << 52)) {
+      *remainder = key % divisor_;
+      return key / divisor_;
+    }
+    int64_t q = static_cast<int64_t>(static_cast<double>(key) * inverse_);
+    int64_t r = key - q * divisor_;
+    while (r < 0) {
+      --q;
+      r += divisor_;
+    }
+    while (r >= divisor_) {
+      ++q;
+      r -= divisor_;
+    }
+    *remainder = r;
+    return q;
+  }
+
+ private:
+  int64_t divisor_;
+  double inverse_;
+};
 
 int64_t row_width(const at::Tensor& values) {
   int64_t width = 1;
@@ -364,16 +415,18 @@ std::tuple<at::Tensor, at::Tensor> coalesce_cpu(const at::Tensor& indices,
   at::Tensor out_values = at::empty(out_values_shape, values.options());
   at::Tensor out_indices = at::empty({sparse_dim, nseg}, indices.options());
 
-  const at::Tensor idx = indices.contiguous();
-  const int64_t* ip = idx.const_data_ptr<int64_t>();
+  // Indices come from the sorted keys (sequential) rather than from the
+  // original columns (a random gather).
   int64_t* op = out_indices.mutable_data_ptr<int64_t>();
-  const int64_t nnz = indices.size(1);
+  std::vector<KeyDivider> dividers;
+  for (int64_t d = 0; d < sparse_dim; ++d) dividers.emplace_back(size[d]);
   at::parallel_for(0, nseg, 4 * kGrain, [&](int64_t b, int64_t e) {
     for (int64_t s = b; s < e; ++s) {
-      const int64_t src = seg.perm[seg.start[s]];
-      for (int64_t d = 0; d < sparse_dim; ++d) {
-        op[d * nseg + s] = ip[d * nnz + src];
+      int64_t rest = seg.keys[s];
+      for (int64_t d = sparse_dim - 1; d > 0; --d) {
+        rest = dividers[d].divide(rest, &op[d * nseg + s]);
       }
+      if (sparse_dim > 0) op[s] = rest;
     }
   });
 

@@ -223,6 +223,15 @@ def test_ops_pass_torch_library_opcheck():
         torch.ops.conformance_kernels.coalesce, (indices, torch.randn(12, 3), [4, 4, 3], "cpp"),
         test_utils=("test_schema", "test_faketensor"),
     )
+    param, m, v = torch.randn(6, 3), torch.zeros(6, 3), torch.zeros(6, 3)
+    idx, vals = torch.tensor([[1, 4, 1]]), torch.randn(3, 3)
+    torch.library.opcheck(
+        torch.ops.conformance_kernels.sparse_adam_step_,
+        (param, m, v, idx, vals, 0.01, 0.9, 0.99, 1e-8, False, "cpp"),
+    )
+    torch.library.opcheck(
+        torch.ops.conformance_kernels.adagrad_step_, (param, m, idx, vals, 0.01, 1e-10, True, "cpp")
+    )
 
 
 # --------------------------------------------------------------------------- optimizers

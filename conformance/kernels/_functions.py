@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ._ops import coalesce_op, masked_mean_op, resolve_impl
+from ._ops import coalesce_parts, masked_mean_op, resolve_impl
 from ._validate import check_masked_pair, check_same_device, check_sparse_coo
 
 _TRITON_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -24,7 +24,7 @@ def coalesce(t: torch.Tensor, *, impl: str | None = None) -> torch.Tensor:
     if t.device.type != "cpu" or chosen == "triton":
         if values.dtype not in _TRITON_DTYPES:
             raise TypeError(f"the Triton coalesce kernel supports floating dtypes, got {values.dtype}")
-    out_indices, out_values = coalesce_op(indices, values, list(t.shape), chosen)
+    out_indices, out_values = coalesce_parts(indices, values, list(t.shape), chosen)
     return torch.sparse_coo_tensor(
         out_indices, out_values, t.shape, is_coalesced=True, check_invariants=False
     )

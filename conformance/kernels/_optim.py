@@ -24,7 +24,7 @@ from torch.optim.adagrad import adagrad as _torch_adagrad
 from torch.optim.optimizer import _get_value, _to_scalar
 
 from ._memory import state_like
-from ._ops import adagrad_step_op, resolve_impl, sparse_adam_step_op
+from ._ops import adagrad_step, resolve_impl, sparse_adam_step
 from ._validate import check_sparse_grad
 
 _SPARSE_ADAM_DENSE_GRAD = "SparseAdam does not support dense gradients, please consider Adam instead"
@@ -80,7 +80,7 @@ class SparseAdam(torch.optim.SparseAdam):
                     continue  # torch skips the update (the step count still advanced)
                 step_size = lr * math.sqrt(1 - beta2**step) / (1 - beta1**step)
                 _update_in_place(
-                    sparse_adam_step_op,
+                    sparse_adam_step,
                     [param, exp_avg, exp_avg_sq],
                     grad._indices(),
                     values,
@@ -139,7 +139,7 @@ class Adagrad(torch.optim.Adagrad):
                 check_sparse_grad(param, grad)
                 clr = lr / (1 + (step - 1) * group["lr_decay"])
                 _update_in_place(
-                    adagrad_step_op,
+                    adagrad_step,
                     [param, state_sum],
                     grad._indices(),
                     grad._values(),

@@ -10,8 +10,8 @@ back to torch's own implementation for dense or complex gradients and for
 ``$CONFORMANCE_KERNEL_IMPL`` (auto/cpp/triton).
 
 Parameters or state tensors that are not contiguous are updated through a
-contiguous temporary that is copied back. Large CPU state tensors are allocated
-on transparent huge pages (see ``_memory``).
+contiguous temporary that is copied back. Large CPU parameters and state
+tensors are put on transparent huge pages (see ``_memory``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import torch
 from torch.optim.adagrad import adagrad as _torch_adagrad
 from torch.optim.optimizer import _get_value, _to_scalar
 
-from ._memory import state_like
+from ._memory import advise_huge_pages, state_like
 from ._ops import adagrad_step, resolve_impl, sparse_adam_step
 from ._validate import check_sparse_grad
 
@@ -43,7 +43,16 @@ def _update_in_place(update, targets: list[torch.Tensor], *args) -> None:
             target.copy_(result)
 
 
-class SparseAdam(torch.optim.SparseAdam):
+class _HugePageParams:
+    """Mixin: parameters added to the optimizer are moved onto huge pages (see ``_memory``)."""
+
+    def add_param_group(self, param_group) -> None:
+        super().add_param_group(param_group)
+        for p in self.param_groups[-1]["params"]:
+            advise_huge_pages(p.data)
+
+
+class SparseAdam(_HugePageParams, torch.optim.SparseAdam):
     """torch.optim.SparseAdam with a fused coalesce + moment + parameter update kernel."""
 
     @torch.no_grad()
@@ -94,7 +103,7 @@ class SparseAdam(torch.optim.SparseAdam):
         return loss
 
 
-class Adagrad(torch.optim.Adagrad):
+class Adagrad(_HugePageParams, torch.optim.Adagrad):
     """torch.optim.Adagrad with a fused kernel for sparse gradients."""
 
     def __init__(self, *args, **kwargs) -> None:

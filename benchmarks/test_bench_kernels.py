@@ -42,11 +42,12 @@ def touched_bytes(grad, state_tensors: int) -> int:
     return grad_bytes + (1 + state_tensors) * unique_rows * row_bytes
 
 
-def optimizer_step(benchmark, opt_cls, grad, **kwargs):
+def optimizer_step(benchmark, opt_cls, grad, rounds):
     param = torch.nn.Parameter(torch.randn(ROWS, DIM, generator=torch.Generator().manual_seed(1)))
     param.grad = grad
-    opt = opt_cls([param], **kwargs)
-    benchmark.pedantic(opt.step, rounds=10, iterations=1, warmup_rounds=1)
+    opt = opt_cls([param])
+    benchmark.extra_info["torch_threads"] = torch.get_num_threads()
+    benchmark.pedantic(opt.step, rounds=rounds, iterations=1, warmup_rounds=1)
     assert torch.isfinite(param[grad._indices()[0][:100]]).all()
 
 
@@ -55,17 +56,17 @@ def copy_bytes(benchmark, nbytes):
     dst = torch.empty_like(src)
     dst.copy_(src)
     benchmark.extra_info["bytes"] = nbytes
-    benchmark.pedantic(dst.copy_, args=(src,), rounds=50, iterations=1, warmup_rounds=2)
+    benchmark.pedantic(dst.copy_, args=(src,), rounds=100, iterations=1, warmup_rounds=2)
 
 
 @pytest.mark.benchmark(group="sparse_adam")
 def test_sparse_adam_stock(benchmark, embedding_grad):
-    optimizer_step(benchmark, torch.optim.SparseAdam, embedding_grad)
+    optimizer_step(benchmark, torch.optim.SparseAdam, embedding_grad, rounds=10)
 
 
 @pytest.mark.benchmark(group="sparse_adam")
 def test_sparse_adam_kernel(benchmark, embedding_grad):
-    optimizer_step(benchmark, K.SparseAdam, embedding_grad)
+    optimizer_step(benchmark, K.SparseAdam, embedding_grad, rounds=40)
 
 
 @pytest.mark.benchmark(group="sparse_adam")
@@ -75,12 +76,12 @@ def test_sparse_adam_copy(benchmark, embedding_grad):
 
 @pytest.mark.benchmark(group="adagrad")
 def test_adagrad_stock(benchmark, embedding_grad):
-    optimizer_step(benchmark, torch.optim.Adagrad, embedding_grad)
+    optimizer_step(benchmark, torch.optim.Adagrad, embedding_grad, rounds=10)
 
 
 @pytest.mark.benchmark(group="adagrad")
 def test_adagrad_kernel(benchmark, embedding_grad):
-    optimizer_step(benchmark, K.Adagrad, embedding_grad)
+    optimizer_step(benchmark, K.Adagrad, embedding_grad, rounds=40)
 
 
 @pytest.mark.benchmark(group="adagrad")

@@ -14,10 +14,12 @@
 //      accumulation type (float for half/bfloat16/float, double for double)
 //      and apply the fused update / write the coalesced row.
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <torch/library.h>
 
 #include <algorithm>

@@ -514,6 +514,8 @@ def test_step_ops_reject_mismatched_inputs(impl):
         adam(p, m, torch.zeros(4, 2), idx, torch.ones(2, 2))
     with pytest.raises(TypeError, match="indices must be int64"):
         adam(p, m, v, idx.int(), torch.ones(2, 2))
+    with pytest.raises(ValueError, match="exp_avg must be contiguous"):
+        adam(p, torch.zeros(2, 5).t(), v, idx, torch.ones(2, 2))
     with pytest.raises(TypeError, match="param must be float16"):
         adam(p.long(), m.long(), v.long(), idx, torch.ones(2, 2).long())
     with pytest.raises(RuntimeError, match="same device"):
@@ -577,3 +579,19 @@ def test_coalesce_shape_beyond_int64_is_rejected():
     # torch itself refuses such a tensor, so call the operator on its parts
     with pytest.raises(ValueError, match="int64"):
         torch.ops.conformance_kernels.coalesce(torch.ones(2, 1, dtype=torch.int64), torch.ones(1), [2**40, 2**40], "cpp")
+
+
+def test_triton_on_cpu_without_interpreter_is_a_clear_error():
+    import subprocess
+    import sys
+
+    code = (
+        "import torch, conformance.kernels as K\n"
+        "K.masked_mean(torch.ones(3), torch.ones(3, dtype=torch.bool), impl='triton')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "RuntimeError" in proc.stderr and "TRITON_INTERPRET=1" in proc.stderr

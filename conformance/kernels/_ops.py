@@ -71,7 +71,9 @@ def _backend(impl: str, device: torch.device):
 
 
 @torch.library.custom_op("conformance_kernels::coalesce", mutates_args=())
-def coalesce_op(indices: Tensor, values: Tensor, size: Sequence[int], impl: str) -> tuple[Tensor, Tensor]:
+def coalesce_op(
+    indices: Tensor, values: Tensor, size: Sequence[int], impl: str
+) -> tuple[Tensor, Tensor]:
     """Coalesced (indices, values) of the COO tensor (indices, values, size)."""
     check_coo_parts(indices, values, list(size))
     return _backend(impl, values.device).coalesce(indices, values, list(size))
@@ -111,7 +113,9 @@ def sparse_adam_step_op(
 
 
 @sparse_adam_step_op.register_fake
-def _sparse_adam_step_fake(param, exp_avg, exp_avg_sq, indices, values, step_size, beta1, beta2, eps, maximize, impl):
+def _sparse_adam_step_fake(
+    param, exp_avg, exp_avg_sq, indices, values, step_size, beta1, beta2, eps, maximize, impl
+):
     check_sparse_step(param, {"exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}, indices, values)
 
 
@@ -190,12 +194,15 @@ def _direct_cpp(impl: str, device: torch.device) -> bool:
     return impl != "triton" and device.type == "cpu" and not torch.compiler.is_compiling()
 
 
-def sparse_adam_step(param, exp_avg, exp_avg_sq, indices, values, step_size, beta1, beta2, eps, maximize, impl):
+def sparse_adam_step(
+    param, exp_avg, exp_avg_sq, indices, values, step_size, beta1, beta2, eps, maximize, impl
+):
+    args = (param, exp_avg, exp_avg_sq, indices, values, step_size, beta1, beta2, eps, maximize)
     if _direct_cpp(impl, param.device):
         check_sparse_step(param, {"exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}, indices, values)
-        _CPP.sparse_adam_step_(param, exp_avg, exp_avg_sq, indices, values, step_size, beta1, beta2, eps, maximize)
+        _CPP.sparse_adam_step_(*args)
     else:
-        sparse_adam_step_op(param, exp_avg, exp_avg_sq, indices, values, step_size, beta1, beta2, eps, maximize, impl)
+        sparse_adam_step_op(*args, impl)
 
 
 def adagrad_step(param, state_sum, indices, values, clr, eps, maximize, impl):

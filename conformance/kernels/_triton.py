@@ -32,16 +32,21 @@ def interpreter_active() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+# triton.jit picks interpreter or compiler when the kernels below are decorated
+INTERPRETED = interpreter_active()
+
+
 def _acc_dtype(dtype: torch.dtype):
     return tl.float64 if dtype == torch.float64 else tl.float32
 
 
 def _check_launchable(*tensors: torch.Tensor) -> None:
     for t in tensors:
-        if t.device.type != "cuda" and not interpreter_active():
+        if t.device.type != "cuda" and not INTERPRETED:
             raise RuntimeError(
                 "conformance.kernels: the Triton kernels need CUDA tensors; to run them on "
-                f"{t.device.type} tensors set TRITON_INTERPRET=1 before triton is imported"
+                f"{t.device.type} tensors set TRITON_INTERPRET=1 before the first Triton kernel "
+                "is used (conformance.kernels imports triton lazily)"
             )
 
 
@@ -197,6 +202,15 @@ class _Segments:
         self.max_count = int(self.counts.max()) if self.count else 0
 
 
+def _segment_launch(seg: "_Segments", width: int, dtype: torch.dtype):
+    """Grid (segment blocks x column blocks) and compile-time block sizes of a segment kernel."""
+    block_d = _block_cols(width)
+    grid = (triton.cdiv(seg.count, BLOCK_SEGMENTS), triton.cdiv(width, block_d))
+    meta = dict(BLOCK_S=BLOCK_SEGMENTS, BLOCK_K=_block_dups(seg.max_count), BLOCK_D=block_d,
+                ACC=_acc_dtype(dtype))
+    return grid, meta
+
+
 def _row_width(values: torch.Tensor) -> int:
     width = 1
     for s in values.shape[1:]:
@@ -216,11 +230,9 @@ def coalesce(indices: torch.Tensor, values: torch.Tensor, size: list[int]):
     out_values = values.new_empty((seg.count, *values.shape[1:]))
     width = _row_width(values)
     if seg.count and width:
-        block_d = _block_cols(width)
-        grid = (triton.cdiv(seg.count, BLOCK_SEGMENTS), triton.cdiv(width, block_d))
+        grid, meta = _segment_launch(seg, width, values.dtype)
         _coalesce_values_kernel[grid](values, seg.perm, seg.starts, seg.counts, out_values,
-                                      seg.count, width, seg.max_count, BLOCK_S=BLOCK_SEGMENTS, BLOCK_K=_block_dups(seg.max_count),
-                                      BLOCK_D=block_d, ACC=_acc_dtype(values.dtype))
+                                      seg.count, width, seg.max_count, **meta)
     return out_indices, out_values
 
 
@@ -232,13 +244,11 @@ def sparse_adam_step_(param, exp_avg, exp_avg_sq, indices, values, step_size, be
     width = _row_width(values)
     if not (seg.count and width):
         return
-    block_d = _block_cols(width)
-    grid = (triton.cdiv(seg.count, BLOCK_SEGMENTS), triton.cdiv(width, block_d))
+    grid, meta = _segment_launch(seg, width, param.dtype)
     _sparse_adam_kernel[grid](param, exp_avg, exp_avg_sq, values, seg.perm, seg.starts,
                               seg.counts, seg.keys, seg.count, width, seg.max_count,
                               float(step_size), float(beta1), float(beta2), float(eps),
-                              -1.0 if maximize else 1.0, BLOCK_S=BLOCK_SEGMENTS, BLOCK_K=_block_dups(seg.max_count),
-                              BLOCK_D=block_d, ACC=_acc_dtype(param.dtype))
+                              -1.0 if maximize else 1.0, **meta)
 
 
 def adagrad_step_(param, state_sum, indices, values, clr, eps, maximize) -> None:
@@ -248,12 +258,10 @@ def adagrad_step_(param, state_sum, indices, values, clr, eps, maximize) -> None
     width = _row_width(values)
     if not (seg.count and width):
         return
-    block_d = _block_cols(width)
-    grid = (triton.cdiv(seg.count, BLOCK_SEGMENTS), triton.cdiv(width, block_d))
+    grid, meta = _segment_launch(seg, width, param.dtype)
     _adagrad_kernel[grid](param, state_sum, values, seg.perm, seg.starts, seg.counts, seg.keys,
                           seg.count, width, seg.max_count, float(clr), float(eps),
-                          -1.0 if maximize else 1.0, BLOCK_S=BLOCK_SEGMENTS, BLOCK_K=_block_dups(seg.max_count), BLOCK_D=block_d,
-                          ACC=_acc_dtype(param.dtype))
+                          -1.0 if maximize else 1.0, **meta)
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor):

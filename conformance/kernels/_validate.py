@@ -104,10 +104,15 @@ def check_sparse_step(param, targets: dict, indices, values) -> None:
     """Inputs of a fused optimizer step: state tensors like param, gradient parts fitting it."""
     check_tensor(param, "param")
     check_floating(param, "param")
-    for name, t in targets.items():
+    for name, t in {"param": param, **targets}.items():
         check_tensor(t, name)
+        if not t.is_contiguous():
+            raise ValueError(f"{name} must be contiguous (the optimizers stage non-contiguous ones)")
+    for name, t in targets.items():
         if t.shape != param.shape:
-            raise ValueError(f"{name} shape {tuple(t.shape)} does not match param shape {tuple(param.shape)}")
+            raise ValueError(
+                f"{name} shape {tuple(t.shape)} does not match param shape {tuple(param.shape)}"
+            )
         if t.dtype != param.dtype:
             raise TypeError(f"{name} dtype {t.dtype} does not match param dtype {param.dtype}")
         check_same_device(("param", param), (name, t))

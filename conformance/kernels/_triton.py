@@ -93,25 +93,31 @@ def _coalesce_values_kernel(values_ptr, perm_ptr, start_ptr, count_ptr, out_ptr,
 
 @triton.jit
 def _sparse_adam_kernel(param_ptr, exp_avg_ptr, exp_avg_sq_ptr, values_ptr, perm_ptr, start_ptr,
-                        count_ptr, key_ptr, nseg, width, max_count, step_size, beta1, beta2, eps,
-                        sign, BLOCK_S: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr,
+                        count_ptr, key_ptr, nseg, width, max_count, scalars_ptr,
+                        BLOCK_S: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr,
                         ACC: tl.constexpr):
     segs = tl.program_id(0) * BLOCK_S + tl.arange(0, BLOCK_S)
     cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     seg_ok = segs < nseg
     col_ok = cols < width
     g = _sum_segments(values_ptr, perm_ptr, start_ptr, count_ptr, segs, seg_ok, cols, col_ok,
-                      width, max_count, BLOCK_S, BLOCK_K, BLOCK_D, ACC) * sign
+                      width, max_count, BLOCK_S, BLOCK_K, BLOCK_D, ACC)
+    # scalars in the accumulation dtype (a Python float argument would be float32)
+    g = g * tl.load(scalars_ptr + 0)
+    neg_step_size = tl.load(scalars_ptr + 1)
+    one_minus_beta1 = tl.load(scalars_ptr + 2)
+    one_minus_beta2 = tl.load(scalars_ptr + 3)
+    eps = tl.load(scalars_ptr + 4)
     rows = tl.load(key_ptr + segs, mask=seg_ok, other=0)
     offs = rows[:, None] * width + cols[None, :]
     ok = seg_ok[:, None] & col_ok[None, :]
     m_old = tl.load(exp_avg_ptr + offs, mask=ok, other=0.0).to(ACC)
     v_old = tl.load(exp_avg_sq_ptr + offs, mask=ok, other=0.0).to(ACC)
     p_old = tl.load(param_ptr + offs, mask=ok, other=0.0).to(ACC)
-    m_new = (g - m_old) * (1.0 - beta1) + m_old
-    v_new = (g * g - v_old) * (1.0 - beta2) + v_old
+    m_new = (g - m_old) * one_minus_beta1 + m_old
+    v_new = (g * g - v_old) * one_minus_beta2 + v_old
     denom = tl.sqrt(v_new) + eps
-    p_new = p_old + (m_new / denom) * (-step_size)
+    p_new = p_old + (m_new / denom) * neg_step_size
     tl.store(exp_avg_ptr + offs, m_new.to(exp_avg_ptr.dtype.element_ty), mask=ok)
     tl.store(exp_avg_sq_ptr + offs, v_new.to(exp_avg_sq_ptr.dtype.element_ty), mask=ok)
     tl.store(param_ptr + offs, p_new.to(param_ptr.dtype.element_ty), mask=ok)
@@ -119,20 +125,23 @@ def _sparse_adam_kernel(param_ptr, exp_avg_ptr, exp_avg_sq_ptr, values_ptr, perm
 
 @triton.jit
 def _adagrad_kernel(param_ptr, sum_ptr, values_ptr, perm_ptr, start_ptr, count_ptr, key_ptr,
-                    nseg, width, max_count, clr, eps, sign, BLOCK_S: tl.constexpr,
+                    nseg, width, max_count, scalars_ptr, BLOCK_S: tl.constexpr,
                     BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, ACC: tl.constexpr):
     segs = tl.program_id(0) * BLOCK_S + tl.arange(0, BLOCK_S)
     cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     seg_ok = segs < nseg
     col_ok = cols < width
     g = _sum_segments(values_ptr, perm_ptr, start_ptr, count_ptr, segs, seg_ok, cols, col_ok,
-                      width, max_count, BLOCK_S, BLOCK_K, BLOCK_D, ACC) * sign
+                      width, max_count, BLOCK_S, BLOCK_K, BLOCK_D, ACC)
+    g = g * tl.load(scalars_ptr + 0)
+    neg_clr = tl.load(scalars_ptr + 1)
+    eps = tl.load(scalars_ptr + 2)
     rows = tl.load(key_ptr + segs, mask=seg_ok, other=0)
     offs = rows[:, None] * width + cols[None, :]
     ok = seg_ok[:, None] & col_ok[None, :]
     s_new = tl.load(sum_ptr + offs, mask=ok, other=0.0).to(ACC) + g * g
     std = tl.sqrt(s_new) + eps
-    p_new = tl.load(param_ptr + offs, mask=ok, other=0.0).to(ACC) + (g / std) * (-clr)
+    p_new = tl.load(param_ptr + offs, mask=ok, other=0.0).to(ACC) + (g / std) * neg_clr
     tl.store(sum_ptr + offs, s_new.to(sum_ptr.dtype.element_ty), mask=ok)
     tl.store(param_ptr + offs, p_new.to(param_ptr.dtype.element_ty), mask=ok)
 
@@ -211,6 +220,12 @@ def _segment_launch(seg: "_Segments", width: int, dtype: torch.dtype):
     return grid, meta
 
 
+def _scalars(like: torch.Tensor, *values: float) -> torch.Tensor:
+    """Kernel scalars as a small tensor in the accumulation dtype (float64 for float64)."""
+    dtype = torch.float64 if like.dtype == torch.float64 else torch.float32
+    return torch.tensor(values, dtype=dtype).to(like.device, non_blocking=True)
+
+
 def _row_width(values: torch.Tensor) -> int:
     width = 1
     for s in values.shape[1:]:
@@ -247,8 +262,8 @@ def sparse_adam_step_(param, exp_avg, exp_avg_sq, indices, values, step_size, be
     grid, meta = _segment_launch(seg, width, param.dtype)
     _sparse_adam_kernel[grid](param, exp_avg, exp_avg_sq, values, seg.perm, seg.starts,
                               seg.counts, seg.keys, seg.count, width, seg.max_count,
-                              float(step_size), float(beta1), float(beta2), float(eps),
-                              -1.0 if maximize else 1.0, **meta)
+                              _scalars(param, -1.0 if maximize else 1.0, -step_size,
+                                       1.0 - beta1, 1.0 - beta2, eps), **meta)
 
 
 def adagrad_step_(param, state_sum, indices, values, clr, eps, maximize) -> None:
@@ -260,8 +275,8 @@ def adagrad_step_(param, state_sum, indices, values, clr, eps, maximize) -> None
         return
     grid, meta = _segment_launch(seg, width, param.dtype)
     _adagrad_kernel[grid](param, state_sum, values, seg.perm, seg.starts, seg.counts, seg.keys,
-                          seg.count, width, seg.max_count, float(clr), float(eps),
-                          -1.0 if maximize else 1.0, **meta)
+                          seg.count, width, seg.max_count,
+                          _scalars(param, -1.0 if maximize else 1.0, -clr, eps), **meta)
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor):

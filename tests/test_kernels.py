@@ -56,6 +56,7 @@ COALESCE_CASES = [
     ((10, 3), 1, 0, None),  # nnz = 0
     ((3,), 0, 4, None),  # sparse_dim = 0: every entry is the same (dense) element
     ((1000,), 1, 500, 1),  # all duplicates
+    ((5, 0), 1, 6, None),  # zero-width dense dim
 ]
 
 

@@ -47,6 +47,7 @@ DEFAULT_TORCH_VERSIONS = ["2.9.0", "2.13.0", "2.15.0"]
 TORCH_VERSIONS = [v.strip() for v in os.environ.get("CONFORMANCE_TORCH_VERSIONS", "").split(",") if v.strip()] \
     or DEFAULT_TORCH_VERSIONS
 TESTS_TORCH = "2.13.0"
+XLA_TESTS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_xla_*.py"))
 
 
 def _session_id(version: str) -> str:
@@ -151,8 +152,7 @@ def conformance(session: nox.Session, torch_version: str) -> None:
         if torch_version in TORCH_XLA:
             xla_junit = REPORTS / f"junit-xla-tests-torch-{torch_version}.xml"
             exit_codes["xla_tests"] = _pytest(
-                session, ["tests/test_xla_device.py", "tests/test_xla_masked_mean.py", "-p", "no:cacheprovider",
-                          f"--junitxml={xla_junit}"], env)
+                session, [*XLA_TESTS, "-p", "no:cacheprovider", f"--junitxml={xla_junit}"], env)
     finally:
         failed = {name: code for name, code in exit_codes.items() if code != 0}
         status.update(status="passed" if exit_codes and not failed else "failed", pytest_exit_codes=exit_codes,

@@ -12,6 +12,7 @@ import pytest
 
 from conformance import outcomes
 from conformance.backends import Backend, Unsupported, builtin_backends
+from conformance.benchmark import benchmark_items
 from conformance.backends.candidate import CandidateBackend, CandidateError, parse_impl_options
 from conformance.compare import Mismatch
 from conformance.devices import DEFAULT_DEVICES, DEVICES, unavailable_reason
@@ -21,6 +22,9 @@ from conformance.spec import Case, SpecError, load_spec
 from conformance.tensors import DTYPES
 
 SPEC_SUFFIXES = (".yaml", ".yml")
+
+# results files, per-item timeouts, crashed xdist workers, benchmark options (conformance/hooks.py)
+pytest_plugins = ["conformance.hooks"]
 
 
 def _split(values: list[str] | None) -> list[str]:
@@ -134,6 +138,8 @@ class SpecFile(pytest.File):
             return
         for case in spec.cases:
             yield from self._items(case, selection)
+        if self.config.getoption("conformance_benchmark"):
+            yield from benchmark_items(self, spec, selection)
 
     def _items(self, case: Case, selection: Selection):
         for backend in selection.backends.values():

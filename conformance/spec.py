@@ -91,6 +91,7 @@ class Spec:
     op: Op
     title: str
     cases: list[Case] = field(default_factory=list)
+    benchmarks: list = field(default_factory=list)  # conformance.benchmark.Benchmark instances
 
 
 # ---------------------------------------------------------------- YAML with line numbers
@@ -133,7 +134,9 @@ def spec_schema() -> dict:
         {
             "if": {"properties": {"op": {"const": name}}, "required": ["op"]},
             "then": {"properties": {"cases": {"items": {"properties": {
-                "inputs": op.inputs_schema, "expected": op.expected_schema}}}}},
+                "inputs": op.inputs_schema, "expected": op.expected_schema}}},
+                "benchmark": {"items": {"properties": {"hyperparameters": op.inputs_schema.get(
+                    "properties", {}).get("hyperparameters", {"maxProperties": 0})}}}}},
         }
         for name, op in OPS.items()
     ]
@@ -196,6 +199,11 @@ def load_spec(path: Path | str) -> Spec:
             raise SpecError(path, line, f"cases[{index}]: duplicate case id {case_id!r} (first on line {seen[case_id]})")
         seen[case_id] = line
         spec.cases.append(_build_case(path, lines, index, raw, op, sources, defaults))
+    if "benchmark" in data:
+        from conformance.benchmark import expand
+
+        for index, raw in enumerate(data["benchmark"]):
+            spec.benchmarks.extend(expand(raw, _line_of(lines, ("benchmark", index))))
     return spec
 
 

@@ -1,0 +1,7 @@
+"""``python -m conformance``: the same commands as the ``conformance`` console script."""
+
+import sys
+
+from conformance.cli import main
+
+sys.exit(main())

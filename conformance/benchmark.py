@@ -1,0 +1,299 @@
+"""Benchmarks: a spec's ``benchmark`` section, the inputs it describes, and the pytest items that
+time each backend on them with pytest-benchmark.
+
+A spec may carry::
+
+    benchmark:
+      - id: embedding-step
+        description: an embedding table's Adagrad step, 1% of the rows touched, duplicates kept
+        sizes: [[20000, 32]]       # the parameter / tensor shape; one benchmark per size x density
+        densities: [0.01]          # fraction of the sparse-dim positions written (nnz = density * positions)
+        steps: 2                   # optimizer steps per timed run (optimizers only)
+        sparse_dims: 1             # leading dims that are sparse (default: 1 for optimizers, all for coalesce)
+        dtypes: [float32]
+        hyperparameters: {lr: 0.01}
+        rounds: 7                  # timed rounds (pytest-benchmark pedantic mode, one iteration each)
+        warmup: 1                  # untimed rounds first
+        seed: 0
+
+Benchmark items exist only with ``--conformance-benchmark``. Each first runs the backend once and
+checks its outputs against the NumPy reference (a fast wrong answer is a failure, not a speed-up),
+then times ``rounds`` runs; the per-round seconds go into the item's record as ``timing.samples``.
+Timings include what the backend does to get its inputs onto the device (NumPy -> torch), as in
+the correctness items, and a device sync (CUDA synchronize; XLA through the device's measure).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+from conformance import outcomes
+from conformance.backends.base import Backend, RunContext, Unsupported
+from conformance.compare import Tolerance, compare_outputs, default_tolerance
+from conformance.tensors import CooArray, quantize, torch_dtype
+
+DEFAULT_ROUNDS = 5
+DEFAULT_WARMUP = 1
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One benchmark instance: a size and a density of one of a spec's benchmark entries."""
+
+    id: str
+    name: str
+    line: int
+    size: tuple[int, ...]
+    density: float
+    steps: int = 1
+    sparse_dims: int | None = None
+    dtypes: tuple[str, ...] = ("float32",)
+    backends: tuple[str, ...] | None = None
+    devices: tuple[str, ...] | None = None
+    hyperparameters: dict = field(default_factory=dict, hash=False, compare=False)
+    rounds: int = DEFAULT_ROUNDS
+    warmup: int = DEFAULT_WARMUP
+    seed: int = 0
+    description: str = ""
+
+    def describe(self) -> dict[str, Any]:
+        return {"id": self.name, "size": list(self.size), "density": self.density, "steps": self.steps}
+
+
+def _density_label(density: float) -> str:
+    return f"{density:g}"
+
+
+def expand(raw: dict, line: int) -> list[Benchmark]:
+    """One Benchmark per size x density of a (schema-validated) benchmark entry."""
+    sizes = [tuple(int(s) for s in size) for size in raw["sizes"]]
+    densities = [float(d) for d in raw.get("densities", [1.0])]
+    out = []
+    for size in sizes:
+        for density in densities:
+            instance = f"benchmark-{raw['id']}-{'x'.join(map(str, size))}-d{_density_label(density)}"
+            out.append(Benchmark(
+                id=instance, name=raw["id"], line=line, size=size, density=density,
+                steps=int(raw.get("steps", 1)), sparse_dims=raw.get("sparse_dims"),
+                dtypes=tuple(raw.get("dtypes", ["float32"])),
+                backends=tuple(raw["backends"]) if "backends" in raw else None,
+                devices=tuple(raw["devices"]) if "devices" in raw else None,
+                hyperparameters=dict(raw.get("hyperparameters", {})),
+                rounds=int(raw.get("rounds", DEFAULT_ROUNDS)), warmup=int(raw.get("warmup", DEFAULT_WARMUP)),
+                seed=int(raw.get("seed", 0)), description=raw.get("description", ""),
+            ))
+    return out
+
+
+# ------------------------------------------------------------------ inputs
+
+def _random_coo(rng: np.random.Generator, size: tuple[int, ...], sparse_dims: int, density: float,
+                dtype) -> CooArray:
+    """Indices drawn with replacement (so duplicates occur, as in embedding-bag gradients)."""
+    sparse_shape = size[:sparse_dims]
+    positions = math.prod(sparse_shape)
+    nnz = max(1, int(round(density * positions)))
+    indices = np.stack([rng.integers(0, n, nnz) for n in sparse_shape]).astype(np.int64)
+    values = rng.standard_normal((nnz, *size[sparse_dims:]))
+    return CooArray(indices, values, tuple(size)).quantized(dtype)
+
+
+def _coalesce_inputs(bench: Benchmark, rng, dtype):
+    sparse_dims = bench.sparse_dims if bench.sparse_dims is not None else len(bench.size)
+    return _random_coo(rng, bench.size, sparse_dims, bench.density, dtype)
+
+
+def _optimizer_inputs(bench: Benchmark, rng, dtype):
+    from conformance.ops.optimizer_steps import OptimizerInputs
+
+    sparse_dims = bench.sparse_dims if bench.sparse_dims is not None else 1
+    param = quantize(rng.standard_normal(bench.size), dtype)
+    grads = [_random_coo(rng, bench.size, sparse_dims, bench.density, dtype) for _ in range(bench.steps)]
+    hyper = dict(bench.hyperparameters)
+    if "betas" in hyper:
+        hyper["betas"] = tuple(hyper["betas"])
+    return OptimizerInputs(param, grads, hyper)
+
+
+def _masked_mean_inputs(bench: Benchmark, rng, dtype):
+    from conformance.ops.masked_mean import MaskedMeanInputs
+
+    values = quantize(rng.standard_normal(bench.size), dtype)
+    return MaskedMeanInputs(values, rng.random(bench.size) < bench.density)
+
+
+INPUT_MAKERS: dict[str, Callable[[Benchmark, np.random.Generator, Any], Any]] = {
+    "coalesce": _coalesce_inputs,
+    "adagrad": _optimizer_inputs,
+    "sparse_adam": _optimizer_inputs,
+    "masked_mean": _masked_mean_inputs,
+}
+
+
+def make_inputs(op_name: str, bench: Benchmark, dtype_name: str):
+    """The benchmark's inputs for ``op_name`` (deterministic in ``bench.seed``)."""
+    if op_name not in INPUT_MAKERS:
+        raise ValueError(f"op {op_name!r} has no benchmark input generator (conformance.benchmark.INPUT_MAKERS)")
+    return INPUT_MAKERS[op_name](bench, np.random.default_rng(bench.seed), torch_dtype(dtype_name))
+
+
+def nnz_of(inputs: Any) -> int | None:
+    if isinstance(inputs, CooArray):
+        return int(inputs.indices.shape[1])
+    grads = getattr(inputs, "grads", None)
+    if grads:
+        return int(sum(g.indices.shape[1] for g in grads if isinstance(g, CooArray)))
+    mask = getattr(inputs, "mask", None)
+    return int(mask.sum()) if mask is not None else None
+
+
+# ------------------------------------------------------------------ running
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _measure(device: str, record: dict):
+    from conformance import devices
+
+    measure = getattr(devices, "measure", None)  # XLA: sync and compile counts, when available
+    return measure(device, record) if measure is not None else contextlib.nullcontext()
+
+
+def run_once(op_name: str, backend: Backend, inputs: Any, device: str, dtype_name: str):
+    ctx = RunContext(device, torch_dtype(dtype_name))
+    with _measure(device, ctx.record):
+        outputs = backend.run(op_name, inputs, ctx)
+    _sync(device)
+    return outputs, ctx
+
+
+def check_against_reference(op, outputs: dict, inputs: Any, dtype_name: str) -> None:
+    """Invariants and the NumPy reference (raises Mismatch)."""
+    op.check_invariants(outputs, inputs)
+    tolerance = default_tolerance(torch_dtype(dtype_name)).scaled(op.reference_tolerance_scale(inputs))
+    names = list(op.expected_schema.get("properties", {})) + ["indices", "values"]
+    tolerances: dict[str, Tolerance | None] = {n: (None if n in op.exact_outputs else tolerance) for n in names}
+    reference = op.reference(inputs)
+    compare_outputs(outputs, reference, tolerances, against="the NumPy reference")
+
+
+def timing_summary(samples: list[float], rounds: int, warmup: int) -> dict[str, Any]:
+    data = sorted(samples)
+    mean = sum(data) / len(data)
+    return {
+        "samples": list(samples), "unit": "s", "rounds": rounds, "warmup_rounds": warmup,
+        "median": float(np.median(data)), "min": data[0], "mean": mean,
+        "stddev": float(np.std(data, ddof=1)) if len(data) > 1 else 0.0,
+        "source": "pytest-benchmark",
+    }
+
+
+def _benchmark_fixture(item: pytest.Item):
+    """A pytest-benchmark fixture for a non-function item, or (None, why not)."""
+    config = item.config
+    session = getattr(config, "_benchmarksession", None)
+    if session is None:
+        return None, "pytest-benchmark is not installed (or was disabled with -p no:benchmark)"
+    if session.skip:
+        return None, "benchmarks are skipped (--benchmark-skip)"
+    if config.getoption("benchmark_disable") and not config.getoption("benchmark_enable"):
+        return None, "benchmarks are disabled (--benchmark-disable)"
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and int(workerinput.get("workercount", 1)) > 1:
+        return None, "timings need a single process: run benchmarks with -n 0 or -n 1"
+    from pytest_benchmark.fixture import BenchmarkFixture
+
+    # pytest-benchmark turns itself off under xdist; with one worker, timings are as good as without
+    add_stats = session.benchmarks.append if workerinput is None else (lambda stats: None)
+    fixture = BenchmarkFixture(item, add_stats=add_stats, logger=session.logger, warner=item.warn,
+                               disabled=False, **dict(session.options, group=item.nodeid.split("::")[0]))
+    return fixture, None
+
+
+class BenchmarkItem(pytest.Item):
+    """One benchmark instance timed on one backend, device and dtype."""
+
+    def __init__(self, *, spec_path, op, bench: Benchmark, backend: Backend, device: str, dtype: str, **kwargs):
+        super().__init__(**kwargs)
+        self.op = op
+        self.bench = bench
+        self.backend = backend
+        self.device = device
+        self.dtype = dtype
+        self.spec_path = spec_path
+        self.add_marker(pytest.mark.conformance)
+        self.add_marker(pytest.mark.conformance_benchmark)
+        self.record: dict[str, Any] = {
+            "kind": "benchmark", "spec": str(spec_path), "case": bench.id, "op": op.name,
+            "backend": backend.name, "device": device, "dtype": dtype, "benchmark": bench.describe(),
+        }
+
+    def runtest(self) -> None:
+        fixture, why_not = _benchmark_fixture(self)
+        if fixture is None:
+            pytest.skip(why_not)
+        inputs = make_inputs(self.op.name, self.bench, self.dtype)
+        self.record["benchmark"]["nnz"] = nnz_of(inputs)
+        try:
+            outputs, _ = run_once(self.op.name, self.backend, inputs, self.device, self.dtype)
+        except Unsupported as exc:
+            raise outcomes.UnsupportedSkip(f"unsupported: {exc}") from None
+        if self.backend.name != "reference":
+            check_against_reference(self.op, outputs, inputs, self.dtype)
+        last: dict[str, Any] = {}
+
+        def timed():
+            _, ctx = run_once(self.op.name, self.backend, inputs, self.device, self.dtype)
+            last.update(ctx.record)
+
+        try:
+            fixture.pedantic(timed, rounds=self.bench.rounds, warmup_rounds=self.bench.warmup, iterations=1)
+        finally:
+            fixture._cleanup()
+        samples = [float(s) for s in fixture.stats.stats.data]
+        self.record["timing"] = timing_summary(samples, self.bench.rounds, self.bench.warmup)
+        self.record.update({k: v for k, v in last.items() if k != "seconds"})
+
+    def repr_failure(self, excinfo, style=None):
+        where = f"{self.spec_path}:{self.bench.line}: {self.name}"
+        return f"{where}\n{super().repr_failure(excinfo, style='short')}"
+
+    def reportinfo(self):
+        return self.path, self.bench.line - 1, self.name
+
+
+def benchmark_items(parent: pytest.File, spec, selection) -> list[pytest.Item]:
+    """The benchmark items of a spec for the selected backends, devices and dtypes."""
+    from conformance.devices import unavailable_reason
+
+    items = []
+    for bench in getattr(spec, "benchmarks", ()):
+        for backend in selection.backends.values():
+            if not backend.implements(spec.op.name) and not backend.lists_unimplemented_ops:
+                continue
+            if bench.backends is not None and backend.name not in bench.backends:
+                continue
+            for device in selection.devices:
+                if not backend.runs_on(device) or (bench.devices is not None and device not in bench.devices):
+                    continue
+                for dtype in bench.dtypes:
+                    if selection.dtypes is not None and dtype not in selection.dtypes:
+                        continue
+                    item = BenchmarkItem.from_parent(
+                        parent, name=f"{bench.id}[{backend.name}-{device}-{dtype}]", spec_path=spec.path,
+                        op=spec.op, bench=bench, backend=backend, device=device, dtype=dtype)
+                    reason = unavailable_reason(device)
+                    if reason:
+                        item.add_marker(pytest.mark.skip(reason=reason))
+                    items.append(item)
+    return items

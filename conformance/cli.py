@@ -1,0 +1,174 @@
+"""``conformance`` (also ``python -m conformance``): report, gate, select, schema.
+
+  conformance report RESULTS... -o reports/index.html
+  conformance gate --baseline A.json --candidate B.json [--base-ref origin/main | --changed-files F...]
+  conformance select --base-ref origin/main        # the pytest options that run only the touched ops
+  conformance schema [spec|results]                # print a JSON Schema
+
+Exit codes: report 0 (1 when no results file could be read); gate 0 pass, 1 regression,
+2 not comparable or unusable input; select 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from conformance import gate as gate_module
+
+
+def _report(args: argparse.Namespace) -> int:
+    from conformance.report import build_report
+
+    build = build_report(args.results, args.output, title=args.title, speed_baseline=args.speed_baseline)
+    for problem in build.problems:
+        print(f"conformance report: left out {problem}", file=sys.stderr)
+    if not build.runs:
+        print(f"conformance report: no readable results file; wrote an empty report to {build.path}", file=sys.stderr)
+        return 1
+    print(f"conformance report: {build.path} ({len(build.runs)} run(s), "
+          f"{sum(len(r.records) for r in build.runs)} records)")
+    return 0
+
+
+def _scope(args: argparse.Namespace):
+    """(ops or None, note) from --changed-files / --base-ref, or (None, None) when neither is given."""
+    from conformance.selection import changed_files_from_git, read_changed_files
+
+    files: list[str] | None = None
+    if args.changed_files:
+        files = read_changed_files(args.changed_files)
+    if args.base_ref:
+        files = (files or []) + changed_files_from_git(args.base_ref, args.repo)
+    if files is None:
+        return None, None
+    return gate_module.scope_from_files(files, args.paths_map, args.repo)
+
+
+def _gate(args: argparse.Namespace) -> int:
+    from conformance.results import ResultsError, load_results
+    from conformance.selection import SelectionError
+
+    try:
+        base = load_results(args.baseline)
+        head = load_results(args.candidate)
+        ops, note = _scope(args)
+    except (ResultsError, SelectionError) as exc:
+        print(f"conformance gate: NOT COMPARABLE: {exc}", file=sys.stderr)
+        return 2
+    if ops is not None and not ops:
+        text = f"conformance gate\n  scope:     {note}\nRESULT: PASS (no changed file selects an op: nothing to gate)"
+        print(text)
+        _write_markdown(args.markdown, text)
+        return 0
+    result = gate_module.run_gate(base, head, ops=ops, scope_note=note, ratio=args.ratio, alpha=args.alpha,
+                                  min_duration=args.min_duration, allow_different_machine=args.allow_different_machine,
+                                  skip_timing=args.skip_timing)
+    print(result.text)
+    _write_markdown(args.markdown, result.text)
+    return result.exit_code
+
+
+def _write_markdown(path: str | None, text: str) -> None:
+    if path:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(f"### Conformance gate\n\n```\n{text}\n```\n")
+
+
+def _select(args: argparse.Namespace) -> int:
+    from conformance.selection import (SelectionError, changed_files_from_git, load_rules, pytest_args,
+                                       read_changed_files, select_ops)
+
+    try:
+        files = read_changed_files(args.changed_files or [])
+        if args.base_ref:
+            files += changed_files_from_git(args.base_ref, args.repo)
+        selection = select_ops(files, load_rules(args.paths_map), args.repo)
+    except SelectionError as exc:
+        print(f"conformance select: {exc}", file=sys.stderr)
+        return 2
+    if args.format == "json":
+        print(json.dumps({"ops": sorted(selection.ops), "everything": selection.everything,
+                          "pytest_args": pytest_args(selection), "files": selection.reasons}, indent=1))
+    elif args.format == "ops":
+        print(",".join(sorted(selection.ops)))
+    else:
+        if not selection.ops:
+            print("")  # nothing to run
+        else:
+            print(" ".join(pytest_args(selection)))
+    for path, ops in selection.reasons.items():
+        print(f"  {path}: {', '.join(ops) or '(no op)'}", file=sys.stderr)
+    return 0
+
+
+def _schema(args: argparse.Namespace) -> int:
+    if args.which == "results":
+        from conformance.results import results_schema
+
+        print(json.dumps(results_schema(), indent=2))
+    else:
+        from conformance.spec import spec_schema
+
+        print(json.dumps(spec_schema(), indent=2))
+    return 0
+
+
+def _add_scope_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--changed-files", nargs="+", metavar="PATH",
+                        help="files a pull request changes (paths, comma-separated lists, or @FILE with one a line)")
+    parser.add_argument("--base-ref", metavar="REF",
+                        help="take the changed files from `git diff --name-only REF...HEAD` (e.g. origin/main)")
+    parser.add_argument("--paths-map", metavar="YAML",
+                        help="file -> ops rules (default: the suite's conformance/paths.yaml)")
+    parser.add_argument("--repo", default=".", help="the repository the paths are relative to (default: .)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="conformance", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    report = sub.add_parser("report", help="merge results files into one self-contained HTML report")
+    report.add_argument("results", nargs="+", help="results JSON files (several torch versions, devices, machines)")
+    report.add_argument("-o", "--output", default="reports/index.html", help="HTML file to write (default: %(default)s)")
+    report.add_argument("--title", default=None)
+    report.add_argument("--speed-baseline", default="reference",
+                        help="backend the speed charts are relative to (default: %(default)s)")
+    report.set_defaults(func=_report)
+
+    gate = sub.add_parser("gate", help="fail when a candidate run regressed against a baseline run",
+                          description=gate_module.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    gate.add_argument("--baseline", required=True, metavar="A.json")
+    gate.add_argument("--candidate", required=True, metavar="B.json")
+    _add_scope_options(gate)
+    gate.add_argument("--ratio", type=float, default=gate_module.DEFAULT_RATIO,
+                      help="slower means the median grew by more than this fraction (default: %(default)s)")
+    gate.add_argument("--alpha", type=float, default=gate_module.DEFAULT_ALPHA,
+                      help="significance level of the one-sided Mann-Whitney U test (default: %(default)s)")
+    gate.add_argument("--min-duration", type=float, default=gate_module.DEFAULT_MIN_DURATION, metavar="SECONDS",
+                      help="ignore benchmarks whose baseline median is shorter (default: %(default)s)")
+    gate.add_argument("--allow-different-machine", action="store_true",
+                      help="compare timings even when the runs' machines differ")
+    gate.add_argument("--skip-timing", action="store_true", help="gate correctness only")
+    gate.add_argument("--markdown", metavar="FILE", help="also append the summary as Markdown (e.g. $GITHUB_STEP_SUMMARY)")
+    gate.set_defaults(func=_gate)
+
+    select = sub.add_parser("select", help="the pytest options that run only the ops changed files touch")
+    _add_scope_options(select)
+    select.add_argument("--format", choices=["pytest", "ops", "json"], default="pytest")
+    select.set_defaults(func=_select)
+
+    schema = sub.add_parser("schema", help="print the spec or results JSON Schema")
+    schema.add_argument("which", nargs="?", choices=["spec", "results"], default="spec")
+    schema.set_defaults(func=_schema)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,275 @@
+"""pytest hooks for results files, per-item timeouts, crashed workers and benchmarks.
+
+Loaded through ``pytest_plugins`` in :mod:`conformance.plugin`. Options:
+
+--conformance-results PATH   write the run's results JSON to PATH (atomically: at the end, every
+                             ``--conformance-results-every`` seconds while running, and when
+                             interrupted), and JUnit XML beside it (``<stem>.junit.xml``) unless
+                             ``--junitxml`` names another file
+--conformance-label TEXT     the run's name in reports (default: its torch version)
+--conformance-timeout S      per-item timeout through pytest-timeout (default 60 s, benchmarks 10x;
+                             0 for none); ``--timeout`` or a ``timeout`` ini value takes precedence
+--conformance-benchmark      also collect the specs' benchmark sections and time each backend
+
+Under pytest-xdist the records travel from the workers in each report's user properties and the
+controller writes the file; an item whose worker died (segfault, abort) gets an ``error`` record
+saying so, and the run goes on: unless ``--max-worker-restart`` is given it is raised to
+:data:`MAX_WORKER_RESTART`, so that many crashing items do not end the run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance import outcomes
+from conformance.results import ResultsWriter, now, run_metadata
+
+RESULTS = pytest.StashKey["ResultsState"]()
+DEFAULT_TIMEOUT = 60.0
+BENCHMARK_TIMEOUT_FACTOR = 10
+DEFAULT_WRITE_EVERY = 10.0
+MAX_WORKER_RESTART = 100
+CRASH_MESSAGE = ("the worker process died while running this item (segfault, abort, os._exit, or a "
+                 "--timeout-method=thread timeout); the worker's stderr above says which. "
+                 "pytest-xdist replaced the worker and the run went on.")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("conformance")
+    group.addoption("--conformance-results", metavar="PATH", default=None,
+                    help="write the run's results JSON here (atomically; also every "
+                         "--conformance-results-every seconds and on interruption), and JUnit XML "
+                         "beside it as <stem>.junit.xml unless --junitxml is given. "
+                         "Default: the 'conformance_results' ini value, else none.")
+    group.addoption("--conformance-results-every", metavar="SECONDS", type=float, default=DEFAULT_WRITE_EVERY,
+                    help=f"rewrite the results file at most this often while running (default {DEFAULT_WRITE_EVERY:g})")
+    group.addoption("--conformance-label", metavar="TEXT", default=None,
+                    help="the run's name in reports (default: 'torch <version>')")
+    group.addoption("--conformance-timeout", metavar="SECONDS", type=float, default=DEFAULT_TIMEOUT,
+                    help=f"per-item timeout via pytest-timeout (default {DEFAULT_TIMEOUT:g}; benchmark items "
+                         f"x{BENCHMARK_TIMEOUT_FACTOR}; 0: none). --timeout or the 'timeout' ini value wins.")
+    group.addoption("--conformance-benchmark", action="store_true", default=False,
+                    help="also time each backend on the specs' benchmark sections with pytest-benchmark "
+                         "(add -m conformance_benchmark to run only those; needs -n 0 or -n 1)")
+    parser.addini("conformance_results", "default for --conformance-results", default="")
+
+
+class ResultsState:
+    """The controller's results writer, registered as a plugin of its own for the run's hooks."""
+
+    def __init__(self, config: pytest.Config, path: Path):
+        self.config = config
+        self.path = path
+        self.writer: ResultsWriter | None = None
+        self.expected: set[str] = set()
+        self.last_write = 0.0
+        self.every = float(config.getoption("conformance_results_every"))
+        self.previous_sigterm: Any = None
+
+    def write(self, status: str | None = None) -> None:
+        assert self.writer is not None
+        run = self.writer.run
+        if self.expected:
+            run["records_expected"] = len(self.expected)
+        run["not_run"] = sorted(self.expected - set(self.writer.records))
+        self.writer.write(status)
+        self.last_write = time.monotonic()
+
+    # hooks
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        return [f"conformance results: {self.path}"]
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        selection = _selection(self.config)
+        devices = selection.devices if selection is not None else ["cpu"]
+        self.writer = ResultsWriter(self.path, run_metadata(
+            devices=devices, options=_options(self.config), label=self.config.getoption("conformance_label"),
+            hypothesis_seed=_hypothesis_seed(self.config)))
+        self.write()
+        # a CI system cancels with SIGTERM: let it unwind like Ctrl-C so that the results are written
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            def _terminate(signum, frame):
+                raise KeyboardInterrupt("SIGTERM")
+
+            try:
+                self.previous_sigterm = signal.signal(signal.SIGTERM, _terminate)
+            except ValueError:  # not the main thread
+                pass
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.expected.update(item.nodeid for item in session.items if hasattr(item, "record"))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids) -> None:
+        self.expected.update(nodeid for nodeid in ids if _is_spec_nodeid(nodeid))
+
+    def pytest_runtest_logreport(self, report) -> None:
+        record = _record_of(report)
+        if record is None or self.writer is None:
+            return
+        self.writer.add(report.nodeid, _relative_spec(record, self.config))
+        if time.monotonic() - self.last_write >= self.every:
+            self.write()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus) -> None:
+        if self.writer is None:
+            return
+        run = self.writer.run
+        run["finished"] = now()
+        run["exit_status"] = int(exitstatus)
+        missing = self.expected - set(self.writer.records)
+        interrupted = int(exitstatus) == int(pytest.ExitCode.INTERRUPTED) or bool(missing)
+        self.write("interrupted" if interrupted else "complete")
+        if self.previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, self.previous_sigterm)
+            self.previous_sigterm = None
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus, config) -> None:
+        if self.writer is None:
+            return
+        not_run = len(self.writer.run.get("not_run") or [])
+        extra = f", {not_run} collected items not run" if not_run else ""
+        terminalreporter.write_line(
+            f"conformance results: {self.path} ({len(self.writer.records)} records{extra}; "
+            f"status {self.writer.run['status']})")
+
+
+def _selection(config: pytest.Config):
+    from conformance.plugin import SELECTION
+
+    return config.stash.get(SELECTION, None)
+
+
+def _hypothesis_seed(config: pytest.Config):
+    try:
+        seed = config.getoption("hypothesis_seed")
+    except ValueError:
+        return None
+    return seed if seed is None or isinstance(seed, int) else str(seed)
+
+
+def _options(config: pytest.Config) -> dict[str, Any]:
+    """The command line and every option that changes what runs or how."""
+    names = [name for name in vars(config.option) if name.startswith("conformance_")]
+    names += ["benchmark_skip", "benchmark_disable", "benchmark_enable", "benchmark_timer", "benchmark_disable_gc"]
+    names += ["numprocesses", "maxworkerrestart", "timeout", "timeout_method", "keyword", "markexpr", "xmlpath",
+              "hypothesis_seed", "hypothesis_profile"]
+    options = {name: getattr(config.option, name) for name in names if hasattr(config.option, name)}
+    options["args"] = list(config.invocation_params.args)
+    options["rootdir"] = str(config.rootpath)
+    return {k: (v if isinstance(v, (str, int, float, bool, list, type(None))) else str(v)) for k, v in options.items()}
+
+
+def _relative_spec(record: dict, config: pytest.Config) -> dict:
+    """Spec paths relative to the rootdir, so that runs from different checkouts match up."""
+    spec = record.get("spec")
+    if spec and os.path.isabs(spec):
+        try:
+            record = {**record, "spec": Path(spec).resolve().relative_to(config.rootpath.resolve()).as_posix()}
+        except ValueError:
+            pass
+    return record
+
+
+def _record_of(report) -> dict | None:
+    for key, value in getattr(report, "user_properties", ()):
+        if key == outcomes.PROPERTY:
+            return value
+    return None
+
+
+def _is_controller(config: pytest.Config) -> bool:
+    return not hasattr(config, "workerinput")
+
+
+def _is_spec_nodeid(nodeid: str) -> bool:
+    return nodeid.split("::", 1)[0].endswith((".yaml", ".yml")) and "::" in nodeid
+
+
+def record_from_nodeid(nodeid: str, rootdir: Path | None = None) -> dict[str, Any]:
+    """A record for an item known only by its node id (its worker died): ``spec::case[backend-device-dtype]``."""
+    spec, _, name = nodeid.partition("::")
+    case, backend, device, dtype = name, None, None, None
+    if name.endswith("]") and "[" in name:
+        case, _, params = name[:-1].partition("[")
+        parts = params.rsplit("-", 2)
+        if len(parts) == 3:
+            backend, device, dtype = parts
+    op = None
+    try:
+        import yaml
+
+        path = Path(spec) if rootdir is None or os.path.isabs(spec) else Path(rootdir) / spec
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        op = data.get("op") if isinstance(data, dict) else None
+    except Exception:
+        pass
+    kind = "benchmark" if case.startswith("benchmark-") else "case"
+    return {"kind": kind, "spec": spec, "case": case, "op": op, "backend": backend, "device": device,
+            "dtype": dtype}
+
+
+# ------------------------------------------------------------------ configuration
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "conformance_benchmark: a benchmark item (--conformance-benchmark)")
+    if getattr(config.option, "numprocesses", None) and getattr(config.option, "maxworkerrestart", "") is None:
+        config.option.maxworkerrestart = str(MAX_WORKER_RESTART)
+    if config.getoption("conformance_benchmark") and getattr(config.option, "numprocesses", None) == 1:
+        # benchmark items keep timing in a single xdist worker (conformance/benchmark.py)
+        config.addinivalue_line("filterwarnings", "ignore:Benchmarks are automatically disabled because xdist")
+    path = config.getoption("conformance_results") or config.getini("conformance_results")
+    if path and _is_controller(config) and not config.getoption("collectonly"):
+        path = Path(path)
+        if not path.is_absolute():
+            path = config.invocation_params.dir / path
+        state = ResultsState(config, path)
+        config.stash[RESULTS] = state
+        config.pluginmanager.register(state, "conformance-results")
+        if not getattr(config.option, "xmlpath", None):
+            config.option.xmlpath = str(path.with_name(f"{path.stem}.junit.xml"))
+
+
+def _timeout_user_set(config: pytest.Config) -> bool:
+    if not config.pluginmanager.hasplugin("timeout"):
+        return True  # nothing to set
+    if config.getoption("timeout", None) is not None or os.environ.get("PYTEST_TIMEOUT"):
+        return True
+    try:
+        return bool(config.getini("timeout"))
+    except ValueError:
+        return False
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    seconds = float(config.getoption("conformance_timeout") or 0)
+    if seconds > 0 and not _timeout_user_set(config):
+        for item in items:
+            if not hasattr(item, "record") or item.get_closest_marker("timeout") is not None:
+                continue
+            factor = BENCHMARK_TIMEOUT_FACTOR if item.get_closest_marker("conformance_benchmark") else 1
+            item.add_marker(pytest.mark.timeout(seconds * factor))
+
+
+# ------------------------------------------------------------------ records
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem: str, report, sched) -> None:
+    """xdist's report for an item whose worker died carries no record: make one from the node id."""
+    if not _is_spec_nodeid(crashitem) or _record_of(report) is not None:
+        return
+    rootdir = getattr(getattr(sched, "config", None), "rootpath", None)
+    record = {**record_from_nodeid(crashitem, rootdir), "outcome": outcomes.ERROR, "crashed": True,
+              "message": f"{CRASH_MESSAGE} ({report.longrepr})"}
+    report.user_properties.append((outcomes.PROPERTY, record))

@@ -1,0 +1,322 @@
+"""The HTML compatibility report: any number of results files -> one self-contained HTML file.
+
+``conformance report RESULTS... -o reports/index.html`` renders ``template.html.j2`` with the
+report's CSS and JavaScript inlined and the item details embedded as JSON: it opens offline, from
+a file or an artifact store, with no CDN. Sections: the runs (torch, devices, machine, commit), the
+matrix of spec/case x backend x device x run (a chip per dtype, coloured by outcome; a click shows
+the item's message, expected vs got, errors, timings and the command line that re-runs it), speed
+charts (inline SVG: each backend's median time relative to ``--speed-baseline``, default the
+NumPy reference), and the diff between any two runs. A results file that cannot be read is named
+at the top of the report and left out; the others still make the report.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import shlex
+from collections import defaultdict
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable
+
+from conformance import outcomes
+from conformance.results import Results, ResultsError, item_key, load_many, now
+
+BACKEND_ORDER = ("reference", "dense", "coo", "masked")
+DEVICE_ORDER = ("cpu", "cuda", "xla")
+DTYPE_SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
+MAX_DIFF_RUNS = 6  # every ordered pair of runs up to this many runs; consecutive pairs beyond
+
+
+def _order(value: str | None, known: tuple[str, ...]) -> tuple:
+    return (known.index(value), "") if value in known else (len(known), value or "")
+
+
+@dataclass
+class ReportBuild:
+    path: Path
+    runs: list[Results]
+    problems: list[ResultsError]
+
+
+def run_labels(runs: list[Results]) -> list[str]:
+    """Each run's column label: its --conformance-label, else 'torch X'; made unique by whichever of
+    host, file name or position tells the runs that share a label apart."""
+    labels = [r.label for r in runs]
+    extras = (lambda i: runs[i].run.get("hostname"), lambda i: runs[i].path.stem, lambda i: f"#{i + 1}")
+    for extra in extras:
+        for label in set(labels):
+            same = [i for i, other in enumerate(labels) if other == label]
+            if len(same) > 1 and len({extra(i) for i in same}) == len(same):
+                for i in same:
+                    labels[i] = f"{label} ({extra(i)})"
+    for label in set(labels):  # still the same: number them
+        same = [i for i, other in enumerate(labels) if other == label]
+        if len(same) > 1:
+            for i in same:
+                labels[i] = f"{label} (#{i + 1})"
+    return labels
+
+
+def repro_command(record: dict, run: dict) -> str:
+    """The command line that re-runs one item with the options of its run."""
+    args = ["python", "-m", "pytest", record["nodeid"]]
+    if record.get("backend"):
+        args += ["--conformance-backend", record["backend"]]
+    if record.get("device"):
+        args += ["--conformance-device", record["device"]]
+    if record.get("dtype"):
+        args += ["--conformance-dtype", record["dtype"]]
+    options = run.get("options") or {}
+    for impl in options.get("conformance_impl") or []:
+        args += ["--conformance-impl", impl]
+    if record.get("kind") == "benchmark":
+        args += ["--conformance-benchmark"]
+    if options.get("hypothesis_seed") is not None:
+        args += ["--hypothesis-seed", str(options["hypothesis_seed"])]
+    return shlex.join(args)
+
+
+def _expected_vs_got(message: str | None) -> list[dict[str, str]]:
+    """Pairs of 'expected ...' / 'got ...' lines out of a Mismatch message."""
+    if not message:
+        return []
+    pairs, expected = [], None
+    for line in message.splitlines():
+        text = line.strip()
+        if text.startswith("expected "):
+            expected = text[len("expected "):].strip()
+        elif text.startswith("got ") and expected is not None:
+            pairs.append({"expected": expected, "got": text[len("got "):].strip()})
+            expected = None
+    return pairs
+
+
+def _counts(records: Iterable[dict]) -> dict[str, int]:
+    counts = {o: 0 for o in outcomes.ALL}
+    for record in records:
+        counts[record["outcome"]] = counts.get(record["outcome"], 0) + 1
+    return counts
+
+
+def _fmt_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.3g} µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds:.3g} s"
+
+
+# ------------------------------------------------------------------ speed charts
+
+
+def speed_charts(runs: list[Results], labels: list[str], baseline_backend: str) -> list[dict[str, Any]]:
+    """One chart per benchmark instance x device x dtype: bars of median time relative to the baseline."""
+    groups: dict[tuple, dict] = {}
+    for index, results in enumerate(runs):
+        for record in results.records:
+            if record.get("kind") != "benchmark":
+                continue
+            timing = record.get("timing") or {}
+            median = timing.get("median")
+            key = (record["spec"], record["case"], record.get("device"), record.get("dtype"))
+            group = groups.setdefault(key, {"bars": [], "baselines": {}})
+            if record.get("backend") == baseline_backend and median:
+                group["baselines"][index] = median
+            group["bars"].append((index, record.get("backend"), median, record["outcome"], record.get("benchmark")))
+    charts = []
+    for (spec, case, device, dtype), group in groups.items():
+        bars = []
+        info = next((b[4] for b in group["bars"] if b[4]), None) or {}
+        for index, backend, median, outcome, _ in sorted(
+                group["bars"], key=lambda b: (_order(b[1], BACKEND_ORDER), b[0])):
+            base = group["baselines"].get(index)
+            ratio = median / base if median and base else None
+            bars.append({"run": labels[index], "backend": backend, "median": median, "ratio": ratio,
+                         "outcome": outcome, "label": _fmt_seconds(median)})
+        charts.append({"spec": spec, "case": case, "device": device, "dtype": dtype, "info": info,
+                       "svg": _bar_chart_svg(bars, baseline_backend)})
+    return sorted(charts, key=lambda c: (c["spec"], c["case"], _order(c["device"], DEVICE_ORDER), c["dtype"] or ""))
+
+
+def _bar_chart_svg(bars: list[dict], baseline_backend: str) -> str:
+    """Horizontal bars on a log scale around 1x (the baseline backend's median)."""
+    row_h, label_w, chart_w, text_w = 22, 250, 360, 170
+    width = label_w + chart_w + text_w
+    height = row_h * len(bars) + 30
+    ratios = [b["ratio"] for b in bars if b["ratio"]]
+    span = max([1.0] + [abs(math.log10(r)) for r in ratios])
+    span = math.ceil(span * 2) / 2  # decades, to the half
+    center = label_w + chart_w / 2
+
+    def x_of(ratio: float) -> float:
+        return center + (math.log10(ratio) / span) * (chart_w / 2 - 4)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="speed" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img">']
+    for decade in range(-int(math.floor(span)), int(math.floor(span)) + 1):
+        x = x_of(10.0 ** decade)
+        parts.append(f'<line x1="{x:.1f}" y1="4" x2="{x:.1f}" y2="{height - 22}" class="grid{" one" if decade == 0 else ""}"/>')
+        parts.append(f'<text x="{x:.1f}" y="{height - 8}" class="axis" text-anchor="middle">{10.0 ** decade:g}×</text>')
+    for i, bar in enumerate(bars):
+        y = 6 + i * row_h
+        name = html.escape(f"{bar['backend']} · {bar['run']}")
+        parts.append(f'<text x="{label_w - 6}" y="{y + 13}" class="name" text-anchor="end">{name}</text>')
+        if bar["ratio"]:
+            x = x_of(bar["ratio"])
+            left, w = min(center, x), max(abs(x - center), 1.5)
+            kind = "slower" if bar["ratio"] > 1 else "faster"
+            parts.append(f'<rect x="{left:.1f}" y="{y + 2}" width="{w:.1f}" height="{row_h - 8}" '
+                         f'class="bar {kind} o-{bar["outcome"]}"><title>{name}: {bar["ratio"]:.3g}× '
+                         f'{html.escape(baseline_backend)} ({html.escape(bar["label"])})</title></rect>')
+            text = f'{bar["ratio"]:.3g}× · {bar["label"]}'
+        elif bar["median"]:
+            text = f'{bar["label"]} (no {baseline_backend} time)'
+        else:
+            text = bar["outcome"]
+        parts.append(f'<text x="{label_w + chart_w + 6}" y="{y + 13}" class="value">{html.escape(text)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+# ------------------------------------------------------------------ building
+
+
+def build_report(paths: Iterable[str | Path], out: str | Path, *, title: str | None = None,
+                 speed_baseline: str = "reference") -> ReportBuild:
+    """Render the report of ``paths`` into ``out``; unreadable files are listed, not fatal."""
+    import jinja2
+
+    from conformance.gate import diff_runs
+
+    runs, problems = load_many(paths)
+    labels = run_labels(runs)
+
+    # --- the matrix: rows are spec/case, columns backend x device x run, a chip per dtype
+    items: list[dict[str, Any]] = []
+    item_index: dict[tuple[int, tuple], int] = {}
+    rows: dict[tuple[str, str, str], dict] = {}
+    columns: set[tuple[str, str, int]] = set()
+    for r_index, results in enumerate(runs):
+        for record in results.records:
+            key = item_key(record)
+            entry = {
+                "run": r_index, "nodeid": record["nodeid"], "kind": record.get("kind"), "spec": record["spec"],
+                "case": record.get("case"), "op": record.get("op"), "backend": record.get("backend"),
+                "device": record.get("device"), "dtype": record.get("dtype"), "outcome": record["outcome"],
+                "message": record.get("message"), "pairs": _expected_vs_got(record.get("message")),
+                "max_abs_error": record.get("max_abs_error"), "max_rel_error": record.get("max_rel_error"),
+                "seconds": record.get("seconds"), "timing": record.get("timing"),
+                "xla_compiles": record.get("xla_compiles"), "benchmark": record.get("benchmark"),
+                "crashed": record.get("crashed", False), "repro": repro_command(record, results.run),
+                "key": "|".join(str(k) for k in key),
+            }
+            item_index[(r_index, key)] = len(items)
+            items.append(entry)
+            row_key = (record["spec"], record.get("kind") or "case", record.get("case") or "(invalid spec)")
+            row = rows.setdefault(row_key, {"spec": record["spec"], "kind": row_key[1], "case": row_key[2],
+                                            "op": record.get("op"), "cells": defaultdict(list)})
+            column = (record.get("backend") or "-", record.get("device") or "-", r_index)
+            columns.add(column)
+            row["cells"][column].append(len(items) - 1)
+    column_list = sorted(columns, key=lambda c: (_order(c[0], BACKEND_ORDER), _order(c[1], DEVICE_ORDER), c[2]))
+    header_backends = _spans([c[0] for c in column_list])
+    header_devices = _spans([(c[0], c[1]) for c in column_list])
+    specs: dict[str, list[dict]] = defaultdict(list)
+    for (spec, kind, case), row in rows.items():
+        cells = []
+        for column in column_list:
+            chips = sorted(row["cells"].get(column, []), key=lambda i: _order(items[i]["dtype"], tuple(DTYPE_SHORT)))
+            cells.append([{"i": i, "outcome": items[i]["outcome"],
+                           "text": DTYPE_SHORT.get(items[i]["dtype"], items[i]["dtype"] or "·"),
+                           "title": f"{items[i]['dtype']}: {items[i]['outcome']}"} for i in chips])
+        outcomes_by_run = defaultdict(set)
+        for column, indices in row["cells"].items():
+            for i in indices:
+                outcomes_by_run[(column[0], column[1], items[i]["dtype"])].add((column[2], items[i]["outcome"]))
+        differs = any(len({o for _, o in v}) > 1 for v in outcomes_by_run.values())
+        all_pass = all(items[i]["outcome"] in ("passed", "xfail", "skipped", "unsupported")
+                       for indices in row["cells"].values() for i in indices)
+        specs[spec].append({"case": case, "kind": kind, "cells": cells, "differs": differs, "all_pass": all_pass})
+    for spec_rows in specs.values():
+        spec_rows.sort(key=lambda r: (r["kind"] == "benchmark",))
+
+    # --- runs
+    run_summaries = []
+    for r_index, results in enumerate(runs):
+        run = results.run
+        run_summaries.append({
+            "label": labels[r_index], "path": str(results.path), "run": run, "counts": _counts(results.records),
+            "records": len(results.records),
+            "devices": ", ".join(f"{name}: {info.get('name') or 'unavailable (' + str(info.get('unavailable')) + ')'}"
+                                 for name, info in (run.get("devices") or {}).items()),
+        })
+
+    # --- diffs between runs
+    diffs = []
+    if len(runs) >= 2:
+        pairs = ([(a, b) for a in range(len(runs)) for b in range(len(runs)) if a != b]
+                 if len(runs) <= MAX_DIFF_RUNS else [(a, a + 1) for a in range(len(runs) - 1)])
+        for a, b in pairs:
+            diff = diff_runs(runs[a], runs[b])
+
+            def ref(change, run_index):
+                record = change.head if run_index == b else change.base
+                return {"label": change.label, "i": item_index.get((run_index, change.key)),
+                        "from": change.base_outcome, "to": change.head_outcome,
+                        "message": (record or {}).get("message") or ""}
+
+            diffs.append({
+                "base": a, "head": b, "id": f"diff-{a}-{b}",
+                "regressed": [ref(c, b) for c in diff.regressed], "improved": [ref(c, b) for c in diff.improved],
+                "changed": [ref(c, b) for c in diff.changed], "added": [ref(c, b) for c in diff.added],
+                "removed": [ref(c, a) for c in diff.removed],
+                "slower": [{"label": t.label, "i": item_index.get((b, t.key)), "ratio": t.ratio, "p": t.p_value,
+                            "base": _fmt_seconds(t.base_median), "head": _fmt_seconds(t.head_median)}
+                           for t in diff.slower],
+                "faster": [{"label": t.label, "i": item_index.get((b, t.key)), "ratio": t.ratio, "p": t.p_value,
+                            "base": _fmt_seconds(t.base_median), "head": _fmt_seconds(t.head_median)}
+                           for t in diff.faster],
+                "compared": diff.compared,
+            })
+    default_diff = f"diff-0-{len(runs) - 1}" if len(runs) >= 2 else None
+
+    # --- render
+    package = resources.files("conformance.report")
+    env = jinja2.Environment(loader=jinja2.FunctionLoader(lambda name: package.joinpath(name).read_text("utf-8")),
+                             autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    data = {"items": items, "runs": labels, "outcomes": list(outcomes.ALL)}
+    payload = json.dumps(data, allow_nan=False, separators=(",", ":")).replace("</", "<\\/").replace("<!--", "<\\!--")
+    page = env.get_template("template.html.j2").render(
+        title=title or "Sparse & masked semantics: compatibility report",
+        css=package.joinpath("report.css").read_text("utf-8"),
+        js=package.joinpath("report.js").read_text("utf-8"),
+        data_json=payload, runs=run_summaries, labels=labels, problems=problems, outcomes=outcomes.ALL,
+        columns=[{"backend": c[0], "device": c[1], "run": labels[c[2]], "run_index": c[2]} for c in column_list],
+        header_backends=header_backends, header_devices=header_devices, specs=dict(specs),
+        charts=speed_charts(runs, labels, speed_baseline), speed_baseline=speed_baseline,
+        diffs=diffs, default_diff=default_diff, generated=now(),
+        total_items=len(items),
+    )
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(out)
+    return ReportBuild(out, runs, problems)
+
+
+def _spans(values: list) -> list[dict[str, Any]]:
+    """Consecutive equal values as (value, colspan) for header rows."""
+    spans: list[dict[str, Any]] = []
+    for value in values:
+        if spans and spans[-1]["value"] == value:
+            spans[-1]["span"] += 1
+        else:
+            spans.append({"value": value, "span": 1})
+    return spans

@@ -1,0 +1,135 @@
+(function () {
+  "use strict";
+  var data = JSON.parse(document.getElementById("report-data").textContent);
+  var items = data.items, runs = data.runs;
+  var panel = document.getElementById("details"), body = document.getElementById("details-body");
+  var selected = null;
+
+  function el(tag, attrs, children) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) {
+      if (k === "text") node.textContent = attrs[k]; else node.setAttribute(k, attrs[k]);
+    });
+    (children || []).forEach(function (c) { if (c) node.appendChild(typeof c === "string" ? document.createTextNode(c) : c); });
+    return node;
+  }
+  function fmtSeconds(s) {
+    if (s === null || s === undefined) return "";
+    if (s < 1e-3) return (s * 1e6).toPrecision(3) + " µs";
+    if (s < 1) return (s * 1e3).toPrecision(3) + " ms";
+    return s.toPrecision(3) + " s";
+  }
+  function fmtNumber(v) {
+    if (v === null || v === undefined) return null;
+    return typeof v === "number" ? v.toPrecision(4) : String(v);
+  }
+
+  function show(i) {
+    var it = items[i];
+    if (!it) return;
+    if (selected) selected.classList.remove("selected");
+    selected = document.querySelector('.chip[data-i="' + i + '"]');
+    if (selected) selected.classList.add("selected");
+    body.textContent = "";
+    body.appendChild(el("h3", {text: (it.case || "(invalid spec)") + " [" + [it.backend, it.device, it.dtype].join("-") + "]"}));
+    var dl = el("dl", {class: "facts"});
+    function fact(name, value, cls) {
+      if (value === null || value === undefined || value === "") return;
+      dl.appendChild(el("dt", {text: name}));
+      var dd = el("dd", cls ? {class: cls} : {});
+      if (value instanceof Node) dd.appendChild(value); else dd.textContent = value;
+      dl.appendChild(dd);
+    }
+    fact("outcome", el("span", {class: "badge o-" + it.outcome, id: "details-outcome", text: it.outcome}));
+    fact("run", runs[it.run]);
+    fact("spec", it.spec);
+    fact("op", it.op);
+    fact("backend / device / dtype", [it.backend, it.device, it.dtype].join(" / "));
+    fact("max abs error", fmtNumber(it.max_abs_error));
+    fact("max rel error", fmtNumber(it.max_rel_error));
+    fact("time (one run)", it.seconds !== null && it.seconds !== undefined ? fmtSeconds(it.seconds) : null);
+    if (it.timing && it.timing.samples) {
+      fact("benchmark median", fmtSeconds(it.timing.median) + " over " + it.timing.samples.length + " rounds (min " +
+           fmtSeconds(it.timing.min) + ", stddev " + fmtSeconds(it.timing.stddev) + ")");
+    }
+    if (it.benchmark) fact("benchmark", "size " + (it.benchmark.size || []).join("×") + ", density " + it.benchmark.density +
+                             ", steps " + it.benchmark.steps + (it.benchmark.nnz ? ", nnz " + it.benchmark.nnz : ""));
+    if (it.xla_compiles) fact("XLA compiles", JSON.stringify(it.xla_compiles));
+    if (it.crashed) fact("crashed", "the worker process died on this item");
+    body.appendChild(dl);
+
+    if (it.pairs && it.pairs.length) {
+      var table = el("table", {class: "pairs"}, [el("tr", {}, [el("th", {text: "expected"}), el("th", {text: "got"})])]);
+      it.pairs.forEach(function (p) {
+        table.appendChild(el("tr", {}, [el("td", {}, [el("code", {text: p.expected})]), el("td", {}, [el("code", {text: p.got})])]));
+      });
+      body.appendChild(el("h4", {text: "Expected vs got"}));
+      body.appendChild(table);
+    }
+    if (it.message) {
+      body.appendChild(el("h4", {text: "Message"}));
+      body.appendChild(el("pre", {id: "details-message", text: it.message}));
+    }
+    body.appendChild(el("h4", {text: "Re-run it"}));
+    var copy = el("button", {type: "button", class: "copy", text: "copy"});
+    copy.addEventListener("click", function () {
+      if (navigator.clipboard) navigator.clipboard.writeText(it.repro).catch(function () {});
+    });
+    body.appendChild(el("pre", {id: "details-repro", text: it.repro}));
+    body.appendChild(copy);
+
+    var others = items.filter(function (o) { return o.key === it.key && o !== it; });
+    if (others.length) {
+      body.appendChild(el("h4", {text: "In the other runs"}));
+      var ul = el("ul", {});
+      others.forEach(function (o) {
+        var link = el("a", {href: "#", "data-i": String(items.indexOf(o)), class: "item-link", text: runs[o.run]});
+        ul.appendChild(el("li", {}, [link, " ", el("span", {class: "badge o-" + o.outcome, text: o.outcome})]));
+      });
+      body.appendChild(ul);
+    }
+    panel.hidden = false;
+    panel.scrollTop = 0;
+  }
+
+  document.addEventListener("click", function (event) {
+    var target = event.target.closest("[data-i]");
+    if (target && !target.classList.contains("static")) {
+      event.preventDefault();
+      show(Number(target.getAttribute("data-i")));
+    }
+  });
+  document.getElementById("details-close").addEventListener("click", function () {
+    panel.hidden = true;
+    if (selected) selected.classList.remove("selected");
+  });
+  document.addEventListener("keydown", function (event) {
+    if (event.key === "Escape") panel.hidden = true;
+  });
+
+  // filters
+  var filter = document.getElementById("filter"), onlyDiffers = document.getElementById("only-differs"),
+      hidePassing = document.getElementById("hide-passing");
+  function applyFilters() {
+    var text = (filter.value || "").toLowerCase();
+    document.querySelectorAll("tr.case-row").forEach(function (row) {
+      var hide = (text && row.getAttribute("data-search").toLowerCase().indexOf(text) < 0) ||
+                 (onlyDiffers.checked && !row.classList.contains("differs")) ||
+                 (hidePassing.checked && row.classList.contains("all-pass"));
+      row.classList.toggle("hidden", !!hide);
+    });
+  }
+  [filter, onlyDiffers, hidePassing].forEach(function (input) {
+    if (input) input.addEventListener("input", applyFilters);
+    if (input) input.addEventListener("change", applyFilters);
+  });
+
+  // diff view
+  var base = document.getElementById("diff-base"), head = document.getElementById("diff-head");
+  function showDiff() {
+    var id = "diff-" + base.value + "-" + head.value, found = false;
+    document.querySelectorAll("div.diff").forEach(function (d) { d.hidden = d.id !== id; found = found || d.id === id; });
+    document.getElementById("diff-none").hidden = found;
+  }
+  if (base && head) { base.addEventListener("change", showDiff); head.addEventListener("change", showDiff); }
+})();

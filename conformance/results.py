@@ -1,0 +1,359 @@
+"""Results files: one JSON document per run (see ``schema/results.schema.json``).
+
+Writing: :class:`ResultsWriter` keeps one record per item and writes the whole document
+atomically (temporary file in the same folder, fsync, ``os.replace``), so a reader never sees a
+truncated file; the file a previous run left at the same path is first copied to
+``<name>.previous.json``. Reading: :func:`load_results` validates against the schema and raises
+:class:`ResultsError` naming the file for anything corrupt, foreign or of another schema version.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import math
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import metadata, resources
+from pathlib import Path
+from typing import Any, Iterable
+
+FORMAT = "torch-sparse-conformance-results"
+SCHEMA_VERSION = 1
+MESSAGE_LIMIT = 20_000  # characters of an item's message kept in the file
+
+# the fields that identify an item across runs (the torch version, machine, ... are the run's)
+KEY_FIELDS = ("kind", "spec", "case", "backend", "device", "dtype")
+
+
+class ResultsError(Exception):
+    """A results file that cannot be used, with the path it concerns."""
+
+    def __init__(self, path: Path | str, message: str):
+        self.path = str(path)
+        self.message = message
+        super().__init__(f"{path}: {message}")
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def item_key(record: dict) -> tuple:
+    """What names an item across runs: kind, spec, case, backend, device, dtype."""
+    return tuple(record.get(name) for name in KEY_FIELDS)
+
+
+def key_label(key: tuple) -> str:
+    kind, spec, case, backend, device, dtype = key
+    prefix = "benchmark " if kind == "benchmark" else ""
+    return f"{prefix}{spec}::{case}[{backend}-{device}-{dtype}]"
+
+
+# ------------------------------------------------------------------ JSON cleaning
+
+def clean_float(value: Any) -> Any:
+    """Non-finite floats as the strings JSON lacks numbers for."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
+def to_jsonable(value: Any) -> Any:
+    """Records carry backend extras: make them strict JSON (numbers, strings, lists, dicts)."""
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        return clean_float(value)
+    try:  # numpy / torch scalars
+        item = value.item()
+        if isinstance(item, (int, float, bool)):
+            return to_jsonable(item)
+    except Exception:
+        pass
+    return str(value)
+
+
+def as_float(value: Any) -> float | None:
+    """A record's float field back as a float (the strings NaN/Infinity included)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(value)
+    return float(value)
+
+
+# ------------------------------------------------------------------ run metadata
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith(("model name", "hardware", "cpu model")):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def torch_xla_version() -> str | None:
+    """torch_xla's version when it is installed, without importing it (that starts a runtime)."""
+    module = sys.modules.get("torch_xla")
+    if module is not None and getattr(module, "__version__", None):
+        return str(module.__version__)
+    return _version("torch_xla") or _version("torch-xla")
+
+
+@lru_cache(maxsize=None)
+def suite_git() -> dict[str, Any]:
+    """The suite's git commit and whether its work tree has changes (None outside a checkout)."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, timeout=10)
+        if commit.returncode != 0:
+            return {"git_commit": None, "git_dirty": None}
+        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10)
+        return {"git_commit": commit.stdout.strip(),
+                "git_dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
+    except (OSError, subprocess.SubprocessError):
+        return {"git_commit": None, "git_dirty": None}
+
+
+def device_info(names: Iterable[str]) -> dict[str, dict[str, str | None]]:
+    """For each device: its hardware name, or the reason it is unavailable."""
+    from conformance.devices import DEVICES, unavailable_reason
+
+    info: dict[str, dict[str, str | None]] = {}
+    for name in names:
+        if name not in DEVICES:
+            continue
+        reason = unavailable_reason(name)
+        hardware = None
+        if reason is None:
+            try:
+                if name == "cpu":
+                    hardware = _cpu_model()
+                elif name == "cuda":
+                    import torch
+
+                    hardware = ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
+                else:
+                    import importlib
+
+                    support = importlib.import_module(f"conformance.{name}_support")
+                    hardware = str(getattr(support, f"{name}_hardware")())
+            except Exception as exc:  # a name is nice to have, never worth failing a run
+                hardware = f"unknown ({type(exc).__name__})"
+        info[name] = {"name": hardware, "unavailable": reason}
+    return info
+
+
+def machine_fingerprint(run: dict) -> str:
+    """Same fingerprint: timings of the two runs can be compared (hostname deliberately left out)."""
+    accelerators = sorted(f"{d}={v.get('name')}" for d, v in (run.get("devices") or {}).items()
+                          if d != "cpu" and v.get("name"))
+    parts = [run.get("cpu_model"), str(run.get("cpu_count")), platform.machine(), platform.system(), *accelerators]
+    return hashlib.sha256("|".join(str(p) for p in parts).encode()).hexdigest()[:16]
+
+
+def run_metadata(*, devices: Iterable[str] = ("cpu",), options: dict | None = None, label: str | None = None,
+                 hypothesis_seed: Any = None) -> dict[str, Any]:
+    import torch
+
+    try:
+        import numpy
+        numpy_version = numpy.__version__
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        numpy_version = None
+    from conformance import __version__
+
+    run: dict[str, Any] = {
+        "id": uuid.uuid4().hex,
+        "label": label,
+        "status": "running",
+        "exit_status": None,
+        "started": now(),
+        "finished": None,
+        "updated": now(),
+        "torch": str(torch.__version__),
+        "torch_xla": torch_xla_version(),
+        "python": platform.python_version(),
+        "numpy": numpy_version,
+        "platform": platform.platform(),
+        "hostname": socket.gethostname(),
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "devices": device_info(devices),
+        "suite": {"version": __version__, **suite_git()},
+        "hypothesis_seed": hypothesis_seed,
+        "options": to_jsonable(options or {}),
+        "records_expected": None,
+        "not_run": [],
+    }
+    run["machine"] = {"fingerprint": machine_fingerprint(run), "cpu_model": run["cpu_model"],
+                      "cpu_count": run["cpu_count"], "arch": platform.machine()}
+    return run
+
+
+# ------------------------------------------------------------------ writing
+
+def atomic_write_json(path: Path, document: Any) -> None:
+    """Write ``document`` to ``path`` so that ``path`` is always either the old or the new file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(document, indent=1, allow_nan=False)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would make the report unreadable to others
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def previous_path(path: Path) -> Path:
+    return path.with_name(f"{path.stem}.previous{path.suffix or '.json'}")
+
+
+@dataclass
+class ResultsWriter:
+    """One run's records by node id, written whole on each :meth:`write`."""
+
+    path: Path
+    run: dict[str, Any]
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _wrote: bool = False
+
+    def add(self, nodeid: str, record: dict[str, Any]) -> None:
+        """Keep an item's record; a later phase's error or failure (teardown) overrides a pass."""
+        record = to_jsonable({"nodeid": nodeid, **record})
+        record.setdefault("kind", "case" if record.get("case") is not None else "invalid-spec")
+        message = record.get("message")
+        if isinstance(message, str) and len(message) > MESSAGE_LIMIT:
+            record["message"] = message[:MESSAGE_LIMIT] + f"\n... ({len(message) - MESSAGE_LIMIT} more characters)"
+        previous = self.records.get(nodeid)
+        if previous is not None and record["outcome"] not in ("error", "failed"):
+            return
+        if previous is not None and previous.get("message") and record.get("message") != previous.get("message"):
+            record["message"] = f"{previous['message']}\n--- then ---\n{record.get('message') or ''}"
+            for key, value in previous.items():
+                record.setdefault(key, value)
+        self.records[nodeid] = record
+
+    def document(self) -> dict[str, Any]:
+        return {"format": FORMAT, "schema_version": SCHEMA_VERSION, "run": self.run,
+                "records": list(self.records.values())}
+
+    def write(self, status: str | None = None) -> None:
+        if status is not None:
+            self.run["status"] = status
+        self.run["updated"] = now()
+        if not self._wrote and self.path.exists():
+            # keep what a previous run left here until this run's file is complete
+            try:
+                old = json.loads(self.path.read_text(encoding="utf-8"))
+                old_id = old.get("run", {}).get("id") if isinstance(old, dict) else None
+            except (OSError, ValueError):
+                old_id = None
+            if old_id != self.run["id"]:
+                tmp = previous_path(self.path).with_suffix(".tmp")
+                shutil.copy2(self.path, tmp)
+                os.replace(tmp, previous_path(self.path))
+        atomic_write_json(self.path, self.document())
+        self._wrote = True
+
+
+# ------------------------------------------------------------------ reading
+
+@lru_cache(maxsize=None)
+def results_schema() -> dict:
+    return json.loads(resources.files("conformance.schema").joinpath("results.schema.json").read_text())
+
+
+@dataclass
+class Results:
+    """A loaded results file."""
+
+    path: Path
+    run: dict[str, Any]
+    records: list[dict[str, Any]]
+
+    @property
+    def label(self) -> str:
+        return self.run.get("label") or f"torch {self.run.get('torch')}"
+
+    def by_key(self) -> dict[tuple, dict[str, Any]]:
+        return {item_key(record): record for record in self.records}
+
+
+def load_results(path: Path | str) -> Results:
+    """Read and validate a results file; ResultsError names the file and what is wrong with it."""
+    import jsonschema
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ResultsError(path, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ResultsError(path, f"not valid JSON (corrupt or truncated file): {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ResultsError(path, f"not a conformance results file (no \"format\": \"{FORMAT}\")")
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise ResultsError(path, f"unknown results schema version {version!r}; this suite reads version "
+                                 f"{SCHEMA_VERSION} (written by a different version of the suite?)")
+    validator = jsonschema.Draft202012Validator(results_schema())
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+    if errors:
+        error = errors[0]
+        where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+        raise ResultsError(path, f"does not match the results schema at {where}: {error.message[:300]}")
+    return Results(path, data["run"], data["records"])
+
+
+def load_many(paths: Iterable[Path | str]) -> tuple[list[Results], list[ResultsError]]:
+    """Every readable results file, and an error for each one that is not."""
+    loaded, problems = [], []
+    for path in paths:
+        try:
+            loaded.append(load_results(path))
+        except ResultsError as exc:
+            problems.append(exc)
+    return loaded, problems

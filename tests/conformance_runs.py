@@ -1,0 +1,102 @@
+"""Helpers for the results, report and gate tests: real runs of the suite, in this process where
+possible (torch is imported once), each cached for the whole test session."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL_SPEC = REPO / "tests" / "data" / "robustness_adagrad.yaml"
+ROBUST = "tests/candidates/robustness.py"
+MUTANTS = "tests/candidates/mutants.py"
+
+_TMP = Path(tempfile.mkdtemp(prefix="conformance-test-runs-"))
+atexit.register(shutil.rmtree, _TMP, True)
+
+
+def base_args(results: Path) -> list[str]:
+    return ["-p", "no:cacheprovider", "-q", "--rootdir", str(REPO), "-c", str(REPO / "pyproject.toml"),
+            "-o", "addopts=", "-p", "no:unraisableexception",  # its gc.collect x5 costs seconds with torch loaded
+            "--conformance-device", "cpu", "--conformance-results", str(results)]
+
+
+def run_inprocess(name: str, *args: str, timeout: float = 0) -> tuple[int, Path]:
+    """``pytest ARGS --conformance-results <tmp>/<name>.json`` in this process; (exit code, results path)."""
+    results = _TMP / name / "results.json"
+    results.parent.mkdir(parents=True, exist_ok=True)
+    os.environ["CONFORMANCE_TEST_RESULTS"] = str(results)  # for candidates that look at it mid-run
+    cwd = os.getcwd()
+    os.chdir(REPO)  # candidate paths are relative to the repository
+    try:
+        code = pytest.main([*base_args(results), "--conformance-timeout", str(timeout), *args])
+    finally:
+        os.chdir(cwd)
+    return int(code), results
+
+
+def run_subprocess(name: str, *args: str, timeout: float = 300) -> tuple[subprocess.CompletedProcess, Path]:
+    """The same in a fresh interpreter (for runs that crash or kill their process)."""
+    results = _TMP / name / "results.json"
+    results.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-m", "pytest", *base_args(results), *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    return proc, results
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def by_case(document: dict) -> dict[str, dict]:
+    return {f"{r['case']}[{r['backend']}-{r['device']}-{r['dtype']}]": r for r in document["records"]}
+
+
+@lru_cache(maxsize=None)
+def adagrad_run(candidate: str) -> Path:
+    """specs/adagrad.yaml with ``candidate`` (from tests/candidates/mutants.py) as the only backend."""
+    code, path = run_inprocess(f"adagrad-{candidate}", str(REPO / "specs" / "adagrad.yaml"),
+                               "--conformance-impl", f"adagrad={MUTANTS}:{candidate}")
+    assert path.exists(), f"the run with {candidate} wrote no results file (exit code {code})"
+    return path
+
+
+@lru_cache(maxsize=None)
+def builtin_run() -> Path:
+    """specs/coalesce.yaml on three built-in backends, cpu."""
+    code, path = run_inprocess("builtin", str(REPO / "specs" / "coalesce.yaml"),
+                               "--conformance-backend", "reference,dense,coo")
+    assert code == 0, f"the built-in run failed (exit code {code})"
+    return path
+
+
+@lru_cache(maxsize=None)
+def benchmark_run(candidate: str) -> Path:
+    """The small spec's benchmark with a robustness candidate (TorchAdagrad or SlowAdagrad)."""
+    target = f"{MUTANTS}:TorchAdagrad" if candidate == "TorchAdagrad" else f"{ROBUST}:{candidate}"
+    code, path = run_inprocess(f"bench-{candidate}", str(SMALL_SPEC), "--conformance-benchmark",
+                               "-m", "conformance_benchmark", "--conformance-impl", f"adagrad={target}")
+    assert code == 0, f"the benchmark run with {candidate} failed (exit code {code})"
+    return path
+
+
+def fixture_copy(path: Path, name: str, **run_fields) -> Path:
+    """A copy of a real results file with run metadata changed -- a TEST FIXTURE standing for a run
+    on another torch version (the label says so)."""
+    document = load(path)
+    document["run"].update(run_fields)
+    document["run"]["id"] = f"fixture-{name}"
+    out = _TMP / "fixtures" / f"{name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(document), encoding="utf-8")
+    return out

@@ -185,7 +185,7 @@ class CaseItem(pytest.Item):
 
     def runtest(self) -> None:
         try:
-            ctx = run_item(self.case, self.backend, self.device, self.dtype)
+            ctx = run_item(self.case, self.backend, self.device, self.dtype, record=self.record)
         except Unsupported as exc:
             raise outcomes.UnsupportedSkip(f"unsupported: {exc}") from None
         except Mismatch as exc:

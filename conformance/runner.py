@@ -52,17 +52,21 @@ def check_expected_error(case: Case, backend: Backend, inputs: Any, ctx: RunCont
     raise Mismatch(f"expected {describe}, but nothing was raised")
 
 
-def run_item(case: Case, backend: Backend, device: str, dtype_name: str) -> RunContext:
+def run_item(case: Case, backend: Backend, device: str, dtype_name: str,
+             record: dict[str, Any] | None = None) -> RunContext:
     """Run and check one item; returns its context (with timings and backend records).
 
+    ``record``, when given, becomes the context's record, so what the run measured (timings, XLA
+    compile counts) is kept also when the item fails.
     Raises Unsupported, Mismatch (outcome ``failed``), or whatever the backend raised (``error``).
     """
     dtype = torch_dtype(dtype_name)
-    ctx = RunContext(device, dtype)
+    ctx = RunContext(device, dtype, record if record is not None else {})
     op = case.op
     inputs = op.decode_inputs(case.inputs, dtype)
     if case.expected_error is not None:
-        check_expected_error(case, backend, inputs, ctx)
+        with measure(device, ctx.record):
+            check_expected_error(case, backend, inputs, ctx)
         return ctx
     started = time.perf_counter()
     with measure(device, ctx.record):  # XLA: compile counts, the lazy graph executed

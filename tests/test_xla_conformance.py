@@ -75,6 +75,14 @@ def test_dense_on_xla_records_compile_counts():
 
 
 @needs_xla
+def test_expected_error_items_on_xla_record_compile_counts_too():
+    record: dict = {}
+    run_item(_case("sparse_adam.yaml", "dense-gradient-rejected"), builtin_backends()["dense"], "xla", "float32",
+             record=record)
+    assert record[xla_support.COMPILES_KEY]["uncached_compile"] >= 0
+
+
+@needs_xla
 def test_coo_on_xla_is_unsupported_not_an_error():
     with pytest.raises(Unsupported, match="SparseXLA"):
         run_item(_case("coalesce.yaml", "basic-2x3"), builtin_backends()["coo"], "xla", "float32")
@@ -87,8 +95,12 @@ def test_compile_spec_fails_a_dynamic_idiom_under_the_static_expectation():
     impostor = Backend({"masked_mean_compiles": lambda inputs, ctx: run_series(select, inputs, ctx)})
     impostor.name = "impostor"
     case = _case("masked_mean_compiles.yaml", "static-shape-idioms-with-repeated-counts", shape=[7, 19])
+    record: dict = {}
     with pytest.raises(Mismatch, match="recompiles"):
-        run_item(case, impostor, "xla", "float32")
+        run_item(case, impostor, "xla", "float32", record=record)
+    # what it measured is kept for the failed item's record
+    assert record[xla_support.COMPILES_KEY]["uncached_compile"] >= 4
+    assert record["compiles_per_mask"][1:] == [1, 0, 1, 0, 0, 1, 0, 0, 0]
 
 
 @needs_xla

@@ -13,6 +13,7 @@ BUILTIN_BACKEND_MODULES = (
     "conformance.backends.coo",
     "conformance.backends.masked",
     "conformance.backends.masked_mean_idioms",
+    "conformance.backends.kernel",
 )
 
 ENTRY_POINT_GROUP = "torch_sparse_conformance.backends"

@@ -1,0 +1,85 @@
+"""``kernel`` and ``kernel-triton``: the fused kernels of ``conformance.kernels`` as backends.
+
+``kernel`` picks the kernels a user gets by default: C++ on CPU tensors, Triton on CUDA tensors.
+``kernel-triton`` forces the Triton kernels; on CPU tensors they run in Triton's interpreter
+(``TRITON_INTERPRET=1``, set here before triton is first imported), so their correctness is checked
+on machines without a GPU. Both drive the kernels through the ops' candidate contracts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from typing import Any, Iterator
+
+from conformance.backends.base import Backend, RunContext, Unsupported
+from conformance.ops import OPS
+
+import torch
+
+if not torch.cuda.is_available() and "triton" not in sys.modules:
+    # without a GPU the Triton kernels can only run interpreted, and triton reads this flag on import
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+KERNEL_OBJECTS = {"coalesce": "coalesce", "adagrad": "Adagrad", "sparse_adam": "SparseAdam",
+                  "masked_mean": "masked_mean"}
+
+
+@contextlib.contextmanager
+def kernel_impl(impl: str) -> Iterator[None]:
+    """Run the optimizers (which read ``$CONFORMANCE_KERNEL_IMPL``) on one kernel path."""
+    previous = os.environ.get("CONFORMANCE_KERNEL_IMPL")
+    os.environ["CONFORMANCE_KERNEL_IMPL"] = impl
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("CONFORMANCE_KERNEL_IMPL", None)
+        else:
+            os.environ["CONFORMANCE_KERNEL_IMPL"] = previous
+
+
+def _ensure_triton_can_run(ctx: RunContext) -> None:
+    if ctx.device == "cuda":
+        return
+    if "triton" not in sys.modules:
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    try:
+        from conformance.kernels import _triton
+    except ImportError as exc:
+        raise Unsupported(f"the Triton kernels need the triton package: {exc}") from exc
+    if not _triton.INTERPRETED:
+        raise Unsupported("triton was imported before TRITON_INTERPRET=1 was set, so its kernels "
+                          f"cannot run on {ctx.device} tensors in this process")
+
+
+class KernelBackend(Backend):
+    """One kernel path of ``conformance.kernels``, run through each op's candidate contract."""
+
+    def __init__(self, name: str, impl: str, description: str):
+        self.name = name
+        self.impl = impl
+        self.description = description
+        super().__init__({op: self._runner(op) for op in KERNEL_OBJECTS})
+
+    def _runner(self, op_name: str):
+        op = OPS[op_name]
+
+        def run(inputs: Any, ctx: RunContext):
+            if ctx.device not in ("cpu", "cuda"):
+                raise Unsupported(f"conformance.kernels has no kernels for the {ctx.device} device")
+            if self.impl == "triton":
+                _ensure_triton_can_run(ctx)
+            import conformance.kernels as kernels
+
+            candidate = getattr(kernels, KERNEL_OBJECTS[op_name])
+            with kernel_impl(self.impl):
+                return op.run_candidate(candidate, inputs, ctx)
+
+        return run
+
+
+BACKEND = KernelBackend("kernel", "auto", "conformance.kernels: C++ on CPU, Triton on CUDA")
+BACKENDS = [BACKEND, KernelBackend("kernel-triton", "triton",
+                               "conformance.kernels' Triton kernels (Triton's interpreter on CPU)")]

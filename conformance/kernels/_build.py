@@ -1,0 +1,92 @@
+"""Builds and loads the C++ kernels (``csrc/sparse_kernels.cpp``) on first use.
+
+The shared library is compiled with ninja through
+``torch.utils.cpp_extension.load`` into a per-torch-version directory under the
+user cache (``$CONFORMANCE_KERNELS_BUILD_DIR``, else
+``$XDG_CACHE_HOME/torch_sparse_conformance/...``, else
+``~/.cache/torch_sparse_conformance/...``), so later runs only re-link when the
+source changed. Loading registers the operators ``torch.ops.conformance_kernels_cpu.*``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+_SOURCE = Path(__file__).resolve().parent / "csrc" / "sparse_kernels.cpp"
+_EXTENSION_NAME = "conformance_kernels_cpu"
+_LOCK = threading.Lock()
+_LOADED = False
+
+#: Seconds the last call to :func:`load_cpu_kernels` spent building/loading.
+last_load_seconds: float | None = None
+
+
+class KernelBuildError(RuntimeError):
+    """The C++ kernels could not be compiled or loaded."""
+
+
+def build_directory() -> Path:
+    """Directory holding the compiled extension for this torch/Python pair."""
+    override = os.environ.get("CONFORMANCE_KERNELS_BUILD_DIR")
+    if override:
+        root = Path(override)
+    else:
+        cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        root = Path(cache) / "torch_sparse_conformance"
+    tag = f"torch{torch.__version__}-py{sys.version_info.major}{sys.version_info.minor}"
+    return root / tag.replace("+", "_")
+
+
+def _find_compiler() -> str | None:
+    compiler = os.environ.get("CXX", "c++")
+    return shutil.which(compiler)
+
+
+def load_cpu_kernels(verbose: bool = False) -> None:
+    """Compile (if needed) and load the C++ operators; idempotent and thread-safe."""
+    global _LOADED, last_load_seconds
+    if _LOADED:
+        return
+    with _LOCK:
+        if _LOADED:
+            return
+        if _find_compiler() is None:
+            raise KernelBuildError(
+                "conformance.kernels: the C++ CPU kernels are compiled on first use, but no "
+                f"C++ compiler was found (looked for {os.environ.get('CXX', 'c++')!r}; set CXX "
+                "or install g++/clang++). On CUDA tensors the Triton kernels need no compiler."
+            )
+        from torch.utils import cpp_extension
+
+        try:
+            cpp_extension.verify_ninja_availability()
+        except RuntimeError as exc:
+            raise KernelBuildError(
+                "conformance.kernels: building the C++ kernels needs ninja (pip install ninja)"
+            ) from exc
+        directory = build_directory()
+        directory.mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        try:
+            cpp_extension.load(
+                name=_EXTENSION_NAME,
+                sources=[str(_SOURCE)],
+                extra_cflags=["-O3", "-fopenmp", "-fno-math-errno"],
+                extra_ldflags=["-fopenmp"],
+                build_directory=str(directory),
+                is_python_module=False,
+                verbose=verbose,
+            )
+        except Exception as exc:  # compiler/linker errors surface as RuntimeError
+            raise KernelBuildError(
+                f"conformance.kernels: failed to build the C++ kernels in {directory}: {exc}"
+            ) from exc
+        last_load_seconds = time.perf_counter() - started
+        _LOADED = True

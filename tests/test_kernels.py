@@ -1,0 +1,598 @@
+"""Differential tests of conformance.kernels against stock torch (C++ and Triton-interpreter paths)."""
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")  # must precede the first triton import
+
+import math
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+import conformance.kernels as K
+from conformance.kernels import _build, _ops
+
+IMPLS = ["cpp", "triton"]
+FLOAT_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+HALF_TOL = {torch.float16: dict(rtol=1e-2, atol=1e-2), torch.bfloat16: dict(rtol=5e-2, atol=5e-2)}
+# tolerance against a float64 reference, by the dtype under test
+REF_TOL = {**HALF_TOL, torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float64: {}}
+
+
+@pytest.fixture(params=IMPLS)
+def impl(request, monkeypatch):
+    """Kernel path under test, also forced for the optimizers via the env var."""
+    monkeypatch.setenv(K.IMPL_ENV_VAR, request.param)
+    return request.param
+
+
+def sparse(indices, values, size):
+    return torch.sparse_coo_tensor(
+        torch.as_tensor(indices, dtype=torch.int64), values, size, check_invariants=False
+    )
+
+
+def random_sparse(gen, size, sparse_dim, nnz, dtype=torch.float32, max_index=None):
+    """Uncoalesced COO tensor with duplicates (indices drawn from a small range)."""
+    cols = []
+    for d in range(sparse_dim):
+        hi = size[d] if max_index is None else min(size[d], max_index)
+        cols.append(torch.randint(0, hi, (nnz,), generator=gen))
+    indices = torch.stack(cols) if cols else torch.zeros((0, nnz), dtype=torch.int64)
+    values = torch.randn((nnz, *size[sparse_dim:]), generator=gen, dtype=torch.float64)
+    return sparse(indices, values.to(dtype), size)
+
+
+# --------------------------------------------------------------------------- coalesce
+
+COALESCE_CASES = [
+    # (size, sparse_dim, nnz, max_index)
+    ((50,), 1, 80, None),
+    ((7, 9), 2, 60, None),
+    ((4, 5, 6), 3, 100, 3),
+    ((30, 4, 3), 1, 40, 10),  # hybrid: one sparse dim, two dense dims
+    ((6, 5, 2), 2, 25, None),
+    ((10, 3), 1, 0, None),  # nnz = 0
+    ((3,), 0, 4, None),  # sparse_dim = 0: every entry is the same (dense) element
+    ((1000,), 1, 500, 1),  # all duplicates
+    ((5, 0), 1, 6, None),  # zero-width dense dim
+]
+
+
+@pytest.mark.parametrize("case", COALESCE_CASES, ids=lambda c: f"{c[0]}-sd{c[1]}-nnz{c[2]}")
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+def test_coalesce_matches_torch(impl, case, dtype):
+    size, sparse_dim, nnz, max_index = case
+    gen = torch.Generator().manual_seed(hash((size, nnz)) % 2**31)
+    t = random_sparse(gen, size, sparse_dim, nnz, dtype, max_index)
+    got = K.coalesce(t, impl=impl)
+    expected = t.to(torch.float64).coalesce()
+    assert got.is_sparse and got.is_coalesced()
+    assert got.dtype == dtype and got.shape == t.shape
+    assert_close(got._indices(), expected._indices(), rtol=0, atol=0)
+    assert_close(got._values().to(torch.float64), expected._values(), **REF_TOL[dtype])
+    if dtype in (torch.float32, torch.float64):
+        assert_close(got.to_dense(), t.coalesce().to_dense())
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool, torch.complex64], ids=str)
+def test_coalesce_other_dtypes_cpp(dtype):
+    gen = torch.Generator().manual_seed(1)
+    indices = torch.randint(0, 6, (2, 40), generator=gen)
+    values = (torch.randn(40, generator=gen) * 5).to(dtype)
+    t = sparse(indices, values, (6, 6))
+    got = K.coalesce(t, impl="cpp")
+    expected = t.coalesce()
+    assert_close(got._indices(), expected._indices(), rtol=0, atol=0)
+    assert_close(got._values(), expected._values())
+
+
+def test_coalesce_half_sums_in_float32(impl):
+    # torch sums 4096 float16 ones to 2048 (float16 stops at 2048); the kernel accumulates in float32.
+    t = sparse(torch.zeros((1, 4096), dtype=torch.int64), torch.ones(4096, dtype=torch.float16), (3,))
+    got = K.coalesce(t, impl=impl)
+    assert got._values().tolist() == [4096.0]
+
+
+def test_coalesce_noncontiguous_values(impl):
+    values = torch.randn(3, 20, dtype=torch.float64).t()  # (20, 3), not contiguous
+    t = sparse(torch.randint(0, 5, (1, 20)), values, (5, 3))
+    assert not t._values().is_contiguous()
+    got = K.coalesce(t, impl=impl)
+    assert_close(got.to_dense(), t.coalesce().to_dense())
+
+
+def test_coalesce_large_random_matches_torch():
+    gen = torch.Generator().manual_seed(7)
+    t = random_sparse(gen, (3000, 2000), 2, 200_000)
+    got = K.coalesce(t, impl="cpp")
+    expected = t.coalesce()
+    assert_close(got._indices(), expected._indices(), rtol=0, atol=0)
+    assert_close(got._values(), expected._values())
+
+
+@pytest.mark.parametrize("bad", [-1, 5], ids=["negative", "too-large"])
+def test_coalesce_out_of_range_index_raises(impl, bad):
+    t = sparse([[0, bad, 1]], torch.ones(3), (5,))
+    with pytest.raises(ValueError, match=f"index {bad} .* out of range for size 5"):
+        K.coalesce(t, impl=impl)
+
+
+def test_coalesce_rejects_dense_and_non_tensors():
+    with pytest.raises(TypeError, match="sparse COO"):
+        K.coalesce(torch.ones(3))
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        K.coalesce([1, 2, 3])
+
+
+def test_coalesce_triton_rejects_integer_dtype():
+    t = sparse([[0, 1]], torch.tensor([1, 2]), (3,))
+    with pytest.raises(TypeError, match="floating"):
+        K.coalesce(t, impl="triton")
+
+
+# --------------------------------------------------------------------------- masked_mean
+
+
+def reference_masked_mean(values, mask):
+    v64 = values.detach().to(torch.float64).where(mask, 0.0)
+    count = int(mask.sum())
+    return v64.sum() / count if count else torch.tensor(float("nan"), dtype=torch.float64)
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (17,), (5, 7), (3, 4, 5), (2000,)], ids=str)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+def test_masked_mean_value_and_gradient(impl, shape, dtype):
+    gen = torch.Generator().manual_seed(len(shape) * 100 + sum(shape))
+    values = torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
+    mask = torch.rand(shape, generator=gen) > 0.4
+    if mask.numel():
+        mask.view(-1)[0] = True
+    values = values.where(mask, float("nan"))  # garbage outside the mask must not leak
+    if values.numel() > 1:
+        values.view(-1)[-1] = float("inf") if not mask.view(-1)[-1] else values.view(-1)[-1]
+    values.requires_grad_(True)
+
+    out = K.masked_mean(values, mask, impl=impl)
+    assert out.shape == () and out.dtype == dtype
+    tol = REF_TOL[dtype]
+    assert_close(out.detach().to(torch.float64), reference_masked_mean(values, mask), **tol)
+
+    out.backward(torch.tensor(3.0, dtype=dtype))
+    expected_grad = torch.where(mask, 3.0 / int(mask.sum()), 0.0).to(dtype)
+    assert_close(values.grad, expected_grad, **tol)
+    assert torch.isfinite(values.grad).all()
+
+
+def test_masked_mean_empty_mask_gives_nan_and_zero_gradient(impl):
+    values = torch.tensor([1.0, float("nan"), float("inf")], requires_grad=True)
+    out = K.masked_mean(values, torch.zeros(3, dtype=torch.bool), impl=impl)
+    assert torch.isnan(out)
+    out.backward()
+    assert_close(values.grad, torch.zeros(3), rtol=0, atol=0)
+
+
+def test_masked_mean_zero_elements(impl):
+    values = torch.empty(0, 4, requires_grad=True)
+    out = K.masked_mean(values, torch.empty(0, 4, dtype=torch.bool), impl=impl)
+    assert torch.isnan(out)
+    out.backward()
+    assert values.grad.shape == (0, 4)
+
+
+def test_masked_mean_noncontiguous_inputs(impl):
+    base = torch.randn(6, 8, dtype=torch.float64)
+    values = base.t().requires_grad_(True)
+    mask = (torch.rand(8, 6) > 0.5).t().t()
+    mask = torch.rand(6, 8).t() > 0.5
+    out = K.masked_mean(values, mask, impl=impl)
+    assert_close(out, reference_masked_mean(values, mask))
+    out.backward()
+    assert_close(values.grad, torch.where(mask, 1.0 / int(mask.sum()), 0.0).double())
+
+
+def test_masked_mean_bad_inputs():
+    v = torch.randn(4)
+    with pytest.raises(TypeError, match="mask must be a bool tensor"):
+        K.masked_mean(v, torch.ones(4))
+    with pytest.raises(ValueError, match="does not match values shape"):
+        K.masked_mean(v, torch.ones(3, dtype=torch.bool))
+    with pytest.raises(TypeError, match="values must be float16, bfloat16, float32 or float64"):
+        K.masked_mean(torch.arange(4), torch.ones(4, dtype=torch.bool))
+    with pytest.raises(RuntimeError, match="same device"):
+        K.masked_mean(v, torch.ones(4, dtype=torch.bool, device="meta"))
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        K.masked_mean([1.0, 2.0], torch.ones(2, dtype=torch.bool))
+
+
+def test_masked_mean_under_torch_compile():
+    compiled = torch.compile(lambda v, m: K.masked_mean(v, m, impl="cpp") * 2, fullgraph=True)
+    values = torch.randn(5, 6)
+    mask = torch.rand(5, 6) > 0.3
+    assert_close(compiled(values, mask), values[mask].mean() * 2)
+    mask2 = torch.rand(5, 6) > 0.7
+    assert_close(compiled(values, mask2), values[mask2].mean() * 2)
+
+
+def test_ops_pass_torch_library_opcheck():
+    values = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
+    mask = torch.rand(4, 5) > 0.5
+    torch.library.opcheck(torch.ops.conformance_kernels.masked_mean, (values, mask, "cpp"))
+    indices = torch.randint(0, 4, (2, 12))
+    torch.library.opcheck(
+        torch.ops.conformance_kernels.coalesce, (indices, torch.randn(12, 3), [4, 4, 3], "cpp"),
+        test_utils=("test_schema", "test_faketensor"),
+    )
+    param, m, v = torch.randn(6, 3), torch.zeros(6, 3), torch.zeros(6, 3)
+    idx, vals = torch.tensor([[1, 4, 1]]), torch.randn(3, 3)
+    torch.library.opcheck(
+        torch.ops.conformance_kernels.sparse_adam_step_,
+        (param, m, v, idx, vals, 0.01, 0.9, 0.99, 1e-8, False, "cpp"),
+    )
+    torch.library.opcheck(
+        torch.ops.conformance_kernels.adagrad_step_, (param, m, idx, vals, 0.01, 1e-10, True, "cpp")
+    )
+
+
+# --------------------------------------------------------------------------- optimizers
+
+
+def clone_params(params):
+    return [torch.nn.Parameter(p.detach().clone()) for p in params]
+
+
+def run_both(ref_cls, ker_cls, init, grad_steps, compare_dtype=None, tol=None, **kwargs):
+    """Step a stock and a kernel optimizer over the same gradients; compare params and state.
+
+    ``compare_dtype``: run the stock optimizer in this dtype (e.g. float64 for half inputs).
+    """
+    ref_params = [torch.nn.Parameter(p.detach().to(compare_dtype or p.dtype)) for p in init]
+    ker_params = clone_params(init)
+    ref_opt = ref_cls(ref_params, **kwargs)
+    ker_opt = ker_cls(ker_params, **kwargs)
+    for grads in grad_steps:
+        for p, g in zip(ref_params, grads):
+            p.grad = None if g is None else g.to(compare_dtype or g.dtype)
+        for p, g in zip(ker_params, grads):
+            p.grad = g
+        ref_opt.step()
+        ker_opt.step()
+    tol = tol or {}
+    for rp, kp in zip(ref_params, ker_params):
+        assert_close(kp.detach().to(rp.dtype), rp.detach(), **tol)
+        rstate, kstate = ref_opt.state[rp], ker_opt.state[kp]
+        assert rstate.keys() == kstate.keys()
+        for key in rstate:
+            if torch.is_tensor(rstate[key]) and rstate[key].dim() > 0:
+                assert_close(kstate[key].to(rp.dtype), rstate[key], **tol)
+            else:
+                assert type(kstate[key]) is type(rstate[key])
+                assert_close(kstate[key], rstate[key])
+    return ref_opt, ker_opt
+
+
+def grad_sequence(gen, shape, sparse_dim, steps, nnz, dtype, max_index=None, empty_step=None):
+    seq = []
+    for s in range(steps):
+        n = 0 if s == empty_step else nnz
+        seq.append([random_sparse(gen, shape, sparse_dim, n, dtype, max_index)])
+    return seq
+
+
+OPT_SHAPES = [
+    # (param shape, sparse_dim, nnz, max_index)
+    ((40, 8), 1, 30, 12),  # embedding-like hybrid gradient with duplicates
+    ((25,), 1, 20, 10),
+    ((6, 7, 3), 2, 15, 4),  # two sparse dims + dense trailing dim
+    ((9, 70), 1, 12, None),  # wide rows (several column blocks in Triton)
+]
+
+
+@pytest.mark.parametrize("case", OPT_SHAPES, ids=lambda c: f"{c[0]}-sd{c[1]}")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("maximize", [False, True], ids=["min", "max"])
+def test_sparse_adam_matches_torch(impl, case, dtype, maximize):
+    shape, sparse_dim, nnz, max_index = case
+    gen = torch.Generator().manual_seed(11)
+    init = [torch.randn(shape, generator=gen, dtype=dtype)]
+    steps = grad_sequence(gen, shape, sparse_dim, 4, nnz, dtype, max_index, empty_step=2)
+    run_both(torch.optim.SparseAdam, K.SparseAdam, init, steps,
+             lr=0.05, betas=(0.8, 0.95), eps=1e-6, maximize=maximize)
+
+
+@pytest.mark.parametrize("case", OPT_SHAPES, ids=lambda c: f"{c[0]}-sd{c[1]}")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("maximize", [False, True], ids=["min", "max"])
+def test_adagrad_matches_torch(impl, case, dtype, maximize):
+    shape, sparse_dim, nnz, max_index = case
+    gen = torch.Generator().manual_seed(12)
+    init = [torch.randn(shape, generator=gen, dtype=dtype)]
+    steps = grad_sequence(gen, shape, sparse_dim, 4, nnz, dtype, max_index, empty_step=1)
+    run_both(torch.optim.Adagrad, K.Adagrad, init, steps, lr=0.1, lr_decay=0.3,
+             initial_accumulator_value=0.2, eps=1e-8, maximize=maximize)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("opt", ["sparse_adam", "adagrad"])
+def test_optimizers_half_precision_against_float64(impl, dtype, opt):
+    gen = torch.Generator().manual_seed(13)
+    init = [torch.randn((30, 8), generator=gen).to(dtype)]
+    steps = grad_sequence(gen, (30, 8), 1, 3, 25, dtype, max_index=10)
+    ref_cls, ker_cls, kwargs = {
+        "sparse_adam": (torch.optim.SparseAdam, K.SparseAdam, dict(lr=0.01)),
+        "adagrad": (torch.optim.Adagrad, K.Adagrad, dict(lr=0.01, lr_decay=0.1)),
+    }[opt]
+    ref_params = [torch.nn.Parameter(p.to(torch.float64)) for p in init]
+    ker_params = clone_params(init)
+    ref_opt, ker_opt = ref_cls(ref_params, **kwargs), ker_cls(ker_params, **kwargs)
+    for (g,) in steps:
+        ref_params[0].grad = g.to(torch.float64)
+        ker_params[0].grad = g
+        ref_opt.step()
+        ker_opt.step()
+    assert ker_params[0].dtype == dtype
+    assert_close(ker_params[0].detach().double(), ref_params[0].detach(), **HALF_TOL[dtype])
+    for key in ("exp_avg", "exp_avg_sq", "sum"):
+        if key in ref_opt.state[ref_params[0]]:
+            got = ker_opt.state[ker_params[0]][key]
+            assert got.dtype == dtype
+            assert_close(got.double(), ref_opt.state[ref_params[0]][key], **HALF_TOL[dtype])
+
+
+def test_explicit_zero_gradient_entries_are_updated(impl):
+    # An explicit zero in the sparse gradient is a specified entry: moments decay there.
+    p = torch.nn.Parameter(torch.ones(4, 2))
+    opt = K.SparseAdam([p], lr=0.1)
+    p.grad = sparse([[1]], torch.ones(1, 2), (4, 2))
+    opt.step()
+    before = opt.state[p]["exp_avg"].clone()
+    p.grad = sparse([[1, 2]], torch.zeros(2, 2), (4, 2))
+    opt.step()
+    exp_avg = opt.state[p]["exp_avg"]
+    assert_close(exp_avg[1], before[1] * 0.9)
+    assert_close(exp_avg[0], torch.zeros(2))
+    assert opt.state[p]["exp_avg_sq"][2].eq(0).all()  # specified, but g^2 = 0 keeps it at 0
+    assert opt.state[p]["step"] == 2
+
+
+def test_sparse_adam_nnz_zero_counts_step_without_update(impl):
+    p = torch.nn.Parameter(torch.randn(5, 3))
+    before = p.detach().clone()
+    opt = K.SparseAdam([p])
+    p.grad = sparse(torch.empty((1, 0), dtype=torch.int64), torch.empty(0, 3), (5, 3))
+    opt.step()
+    opt.step()
+    assert opt.state[p]["step"] == 2
+    assert_close(p.detach(), before, rtol=0, atol=0)
+
+
+def test_embedding_training_loop_drop_in(impl):
+    torch.manual_seed(0)
+    for ref_cls, ker_cls in [(torch.optim.SparseAdam, K.SparseAdam), (torch.optim.Adagrad, K.Adagrad)]:
+        ref = torch.nn.Embedding(50, 6, sparse=True)
+        ker = torch.nn.Embedding(50, 6, sparse=True)
+        ker.load_state_dict(ref.state_dict())
+        ref_opt, ker_opt = ref_cls(ref.parameters(), lr=0.05), ker_cls(ker.parameters(), lr=0.05)
+        for _ in range(3):
+            idx = torch.randint(0, 50, (4, 7))
+            for emb, opt in ((ref, ref_opt), (ker, ker_opt)):
+                opt.zero_grad()
+                emb(idx).square().sum().backward()
+                opt.step()
+        assert_close(ker.weight, ref.weight)
+
+
+def test_multiple_params_and_groups(impl):
+    gen = torch.Generator().manual_seed(3)
+    init = [torch.randn(10, 4, generator=gen), torch.randn(12, generator=gen)]
+    ref = clone_params(init)
+    ker = clone_params(init)
+    groups = lambda ps: [{"params": [ps[0]], "lr": 0.1}, {"params": [ps[1]], "lr": 0.01, "betas": (0.5, 0.6)}]
+    ref_opt, ker_opt = torch.optim.SparseAdam(groups(ref)), K.SparseAdam(groups(ker))
+    for _ in range(2):
+        grads = [random_sparse(gen, (10, 4), 1, 6), random_sparse(gen, (12,), 1, 5)]
+        for params in (ref, ker):
+            for p, g in zip(params, grads):
+                p.grad = g
+        ref_opt.step()
+        ker_opt.step()
+    for r, k in zip(ref, ker):
+        assert_close(k, r)
+
+
+def test_adagrad_dense_and_sparse_params_together(impl):
+    gen = torch.Generator().manual_seed(4)
+    init = [torch.randn(8, 3, generator=gen), torch.randn(5, generator=gen)]
+    steps = [[random_sparse(gen, (8, 3), 1, 5), torch.randn(5, generator=gen)] for _ in range(3)]
+    run_both(torch.optim.Adagrad, K.Adagrad, init, steps, lr=0.1, lr_decay=0.01)
+
+
+def test_noncontiguous_param_is_updated_correctly(impl):
+    gen = torch.Generator().manual_seed(5)
+    base = torch.randn(6, 10, generator=gen)
+    ref_p = torch.nn.Parameter(base.clone().t())
+    ker_p = torch.nn.Parameter(base.clone().t())
+    assert not ker_p.is_contiguous()
+    ref_opt, ker_opt = torch.optim.Adagrad([ref_p], lr=0.1), K.Adagrad([ker_p], lr=0.1)
+    for _ in range(2):
+        g = random_sparse(gen, (10, 6), 1, 7, max_index=5)
+        ref_p.grad, ker_p.grad = g, g
+        ref_opt.step()
+        ker_opt.step()
+    assert_close(ker_p, ref_p)
+    assert_close(ker_opt.state[ker_p]["sum"], ref_opt.state[ref_p]["sum"])
+
+
+def test_state_dict_roundtrip_with_torch():
+    gen = torch.Generator().manual_seed(6)
+    for ref_cls, ker_cls in [(torch.optim.SparseAdam, K.SparseAdam), (torch.optim.Adagrad, K.Adagrad)]:
+        init = torch.randn(10, 3, generator=gen)
+        grads = [random_sparse(gen, (10, 3), 1, 6) for _ in range(4)]
+        ref_p, ker_p = clone_params([init, init])
+        ref_opt, ker_opt = ref_cls([ref_p], lr=0.1), ker_cls([ker_p], lr=0.1)
+        for g in grads[:2]:
+            ref_p.grad, ker_p.grad = g, g
+            ref_opt.step()
+            ker_opt.step()
+        # continue each from the other's state_dict
+        ref2_p, ker2_p = clone_params([ker_p, ref_p])
+        ref2, ker2 = ref_cls([ref2_p], lr=0.1), ker_cls([ker2_p], lr=0.1)
+        ref2.load_state_dict(ker_opt.state_dict())
+        ker2.load_state_dict(ref_opt.state_dict())
+        for g in grads[2:]:
+            ref2_p.grad, ker2_p.grad = g, g
+            ref2.step()
+            ker2.step()
+        assert_close(ker2_p, ref2_p)
+        assert ker2.state_dict()["state"][0].keys() == ref2.state_dict()["state"][0].keys()
+
+
+def test_constructors_match_torch_validation():
+    p = [torch.nn.Parameter(torch.randn(3))]
+    for ref_cls, ker_cls, kwargs in [
+        (torch.optim.SparseAdam, K.SparseAdam, dict(lr=-1.0)),
+        (torch.optim.SparseAdam, K.SparseAdam, dict(eps=0.0)),
+        (torch.optim.SparseAdam, K.SparseAdam, dict(betas=(1.0, 0.9))),
+        (torch.optim.SparseAdam, K.SparseAdam, dict(betas=(0.9, -0.1))),
+        (torch.optim.Adagrad, K.Adagrad, dict(lr=-1.0)),
+        (torch.optim.Adagrad, K.Adagrad, dict(lr_decay=-1.0)),
+        (torch.optim.Adagrad, K.Adagrad, dict(weight_decay=-1.0)),
+        (torch.optim.Adagrad, K.Adagrad, dict(initial_accumulator_value=-1.0)),
+        (torch.optim.Adagrad, K.Adagrad, dict(eps=-1.0)),
+    ]:
+        with pytest.raises(ValueError) as ref_err:
+            ref_cls(p, **kwargs)
+        with pytest.raises(ValueError) as ker_err:
+            ker_cls(p, **kwargs)
+        assert str(ker_err.value) == str(ref_err.value)
+    with pytest.raises(ValueError, match="SparseAdam requires dense parameter tensors"):
+        K.SparseAdam([torch.randn(3).to_sparse().requires_grad_()])
+    assert K.SparseAdam(p).defaults == torch.optim.SparseAdam(p).defaults
+    assert K.Adagrad(p).defaults == torch.optim.Adagrad(p).defaults
+    assert issubclass(K.SparseAdam, torch.optim.Optimizer) and issubclass(K.Adagrad, torch.optim.Optimizer)
+
+
+def test_torch_error_messages_reproduced():
+    p = torch.nn.Parameter(torch.randn(4, 2))
+    p.grad = torch.randn(4, 2)
+    with pytest.raises(RuntimeError, match="^SparseAdam does not support dense gradients, please consider Adam instead$"):
+        K.SparseAdam([p]).step()
+    p.grad = sparse([[0]], torch.ones(1, 2), (4, 2))
+    opt = K.Adagrad([p], weight_decay=0.1)
+    with pytest.raises(RuntimeError, match="^weight_decay option is not compatible with sparse gradients$"):
+        opt.step()
+
+
+@pytest.mark.parametrize("opt_cls", [K.SparseAdam, K.Adagrad], ids=["sparse_adam", "adagrad"])
+def test_optimizer_bad_gradients_raise(impl, opt_cls):
+    p = torch.nn.Parameter(torch.zeros(5, 2))
+    before = p.detach().clone()
+    opt = opt_cls([p])
+    cases = [
+        (sparse([[1, 5]], torch.ones(2, 2), (5, 2)), ValueError, "index 5 .* out of range for size 5"),
+        (sparse([[1, -2]], torch.ones(2, 2), (5, 2)), ValueError, "index -2 .* out of range"),
+    ]
+    for grad, exc, pattern in cases:
+        p.grad = grad
+        with pytest.raises(exc, match=pattern):
+            opt.step()
+    assert_close(p.detach(), before, rtol=0, atol=0)
+
+
+def test_step_ops_reject_mismatched_inputs(impl):
+    """torch refuses such .grad assignments, so check the operators themselves."""
+    p, m, v = torch.zeros(5, 2), torch.zeros(5, 2), torch.zeros(5, 2)
+    idx = torch.tensor([[1, 3]])
+    adam = lambda *a: torch.ops.conformance_kernels.sparse_adam_step_(*a, 0.1, 0.9, 0.99, 1e-8, False, impl)
+    with pytest.raises(TypeError, match="gradient dtype torch.float64 does not match"):
+        adam(p, m, v, idx, torch.ones(2, 2, dtype=torch.float64))
+    with pytest.raises(ValueError, match="do not describe a sparse tensor of size"):
+        adam(p, m, v, idx, torch.ones(2, 3))
+    with pytest.raises(ValueError, match="values must have shape"):
+        adam(p, m, v, idx, torch.ones(3, 2))
+    with pytest.raises(ValueError, match="exp_avg_sq shape"):
+        adam(p, m, torch.zeros(4, 2), idx, torch.ones(2, 2))
+    with pytest.raises(TypeError, match="indices must be int64"):
+        adam(p, m, v, idx.int(), torch.ones(2, 2))
+    with pytest.raises(ValueError, match="exp_avg must be contiguous"):
+        adam(p, torch.zeros(2, 5).t(), v, idx, torch.ones(2, 2))
+    with pytest.raises(TypeError, match="param must be float16"):
+        adam(p.long(), m.long(), v.long(), idx, torch.ones(2, 2).long())
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.ops.conformance_kernels.adagrad_step_(p, m, idx, torch.ones(2, 2, device="meta"), 0.1, 1e-10, False, impl)
+    assert not p.any() and not m.any() and not v.any()
+
+
+# --------------------------------------------------------------------------- dispatch and build
+
+
+def test_impl_selection():
+    assert K.resolve_impl("CPP") == "cpp"
+    with pytest.raises(ValueError, match="must be one of"):
+        K.resolve_impl("cuda-graphs")
+    with pytest.raises(RuntimeError, match="C\\+\\+ kernels need CPU tensors"):
+        _ops._backend("cpp", torch.device("meta"))
+    with pytest.raises(RuntimeError, match="no kernels for device"):
+        _ops._backend("auto", torch.device("meta"))
+
+
+def test_missing_compiler_gives_clear_error(monkeypatch):
+    monkeypatch.setattr(_build, "_LOADED", False)
+    monkeypatch.setenv("CXX", "no-such-compiler-xyz")
+    with pytest.raises(K.KernelBuildError, match="no C\\+\\+ compiler was found"):
+        K.load_cpu_kernels()
+
+
+def test_build_is_cached_in_user_cache():
+    K.load_cpu_kernels()
+    directory = K.build_directory()
+    assert directory.is_dir()
+    assert any(path.suffix == ".so" for path in directory.iterdir())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_hugepage_state_is_a_plain_full_like(monkeypatch, dtype):
+    from conformance.kernels._memory import state_like
+
+    param = torch.empty(1 << 21, 3, dtype=dtype)  # >= 4 MiB: huge-page path
+    state = state_like(param, 0.25)
+    assert state.shape == param.shape and state.dtype == dtype and state.is_contiguous()
+    assert state.data_ptr() % (2 << 20) == 0
+    assert_close(state, torch.full_like(param, 0.25), rtol=0, atol=0)
+    monkeypatch.setenv("CONFORMANCE_KERNEL_HUGEPAGES", "0")
+    assert state_like(param, 1.0)._base is None
+
+
+def test_coalesce_huge_shape_uses_unpacked_sort(impl):
+    # 61 key bits + position bits exceed one 63-bit word: exercises the key/position pair sort.
+    size = (2**31, 2**30)
+    gen = torch.Generator().manual_seed(8)
+    indices = torch.stack([torch.randint(0, 4, (600,), generator=gen) * 2**29,
+                           torch.randint(0, 3, (600,), generator=gen) * 2**28])
+    t = sparse(indices, torch.randn(600, generator=gen, dtype=torch.float64), size)
+    got, expected = K.coalesce(t, impl=impl), t.coalesce()
+    assert_close(got._indices(), expected._indices(), rtol=0, atol=0)
+    assert_close(got._values(), expected._values())
+
+
+def test_coalesce_shape_beyond_int64_is_rejected():
+    # torch itself refuses such a tensor, so call the operator on its parts
+    with pytest.raises(ValueError, match="int64"):
+        torch.ops.conformance_kernels.coalesce(torch.ones(2, 1, dtype=torch.int64), torch.ones(1), [2**40, 2**40], "cpp")
+
+
+def test_triton_on_cpu_without_interpreter_is_a_clear_error():
+    import subprocess
+    import sys
+
+    code = (
+        "import torch, conformance.kernels as K\n"
+        "K.masked_mean(torch.ones(3), torch.ones(3, dtype=torch.bool), impl='triton')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "RuntimeError" in proc.stderr and "TRITON_INTERPRET=1" in proc.stderr

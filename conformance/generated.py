@@ -8,10 +8,12 @@ A :class:`Property` names an op, a strategy of that op's decoded inputs (see
 or passed-with-known-divergences (the caller reports those as xfail).
 
 Tolerances (:func:`tolerances`) scale with the work done: with the dtype's unit roundoff, the
-number of steps and duplicates, and the magnitudes involved. An output outside them is checked
-against a model of *stock torch in that dtype* (:mod:`conformance.lowprec`); when it matches the
-model it is a known divergence of torch (half-precision accumulation, float16 eps/g**2
-underflow), recorded with its reason -- never a silent pass and never a failure.
+number of steps and duplicates, the magnitudes involved, and how far the same formulas evaluated
+in the dtype land from the float64 reference. An output outside them is checked against models of
+known divergences -- stock torch's half-precision arithmetic (:mod:`conformance.lowprec`) and
+particular backends' documented idioms (:mod:`conformance.known_divergences`); when it matches
+one, the example is recorded as that divergence with its reason -- never a silent pass and never
+a failure -- and the search goes on.
 """
 
 from __future__ import annotations
@@ -108,7 +110,9 @@ def tolerances(op: Op, inputs: Any, dtype: str, reference: dict | None = None) -
 
     None means exact (indices, nnz, size). The bounds are the usual ones for the arithmetic
     a correct implementation does in ``dtype`` (storage roundoff ``u``; sums accumulated in
-    float32 for half dtypes), times a small safety factor.
+    float32 for half dtypes), times a small safety factor; for the optimizers they are widened
+    by :func:`_rounding_sensitivity` (ill-conditioned trajectories). Never below
+    ``assert_close``'s defaults for the dtype.
     """
     u, acc = UNIT_ROUNDOFF[dtype], ACCUMULATION_ROUNDOFF[dtype]
     exact = {name: None for name in op.exact_outputs}

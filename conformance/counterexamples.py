@@ -248,7 +248,33 @@ def write_counterexample(directory: Path, prop: Property, backend: Backend, devi
             result.reproduced.append(f"{case.id}: fails ({type(exc).__name__}: {line})")
         else:
             result.reproduced.append(f"{case.id}: passes as a single case (the property needs the script)")
+    result.problems += _other_backends_on(spec, others or {}, exclude=backend.name, dtype=dtype)
     return result
+
+
+def _other_backends_on(spec, others: dict[str, Backend], exclude: str, dtype: str) -> list[str]:
+    """Built-in backends the committed spec would flag (beyond its known divergences): worth
+    knowing before committing it -- e.g. the runner's reference cross-check uses the dtype's
+    default tolerance scaled by the op, not the case's tolerance."""
+    from conformance.backends.base import Unsupported
+    from conformance.runner import run_item
+
+    notes = []
+    for name, other in others.items():
+        if name in (exclude, "reference") or not other.runs_on("cpu") or not other.implements(spec.op.name):
+            continue
+        for case in spec.cases:
+            if case.divergence_for(name, "cpu", dtype) is not None:
+                continue
+            try:
+                run_item(case, other, "cpu", dtype)
+            except Unsupported:
+                continue
+            except Exception as exc:  # noqa: BLE001 - a note for the reader
+                line = (str(exc).strip().splitlines() or [""])[0]
+                notes.append(f"committed as is, case {case.id} would also flag built-in backend {name}: "
+                             f"{type(exc).__name__}: {line}")
+    return notes
 
 
 # ---------------------------------------------------------------- the script

@@ -22,7 +22,6 @@ import numpy as np
 import yaml
 
 from conformance.backends.base import Backend
-from conformance.compare import Tolerance
 from conformance.generated import (
     DivergenceObserved,
     Property,

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
-import torch
 from hypothesis import strategies as st
 
 from conformance import known_divergences, lowprec, strategies

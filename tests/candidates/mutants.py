@@ -3,7 +3,6 @@ gate must flag every one of them. Also a correct wrapper of torch's own classes 
 
 from __future__ import annotations
 
-import math
 
 import torch
 

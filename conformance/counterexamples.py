@@ -518,7 +518,8 @@ def render_script(prop: Property, backend: Backend, dtype: str, document: dict, 
         prop_id=prop.id, backend=backend.name, dtype=dtype, summary=prop.summary, spec_name=spec_name,
         replay=replay, script_name=spec_name.replace(".yaml", ".py"), root=str(Path.cwd()),
         rtol=tolerance["rtol"], atol=tolerance["atol"],
-        cases_json=json.dumps(cases, indent=1, allow_nan=True).replace('"""', '\\"\\"\\"'))
+        cases_json=("[\n" + ",\n".join(json.dumps(case, allow_nan=True) for case in cases) + "\n]").replace(
+            '"""', '\\"\\"\\"'))
     parts = [head, f"OP = {op!r}\n"]
     plain = impl_target is not None or (backend.name, op) in _IMPL
     if plain:

@@ -564,6 +564,34 @@ def test_hugepage_state_is_a_plain_full_like(monkeypatch, dtype):
     assert state_like(param, 1.0)._base is None
 
 
+@pytest.mark.parametrize("mode", ["1", "advise", "0"])
+def test_hugepage_params_collapse_by_default_and_fall_back(monkeypatch, mode):
+    from conformance.kernels import _memory
+
+    calls = []
+
+    def refusing_madvise(start, length, advice):
+        calls.append(advice)
+        return -1 if advice == _memory._MADV_COLLAPSE else 0  # e.g. Linux < 6.1
+
+    monkeypatch.setenv("CONFORMANCE_KERNEL_HUGEPAGES", mode)
+    monkeypatch.setattr(_memory, "_madvise", lambda: refusing_madvise)
+    param = torch.nn.Parameter(torch.randn(1 << 20, 8))  # 32 MiB
+    before = param.detach().clone()
+    opt = K.Adagrad([param], lr=0.5)
+    expected = {"1": [_memory._MADV_HUGEPAGE, _memory._MADV_COLLAPSE],
+                "advise": [_memory._MADV_HUGEPAGE], "0": []}[mode]
+    assert calls[: len(expected)] == expected and _memory._MADV_COLLAPSE not in calls[len(expected):]
+    assert_close(param.detach(), before, rtol=0, atol=0)  # refused collapse: param untouched
+    param.grad = sparse(torch.tensor([[3, 3, 7]]), torch.ones(3, 8), param.shape)
+    opt.step()  # still steps correctly on small pages
+    ref = torch.nn.Parameter(before.clone())
+    ref.grad = param.grad
+    stock = torch.optim.Adagrad([ref], lr=0.5)
+    stock.step()
+    assert_close(param.detach(), ref.detach())
+
+
 def test_coalesce_huge_shape_uses_unpacked_sort(impl):
     # 61 key bits + position bits exceed one 63-bit word: exercises the key/position pair sort.
     size = (2**31, 2**30)

@@ -39,6 +39,13 @@ DEFAULT_SEED = 0
 SEED_VARIABLE = "CONFORMANCE_GENERATED_SEED"
 
 
+# devices where every new input shape costs a graph compilation; generated examples all have new shapes
+COMPILING_DEVICES = {
+    "xla": "generated cases on xla are opt-in (--conformance-generated-on-xla): XLA compiles a graph for every "
+           "new shape, and every generated example has new shapes (the spec cases cover xla)",
+}
+
+
 class GeneratedCaseError(Exception):
     """A backend raised (not a Mismatch) on a generated example: the outcome ``error``."""
 
@@ -98,6 +105,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          f"Default: {DEFAULT_SEED} for ci, a fresh one for thorough.")
     group.addoption("--conformance-counterexamples", metavar="DIR",
                     help="where shrunk counterexamples are written (default: reports/counterexamples)")
+    group.addoption("--conformance-generated-on-xla", action="store_true",
+                    help="also run the generated items on the xla device (skipped by default: XLA compiles a "
+                         "graph for every new shape, and every generated example has new shapes)")
 
 
 def _profile(config: pytest.Config) -> str:
@@ -219,6 +229,8 @@ class GeneratedCollector(pytest.Collector):
                         reason = unavailable_reason(device)
                         if reason:
                             item.add_marker(pytest.mark.skip(reason=reason))
+                        elif device in COMPILING_DEVICES and not self.config.getoption("conformance_generated_on_xla"):
+                            item.add_marker(pytest.mark.skip(reason=COMPILING_DEVICES[device]))
                         yield item
 
 

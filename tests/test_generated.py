@@ -176,3 +176,20 @@ def test_unavailable_device_items_are_skipped_with_the_reason(tmp_path):
     import torch
 
     assert outcomes["dense-cuda-float32]"] == ("passed" if torch.cuda.is_available() else "skipped")
+
+
+def test_generated_items_on_xla_are_opt_in(pytester, monkeypatch):
+    """Where xla is available its generated items are skipped with the reason unless
+    --conformance-generated-on-xla is given (every example's new shapes cost a compilation)."""
+    import conformance.generated_plugin as plugin
+
+    monkeypatch.setattr(plugin, "unavailable_reason", lambda device: None)  # pretend xla is there
+    pytester.mkdir("specs")
+    args = ["specs", "-p", "no:cacheprovider", "-rs", "--conformance-device", "xla", "--conformance-backend",
+            "dense", "--conformance-op", "coalesce", "--conformance-dtype", "float32"]
+    skipped = pytester.runpytest_inprocess(*args)
+    skipped.assert_outcomes(skipped=3)
+    skipped.stdout.fnmatch_lines(["*generated cases on xla are opt-in (--conformance-generated-on-xla)*"])
+    opted_in = pytester.runpytest_inprocess(*args, "--conformance-generated-on-xla", "--conformance-examples", "1")
+    assert "opt-in" not in opted_in.stdout.str()
+    assert opted_in.parseoutcomes().get("skipped", 0) == 0

@@ -65,8 +65,19 @@ def adagrad_dense(inputs: OptimizerInputs, ctx: RunContext):
         state_sum = torch.where(mask, state_sum + g * g, state_sum)
         std = state_sum.sqrt() + h["eps"]
         param = torch.where(mask, param - clr * (g / std), param)
-        std_values = std[tuple(sparse_mask.nonzero().T)] if sparse_mask is not None else std.flatten()
-    outputs = {"param": param, "state_sum": state_sum, "step": float(inputs.steps)}
+        std_values = specified_values(std, sparse_mask)
+    return adagrad_outputs(param, state_sum, std_values, inputs.steps)
+
+
+def specified_values(dense: torch.Tensor, sparse_mask: torch.Tensor | None) -> torch.Tensor:
+    """The entries a step's gradient specified, in coalesced order (all of them for a dense gradient)."""
+    return dense[tuple(sparse_mask.nonzero().T)] if sparse_mask is not None else dense.flatten()
+
+
+def adagrad_outputs(param: torch.Tensor, state_sum: torch.Tensor, std_values: torch.Tensor | None,
+                    steps: int) -> dict:
+    """The adagrad op's outputs; ``std`` only when a step ran."""
+    outputs = {"param": param, "state_sum": state_sum, "step": float(steps)}
     if std_values is not None:
         outputs["std"] = std_values
     return outputs

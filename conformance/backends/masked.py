@@ -11,7 +11,7 @@ import warnings
 import torch
 
 from conformance.backends.base import Backend, RunContext, Unsupported
-from conformance.backends.dense import step_gradient
+from conformance.backends.dense import adagrad_outputs, specified_values, step_gradient
 from conformance.ops.adagrad import WEIGHT_DECAY_ERROR, adagrad_hyperparameters
 from conformance.ops.masked_mean import MaskedMeanInputs
 from conformance.ops.optimizer_steps import OptimizerInputs
@@ -55,12 +55,8 @@ def adagrad_masked(inputs: OptimizerInputs, ctx: RunContext):
         state_sum = state_sum + masked_grad.pow(2).to_tensor(0)
         std = masked(state_sum, mask).sqrt().add(h["eps"])
         param = param.add((masked_grad / std).to_tensor(0), alpha=-clr)
-        std_dense = std.to_tensor(0)
-        std_values = std_dense[tuple(sparse_mask.nonzero().T)] if sparse_mask is not None else std_dense.flatten()
-    outputs = {"param": param, "state_sum": state_sum, "step": float(inputs.steps)}
-    if std_values is not None:
-        outputs["std"] = std_values
-    return outputs
+        std_values = specified_values(std.to_tensor(0), sparse_mask)
+    return adagrad_outputs(param, state_sum, std_values, inputs.steps)
 
 
 def sparse_adam_masked(inputs: OptimizerInputs, ctx: RunContext):

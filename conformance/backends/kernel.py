@@ -40,7 +40,28 @@ def kernel_impl(impl: str) -> Iterator[None]:
             os.environ["CONFORMANCE_KERNEL_IMPL"] = previous
 
 
+# the Triton kernels are tested with this triton and newer; older interpreters treat scalar
+# arguments differently (triton 3.5, which torch 2.9 pins, fails in `range(0, n, BLOCK)`)
+MIN_TRITON = (3, 9)
+
+
+def _triton_version() -> tuple[int, ...] | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        text = version("triton")
+    except PackageNotFoundError:
+        return None
+    return tuple(int(part) for part in text.split("+")[0].split(".")[:2] if part.isdigit())
+
+
 def _ensure_triton_can_run(ctx: RunContext) -> None:
+    found = _triton_version()
+    if found is None:
+        raise Unsupported("the Triton kernels need the triton package (pip install triton)")
+    if found < MIN_TRITON:
+        raise Unsupported(f"the Triton kernels need triton >= {'.'.join(map(str, MIN_TRITON))}; "
+                          f"this environment has triton {'.'.join(map(str, found))}")
     if ctx.device == "cuda":
         return
     if "triton" not in sys.modules:

@@ -7,7 +7,7 @@ outputs --(compare)--> outcome --(plugin)--> pytest report.
 harness reports that example as unsupported instead of as a failure.
 """
 
-from conformance.backends.base import Unsupported
+from conformance.types import Unsupported
 
 __version__ = "0.1.0"
 __all__ = ["Unsupported", "__version__"]

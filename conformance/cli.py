@@ -15,11 +15,11 @@ import argparse
 import json
 import sys
 
-from conformance import gate as gate_module
+from conformance.results import gate as gate_module
 
 
 def _report(args: argparse.Namespace) -> int:
-    from conformance.report import build_report
+    from conformance.results.report import build_report
 
     build = build_report(args.results, args.output, title=args.title, speed_baseline=args.speed_baseline)
     for problem in build.problems:
@@ -34,7 +34,7 @@ def _report(args: argparse.Namespace) -> int:
 
 def _scope(args: argparse.Namespace):
     """(ops or None, note) from --changed-files / --base-ref, or (None, None) when neither is given."""
-    from conformance.selection import changed_files_from_git, read_changed_files
+    from conformance.results.selection import changed_files_from_git, read_changed_files
 
     files: list[str] | None = None
     if args.changed_files:
@@ -47,8 +47,8 @@ def _scope(args: argparse.Namespace):
 
 
 def _gate(args: argparse.Namespace) -> int:
-    from conformance.results import ResultsError, load_results
-    from conformance.selection import SelectionError
+    from conformance.results.store import ResultsError, load_results
+    from conformance.results.selection import SelectionError
 
     try:
         base = load_results(args.baseline)
@@ -77,7 +77,7 @@ def _write_markdown(path: str | None, text: str) -> None:
 
 
 def _select(args: argparse.Namespace) -> int:
-    from conformance.selection import (SelectionError, changed_files_from_git, load_rules, pytest_args,
+    from conformance.results.selection import (SelectionError, changed_files_from_git, load_rules, pytest_args,
                                        read_changed_files, select_ops)
 
     try:
@@ -105,11 +105,11 @@ def _select(args: argparse.Namespace) -> int:
 
 def _schema(args: argparse.Namespace) -> int:
     if args.which == "results":
-        from conformance.results import results_schema
+        from conformance.results.store import results_schema
 
         print(json.dumps(results_schema(), indent=2))
     else:
-        from conformance.spec import spec_schema
+        from conformance.specs.load import spec_schema
 
         print(json.dumps(spec_schema(), indent=2))
     return 0
@@ -121,7 +121,7 @@ def _add_scope_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-ref", metavar="REF",
                         help="take the changed files from `git diff --name-only REF...HEAD` (e.g. origin/main)")
     parser.add_argument("--paths-map", metavar="YAML",
-                        help="file -> ops rules (default: the suite's conformance/paths.yaml)")
+                        help="file -> ops rules (default: the suite's conformance/results/paths.yaml)")
     parser.add_argument("--repo", default=".", help="the repository the paths are relative to (default: .)")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 
-from conformance import outcomes
+from conformance.run import outcomes
 
 _records: dict[str, dict] = {}
 

@@ -9,10 +9,10 @@ import subprocess
 import pytest
 
 from conformance.cli import main
-from conformance.gate import diff_runs
+from conformance.results.gate import diff_runs
 from conformance.ops import OPS
-from conformance.results import Results
-from conformance.selection import (SelectionError, changed_files_from_git, glob_to_regex, load_rules,
+from conformance.results.store import Results
+from conformance.results.selection import (SelectionError, changed_files_from_git, glob_to_regex, load_rules,
                                    read_changed_files, select_ops)
 from conformance_runs import REPO, adagrad_run, benchmark_run, fixture_copy, load
 
@@ -53,7 +53,7 @@ def test_changed_files_scope_the_gate(capsys):
                      "--changed-files", "conformance/ops/adagrad.py")
     assert code == 1 and "scope:     ops adagrad" in out, out
     code, out = gate(capsys, "--baseline", baseline, "--candidate", candidate,
-                     "--changed-files", "notes/report-and-gate.md,conformance/report/report.css")
+                     "--changed-files", "notes/report-and-gate.md,conformance/results/report/report.css")
     assert code == 0 and "no changed file selects an op" in out, out
     code, out = gate(capsys, "--baseline", baseline, "--candidate", candidate,
                      "--changed-files", "conformance/ops/coalesce.py")
@@ -162,7 +162,7 @@ EVERY_OP = set(OPS)
     ("conformance/runner.py", EVERY_OP),
     ("conformance/backends/coo.py", EVERY_OP),
     ("README.md", set()),
-    ("conformance/report/report.js", set()),
+    ("conformance/results/report/report.js", set()),
     (".github/workflows/conformance-gate.yml", set()),
 ])
 def test_changed_files_select_ops(path, ops):

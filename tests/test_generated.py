@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.spec import load_spec
+from conformance.specs.load import load_spec
 
 REPO = Path(__file__).resolve().parents[1]
 MUTANTS = "tests/candidates/mutants.py"
@@ -181,7 +181,7 @@ def test_unavailable_device_items_are_skipped_with_the_reason(tmp_path):
 def test_generated_items_on_xla_are_opt_in(pytester, monkeypatch):
     """Where xla is available its generated items are skipped with the reason unless
     --conformance-generated-on-xla is given (every example's new shapes cost a compilation)."""
-    import conformance.generated_plugin as plugin
+    import conformance.run.generated_plugin as plugin
 
     monkeypatch.setattr(plugin, "unavailable_reason", lambda device: None)  # pretend xla is there
     pytester.mkdir("specs")

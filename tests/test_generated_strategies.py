@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, find, given, settings
 
-from conformance import strategies as cst
+from conformance.cases import strategies as cst
 from conformance.backends import builtin_backends
 from conformance.compare import Mismatch
-from conformance.generated import DivergenceObserved, Trial, check_agrees_with_reference
+from conformance.cases.generated import DivergenceObserved, Trial, check_agrees_with_reference
 from conformance.ops import OPS
 from conformance.ops.coalesce import coalesce_reference
 from conformance.tensors import CooArray, quantize, torch_dtype

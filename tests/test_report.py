@@ -7,8 +7,8 @@ import re
 from html.parser import HTMLParser
 
 from conformance.cli import main
-from conformance.report import build_report, repro_command, run_labels
-from conformance.results import load_results
+from conformance.results.report import build_report, repro_command, run_labels
+from conformance.results.store import load_results
 from conformance_runs import adagrad_run, benchmark_run, builtin_run, fixture_copy, load
 
 

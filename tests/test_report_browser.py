@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from conformance.report import build_report
+from conformance.results.report import build_report
 from conformance_runs import builtin_run, load
 from test_report import second_torch_version
 

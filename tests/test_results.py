@@ -9,17 +9,17 @@ import xml.etree.ElementTree as ET
 import pytest
 import torch
 
-from conformance.hooks import record_from_nodeid
-from conformance.results import (FORMAT, SCHEMA_VERSION, ResultsError, ResultsWriter, load_results, previous_path,
+from conformance.run.hooks import record_from_nodeid
+from conformance.results.store import (FORMAT, SCHEMA_VERSION, ResultsError, ResultsWriter, load_results, previous_path,
                                  run_metadata)
-from conformance.spec import SpecError, load_spec
+from conformance.specs.load import SpecError, load_spec
 from conformance_runs import REPO, ROBUST, SMALL_SPEC, adagrad_run, benchmark_run, builtin_run, by_case, load, \
     run_inprocess
 
 
 def test_a_run_writes_a_valid_results_file_and_junit_xml():
     path = builtin_run()
-    results = load_results(path)  # validates against conformance/schema/results.schema.json
+    results = load_results(path)  # validates against conformance/results/schema/results.schema.json
     run = results.run
     assert run["status"] == "complete" and run["exit_status"] == 0
     assert run["torch"] == torch.__version__

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conformance.ops import OPS
-from conformance.spec import SpecError, load_spec
+from conformance.specs.load import SpecError, load_spec
 
 SPECS = sorted((Path(__file__).parent.parent / "specs").glob("*.yaml"))
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from importlib.metadata import entry_points
 
-from conformance.backends.base import Backend, RunContext, Unsupported
+from conformance.types import RunContext, Unsupported
+from conformance.backends.base import Backend
 
 BUILTIN_BACKEND_MODULES = (
     "conformance.backends.reference",

@@ -2,33 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-import torch
-
-
-class Unsupported(Exception):
-    """Raised by a backend that does not implement an op, dtype or device.
-
-    The harness reports it as the outcome ``unsupported``: never a pass, a failure,
-    or a silent fallback to another backend.
-    """
-
-
-@dataclass
-class RunContext:
-    """Where and how one item runs, and a place for backends to record extra facts."""
-
-    device: str
-    dtype: torch.dtype
-    record: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def torch_device(self) -> torch.device:
-        from conformance.devices import torch_device
-
-        return torch_device(self.device)
+from conformance.types import RunContext, Unsupported
 
 
 Runner = Callable[[Any, RunContext], dict[str, Any]]

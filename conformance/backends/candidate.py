@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conformance.backends.base import Backend, RunContext
+from conformance.types import RunContext
+from conformance.backends.base import Backend
 from conformance.ops import OPS
 
 

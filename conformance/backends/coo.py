@@ -6,7 +6,8 @@ import re
 
 import torch
 
-from conformance.backends.base import Backend, RunContext, Unsupported
+from conformance.types import RunContext, Unsupported
+from conformance.backends.base import Backend
 from conformance.ops import adagrad, coalesce, sparse_adam
 from conformance.ops.masked_mean import MaskedMeanInputs, differentiate
 from conformance.tensors import CooArray

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from conformance.backends.base import Backend, RunContext
+from conformance.types import RunContext
+from conformance.backends.base import Backend
 from conformance.ops.adagrad import WEIGHT_DECAY_ERROR, adagrad_hyperparameters
 from conformance.ops.masked_mean import MaskedMeanInputs, differentiate
 from conformance.ops.optimizer_steps import OptimizerInputs

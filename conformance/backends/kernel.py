@@ -13,7 +13,8 @@ import os
 import sys
 from typing import Any, Iterator
 
-from conformance.backends.base import Backend, RunContext, Unsupported
+from conformance.types import RunContext, Unsupported
+from conformance.backends.base import Backend
 from conformance.ops import OPS
 
 import torch

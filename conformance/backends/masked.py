@@ -10,7 +10,8 @@ import warnings
 
 import torch
 
-from conformance.backends.base import Backend, RunContext, Unsupported
+from conformance.types import RunContext, Unsupported
+from conformance.backends.base import Backend
 from conformance.backends.dense import adagrad_outputs, specified_values, step_gradient
 from conformance.ops.adagrad import WEIGHT_DECAY_ERROR, adagrad_hyperparameters
 from conformance.ops.masked_mean import MaskedMeanInputs

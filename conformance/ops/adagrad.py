@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from conformance.backends.base import RunContext
+from conformance.types import RunContext
 from conformance.ops.base import TENSOR, Op
 from conformance.ops.optimizer_steps import (
     OptimizerInputs,

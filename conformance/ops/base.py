@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from conformance.backends.base import RunContext
+from conformance.types import RunContext
 
 TENSOR = {"$ref": "#/$defs/tensor"}
 COO = {"$ref": "#/$defs/coo"}

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from conformance.backends.base import RunContext
+from conformance.types import RunContext
 from conformance.compare import Mismatch
 from conformance.ops.base import COO, TENSOR, Op
 from conformance.tensors import CooArray, to_numpy

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from conformance.backends.base import RunContext
+from conformance.types import RunContext
 from conformance.compare import Mismatch
 from conformance.ops.base import TENSOR, Op
 from conformance.tensors import decode_array, quantize, to_torch

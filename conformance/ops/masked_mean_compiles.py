@@ -21,7 +21,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from conformance.backends.base import RunContext, Unsupported
+from conformance.types import RunContext, Unsupported
 from conformance.ops.base import TENSOR, Op
 from conformance.ops.masked_mean import MaskedMeanInputs, differentiate, masked_mean_reference
 from conformance.tensors import quantize

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from conformance.backends.base import RunContext
+from conformance.types import RunContext
 from conformance.compare import Mismatch
 from conformance.ops.base import COO, TENSOR
 from conformance.ops.coalesce import coalesce_reference

@@ -22,8 +22,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
 
-from conformance import outcomes
-from conformance.results import Results, ResultsError, item_key, load_many, now
+from conformance.run import outcomes
+from conformance.results.store import Results, ResultsError, item_key, load_many, now
 
 BACKEND_ORDER = ("reference", "dense", "coo", "masked")
 DEVICE_ORDER = ("cpu", "cuda", "xla")
@@ -192,7 +192,7 @@ def build_report(paths: Iterable[str | Path], out: str | Path, *, title: str | N
     """Render the report of ``paths`` into ``out``; unreadable files are listed, not fatal."""
     import jinja2
 
-    from conformance.gate import diff_runs
+    from conformance.results.gate import diff_runs
 
     runs, problems = load_many(paths)
     labels = run_labels(runs)
@@ -287,7 +287,7 @@ def build_report(paths: Iterable[str | Path], out: str | Path, *, title: str | N
     default_diff = f"diff-0-{len(runs) - 1}" if len(runs) >= 2 else None
 
     # --- render
-    package = resources.files("conformance.report")
+    package = resources.files("conformance.results.report")
     env = jinja2.Environment(loader=jinja2.FunctionLoader(lambda name: package.joinpath(name).read_text("utf-8")),
                              autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     data = {"items": items, "runs": labels, "outcomes": list(outcomes.ALL)}

@@ -1,4 +1,4 @@
-"""Which ops a set of changed files can affect, from the declarative map ``conformance/paths.yaml``
+"""Which ops a set of changed files can affect, from the declarative map ``conformance/results/paths.yaml``
 (or another file of the same form), and the git diff that lists a pull request's files."""
 
 from __future__ import annotations
@@ -69,8 +69,8 @@ def load_rules(path: Path | str | None = None) -> list[Rule]:
     from conformance.ops import OPS
 
     if path is None:
-        text = resources.files("conformance").joinpath("paths.yaml").read_text(encoding="utf-8")
-        where = "conformance/paths.yaml"
+        text = resources.files("conformance.results").joinpath("paths.yaml").read_text(encoding="utf-8")
+        where = "conformance/results/paths.yaml"
     else:
         try:
             text = Path(path).read_text(encoding="utf-8")

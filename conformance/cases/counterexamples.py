@@ -1,7 +1,7 @@
 """Shrunk counterexamples of generated properties, written as a ready-to-commit spec and as a
 standalone script.
 
-The spec (same schema as ``specs/*.yaml``, loadable by :func:`conformance.spec.load_spec`) takes
+The spec (same schema as ``specs/*.yaml``, loadable by :func:`conformance.specs.load.load_spec`) takes
 its golden values from the op's NumPy float64 reference -- never from the code under test -- and
 says so in its source and derivation. The script rebuilds the inputs with plain torch, runs the
 implementation under test (the candidate's import target, or stock torch for the ``coo``
@@ -22,7 +22,7 @@ import numpy as np
 import yaml
 
 from conformance.backends.base import Backend
-from conformance.generated import (
+from conformance.cases.generated import (
     DivergenceObserved,
     Property,
     Trial,
@@ -216,8 +216,8 @@ def write_counterexample(directory: Path, prop: Property, backend: Backend, devi
                          others: dict[str, Backend] | None = None) -> Counterexample:
     """Write ``<property>-<backend>-<device>-<dtype>-<hash>.yaml`` and ``.py``; load the spec back
     and run each case through the suite's runner on the failing backend."""
-    from conformance.runner import run_item
-    from conformance.spec import load_spec
+    from conformance.run.runner import run_item
+    from conformance.specs.load import load_spec
 
     document, digest = build_spec(prop, backend, device, dtype, example, failure, seed=seed, replay=replay,
                                   others=others, impl_target=impl_target)
@@ -255,8 +255,8 @@ def _other_backends_on(spec, others: dict[str, Backend], exclude: str, dtype: st
     """Built-in backends the committed spec would flag (beyond its known divergences): worth
     knowing before committing it -- e.g. the runner's reference cross-check uses the dtype's
     default tolerance scaled by the op, not the case's tolerance."""
-    from conformance.backends.base import Unsupported
-    from conformance.runner import run_item
+    from conformance.types import Unsupported
+    from conformance.run.runner import run_item
 
     notes = []
     for name, other in others.items():

@@ -12,7 +12,7 @@
    machines
 
 With ``--changed-files``/``--base-ref`` only the items of the ops those files select (see
-``conformance/paths.yaml``) are compared. The diff (:func:`diff_runs`) is shared with the report.
+``conformance/results/paths.yaml``) are compared. The diff (:func:`diff_runs`) is shared with the report.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from conformance.results import Results, key_label
+from conformance.results.store import Results, key_label
 
 PASSING = ("passed", "xpass")
 BROKEN = ("failed", "error")
@@ -274,7 +274,7 @@ def run_gate(base: Results, head: Results, *, ops: set[str] | None = None, scope
 
 def scope_from_files(files: Iterable[str], paths_map: str | None = None, root: str = "."):
     """(ops or None for everything, a one-line note) for changed files."""
-    from conformance.selection import load_rules, select_ops
+    from conformance.results.selection import load_rules, select_ops
 
     selection = select_ops(files, load_rules(paths_map), root)
     if selection.everything:

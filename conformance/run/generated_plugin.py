@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
-from conformance import outcomes
+from conformance.run import outcomes
 from conformance.backends.base import Backend
 from conformance.compare import Mismatch
 from conformance.devices import unavailable_reason
-from conformance.generated import PROPERTIES, Property, describe_divergences, run_property
-from conformance.strategies import FLOAT_DTYPES
+from conformance.cases.generated import PROPERTIES, Property, describe_divergences, run_property
+from conformance.cases.strategies import FLOAT_DTYPES
 
 PROFILES = {
     # CI: deterministic (fixed seed, no example database), bounded, no deadline flakiness
@@ -161,7 +161,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     """A generated item searches many examples: its per-item timeout (conformance/hooks.py's
     --conformance-timeout, when the user set no timeout of their own) grows with the examples."""
     try:
-        from conformance.hooks import _timeout_user_set
+        from conformance.run.hooks import _timeout_user_set
     except ImportError:  # an older core without per-item timeouts
         return
     seconds = float(config.getoption("conformance_timeout", 0) or 0)
@@ -208,7 +208,7 @@ class GeneratedCollector(pytest.Collector):
     """One item per property x backend x device x dtype, as selected on the command line."""
 
     def collect(self):
-        from conformance.plugin import SELECTION
+        from conformance.run.plugin import SELECTION
 
         selection = self.config.stash[SELECTION]
         dtypes = selection.dtypes or list(FLOAT_DTYPES)
@@ -266,8 +266,8 @@ class GeneratedItem(pytest.Item):
 
     def _fail(self, gen: GeneratedConfig, result) -> None:
         from conformance.backends import builtin_backends
-        from conformance.counterexamples import encode_inputs, to_yaml, write_counterexample
-        from conformance.generated import cases_of
+        from conformance.cases.counterexamples import encode_inputs, to_yaml, write_counterexample
+        from conformance.cases.generated import cases_of
         from conformance.ops import OPS
 
         failure = result.failure

@@ -6,7 +6,7 @@ the requested dtype (so ``quantize`` is the identity on them and the NumPy refer
 what a backend sees). They are public: use them in your own properties::
 
     from hypothesis import given
-    from conformance import strategies as cst
+    from conformance.cases import strategies as cst
 
     @given(cst.coo_arrays("float32"))
     def test_my_coalesce(coo):

@@ -1,6 +1,6 @@
 """pytest hooks for results files, per-item timeouts, crashed workers and benchmarks.
 
-Loaded through ``pytest_plugins`` in :mod:`conformance.plugin`. Options:
+Loaded through ``pytest_plugins`` in :mod:`conformance.run.plugin`. Options:
 
 --conformance-results PATH   write the run's results JSON to PATH (atomically: at the end, every
                              ``--conformance-results-every`` seconds while running, and when
@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 
-from conformance import outcomes
-from conformance.results import ResultsWriter, now, run_metadata
+from conformance.run import outcomes
+from conformance.results.store import ResultsWriter, now, run_metadata
 
 RESULTS = pytest.StashKey["ResultsState"]()
 DEFAULT_TIMEOUT = 60.0
@@ -143,7 +143,7 @@ class ResultsState:
 
 
 def _selection(config: pytest.Config):
-    from conformance.plugin import SELECTION
+    from conformance.run.plugin import SELECTION
 
     return config.stash.get(SELECTION, None)
 

@@ -33,8 +33,9 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from conformance import outcomes
-from conformance.backends.base import Backend, RunContext, Unsupported
+from conformance.run import outcomes
+from conformance.types import RunContext, Unsupported
+from conformance.backends.base import Backend
 from conformance.compare import Tolerance, compare_outputs, default_tolerance
 from conformance.tensors import CooArray, quantize, torch_dtype
 
@@ -139,7 +140,7 @@ INPUT_MAKERS: dict[str, Callable[[Benchmark, np.random.Generator, Any], Any]] = 
 def make_inputs(op_name: str, bench: Benchmark, dtype_name: str):
     """The benchmark's inputs for ``op_name`` (deterministic in ``bench.seed``)."""
     if op_name not in INPUT_MAKERS:
-        raise ValueError(f"op {op_name!r} has no benchmark input generator (conformance.benchmark.INPUT_MAKERS)")
+        raise ValueError(f"op {op_name!r} has no benchmark input generator (conformance.run.benchmark.INPUT_MAKERS)")
     return INPUT_MAKERS[op_name](bench, np.random.default_rng(bench.seed), torch_dtype(dtype_name))
 
 

@@ -91,7 +91,7 @@ class Spec:
     op: Op
     title: str
     cases: list[Case] = field(default_factory=list)
-    benchmarks: list = field(default_factory=list)  # conformance.benchmark.Benchmark instances
+    benchmarks: list = field(default_factory=list)  # conformance.run.benchmark.Benchmark instances
 
 
 # ---------------------------------------------------------------- YAML with line numbers
@@ -127,7 +127,7 @@ def _format_path(path) -> str:
 @lru_cache(maxsize=None)
 def spec_schema() -> dict:
     """The spec schema file, with each registered op's inputs/expected schemas added."""
-    base = json.loads(resources.files("conformance.schema").joinpath("spec.schema.json").read_text())
+    base = json.loads(resources.files("conformance.specs.schema").joinpath("spec.schema.json").read_text())
     schema = copy.deepcopy(base)
     schema["properties"]["op"]["enum"] = sorted(OPS)
     schema["allOf"] = [
@@ -200,7 +200,7 @@ def load_spec(path: Path | str) -> Spec:
         seen[case_id] = line
         spec.cases.append(_build_case(path, lines, index, raw, op, sources, defaults))
     if "benchmark" in data:
-        from conformance.benchmark import expand
+        from conformance.run.benchmark import expand
 
         for index, raw in enumerate(data["benchmark"]):
             spec.benchmarks.extend(expand(raw, _line_of(lines, ("benchmark", index))))

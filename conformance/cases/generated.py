@@ -1,7 +1,7 @@
 """Generated differential cases: properties checked on Hypothesis-drawn inputs.
 
 A :class:`Property` names an op, a strategy of that op's decoded inputs (see
-:mod:`conformance.strategies`) and a check that runs a backend through the same
+:mod:`conformance.cases.strategies`) and a check that runs a backend through the same
 ``backend.run`` / ``check_invariants`` / ``compare_outputs`` code as the spec cases.
 :func:`run_property` searches one property on one backend, device and dtype and returns a
 :class:`PropertyResult`: passed, failed or error (with the shrunk counterexample), unsupported,
@@ -10,8 +10,8 @@ or passed-with-known-divergences (the caller reports those as xfail).
 Tolerances (:func:`tolerances`) scale with the work done: with the dtype's unit roundoff, the
 number of steps and duplicates, the magnitudes involved, and how far the same formulas evaluated
 in the dtype land from the float64 reference. An output outside them is checked against models of
-known divergences -- stock torch's half-precision arithmetic (:mod:`conformance.lowprec`) and
-particular backends' documented idioms (:mod:`conformance.known_divergences`); when it matches
+known divergences -- stock torch's half-precision arithmetic (:mod:`conformance.cases.lowprec`) and
+particular backends' documented idioms (:mod:`conformance.cases.known_divergences`); when it matches
 one, the example is recorded as that divergence with its reason -- never a silent pass and never
 a failure -- and the search goes on.
 """
@@ -28,8 +28,9 @@ from typing import Any, Callable
 import numpy as np
 from hypothesis import strategies as st
 
-from conformance import known_divergences, lowprec, strategies
-from conformance.backends.base import Backend, RunContext, Unsupported
+from conformance.cases import known_divergences, lowprec, strategies
+from conformance.types import RunContext, Unsupported
+from conformance.backends.base import Backend
 from conformance.compare import Mismatch, Tolerance, compare_outputs, default_tolerance
 from conformance.ops import OPS, Op
 from conformance.ops.coalesce import coalesce_reference
@@ -157,7 +158,7 @@ def widest(tols: dict[str, Tolerance | None]) -> Tolerance:
 
 class DivergenceObserved(Exception):
     """An example on which the backend matched stock torch's documented low-precision behaviour
-    (see :mod:`conformance.lowprec`) but not the float64 reference."""
+    (see :mod:`conformance.cases.lowprec`) but not the float64 reference."""
 
     def __init__(self, divergence: lowprec.Divergence, detail: str):
         super().__init__(f"{divergence.reason} ({detail})")
@@ -191,7 +192,7 @@ class Trial:
     def compare(self, outputs: dict, expected: dict, tols: dict, inputs: Any, against: str,
                 model: Callable[[], dict] | None = None) -> None:
         """compare_outputs; on a Mismatch, ask whether a known divergence explains it -- this
-        backend's documented idiom (:mod:`conformance.known_divergences`) or stock torch's
+        backend's documented idiom (:mod:`conformance.cases.known_divergences`) or stock torch's
         low-precision arithmetic (``model`` gives torch's result in this dtype) -- before failing."""
         try:
             compare_outputs(outputs, expected, tols, against=against)

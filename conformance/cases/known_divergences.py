@@ -5,7 +5,7 @@ backend. Each entry here names the backends (and devices) it concerns and a NumP
 divergent behaviour. A generated example on which such a backend misses the contract but
 *matches the model* is reported as that known divergence (xfail, with the reason); an output
 that matches neither is a failure. Stock torch's half-precision behaviour is in
-:mod:`conformance.lowprec`.
+:mod:`conformance.cases.lowprec`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from conformance.lowprec import Divergence
+from conformance.cases.lowprec import Divergence
 from conformance.ops.masked_mean import MaskedMeanInputs, masked_mean_reference
 
 MULTIPLY_LETS_NAN_THROUGH = Divergence(

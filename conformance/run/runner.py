@@ -7,10 +7,11 @@ import re
 import time
 from typing import Any
 
-from conformance.backends.base import Backend, RunContext
+from conformance.types import RunContext
+from conformance.backends.base import Backend
 from conformance.compare import Mismatch, Tolerance, compare_outputs, default_tolerance
 from conformance.devices import measure
-from conformance.spec import Case
+from conformance.specs.load import Case
 from conformance.tensors import torch_dtype
 
 
@@ -40,7 +41,7 @@ def check_expected_error(case: Case, backend: Backend, inputs: Any, ctx: RunCont
     try:
         backend.run(case.op.name, inputs, ctx)
     except Exception as exc:
-        from conformance.backends.base import Unsupported
+        from conformance.types import Unsupported
 
         if isinstance(exc, Unsupported):
             raise

@@ -126,7 +126,7 @@ def torch_xla_version() -> str | None:
 @lru_cache(maxsize=None)
 def suite_git() -> dict[str, Any]:
     """The suite's git commit and whether its work tree has changes (None outside a checkout)."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     try:
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
                                 text=True, timeout=10)
@@ -301,7 +301,7 @@ class ResultsWriter:
 
 @lru_cache(maxsize=None)
 def results_schema() -> dict:
-    return json.loads(resources.files("conformance.schema").joinpath("results.schema.json").read_text())
+    return json.loads(resources.files("conformance.results.schema").joinpath("results.schema.json").read_text())
 
 
 @dataclass

@@ -1,0 +1,281 @@
+"""pytest hooks only: options, collecting ``specs/**/*.yaml``, turning cases into items,
+and mapping pytest's reports onto conformance outcomes."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.run import outcomes
+from conformance.backends import Backend, Unsupported, builtin_backends
+from conformance.run.benchmark import benchmark_items
+from conformance.backends.candidate import CandidateBackend, CandidateError, parse_impl_options
+from conformance.compare import Mismatch
+from conformance.devices import DEFAULT_DEVICES, DEVICES, unavailable_reason
+from conformance.ops import OPS
+from conformance.run.runner import run_item
+from conformance.specs.load import Case, SpecError, load_spec
+from conformance.tensors import DTYPES
+
+SPEC_SUFFIXES = (".yaml", ".yml")
+
+# results files, per-item timeouts, crashed xdist workers, benchmark options (conformance/hooks.py);
+# generated (Hypothesis) cases: their options, profiles and the specs::generated collector
+pytest_plugins = ["conformance.run.hooks", "conformance.run.generated_plugin"]
+
+
+def _split(values: list[str] | None) -> list[str]:
+    return [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("conformance", "sparse/masked semantics conformance (specs/*.yaml)")
+    group.addoption("--conformance-backend", action="append", metavar="NAME[,NAME]",
+                    help="backends to run (repeatable or comma-separated; 'all' for every one). "
+                         "Default: every built-in backend, or only the candidates when --conformance-impl is given.")
+    group.addoption("--conformance-device", action="append", metavar="DEVICE[,DEVICE]",
+                    help=f"devices to run on (known: {', '.join(DEVICES)}). Default: {','.join(DEFAULT_DEVICES)}; "
+                         "an unavailable device is skipped with the reason.")
+    group.addoption("--conformance-dtype", action="append", metavar="DTYPE[,DTYPE]",
+                    help=f"dtypes to run ({', '.join(DTYPES)}). Default: each case's own list.")
+    group.addoption("--conformance-op", action="append", metavar="OP[,OP]",
+                    help=f"ops to run ({', '.join(OPS)}). Default: all.")
+    group.addoption("--conformance-impl", action="append", metavar="OP=module:attr",
+                    help="gate a candidate implementation of OP as a backend named 'candidate' "
+                         "(repeatable; module:attr or path/to/file.py:attr). "
+                         "adagrad/sparse_adam: a torch.optim.Optimizer subclass with torch's constructor; "
+                         "coalesce: a callable sparse COO -> sparse COO; "
+                         "masked_mean: a callable (values, bool_mask) -> 0-d tensor that autograd can differentiate.")
+
+
+@dataclass
+class Selection:
+    """What the command line asked to run."""
+
+    backends: dict[str, Backend]
+    devices: list[str]
+    dtypes: list[str] | None
+    ops: list[str] | None
+
+
+def _select(config: pytest.Config) -> Selection:
+    known = builtin_backends()
+    try:
+        impls = parse_impl_options(config.getoption("conformance_impl") or [])
+    except CandidateError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if impls:
+        known["candidate"] = CandidateBackend(
+            "candidate", {op: obj for op, (_, obj) in impls.items()},
+            description="; ".join(f"{op}={target}" for op, (target, _) in impls.items()))
+    names = _split(config.getoption("conformance_backend"))
+    if not names or names == ["all"]:
+        names = ["candidate"] if impls and not names else list(known)
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise pytest.UsageError(f"--conformance-backend: unknown backend(s) {', '.join(unknown)}; "
+                                f"known: {', '.join(known)}")
+    devices = _split(config.getoption("conformance_device")) or list(DEFAULT_DEVICES)
+    bad = [d for d in devices if d not in DEVICES]
+    if bad:
+        raise pytest.UsageError(f"--conformance-device: unknown device(s) {', '.join(bad)}; known: {', '.join(DEVICES)}")
+    dtypes = _split(config.getoption("conformance_dtype")) or None
+    bad = [d for d in dtypes or [] if d not in DTYPES]
+    if bad:
+        raise pytest.UsageError(f"--conformance-dtype: unknown dtype(s) {', '.join(bad)}; known: {', '.join(DTYPES)}")
+    ops = _split(config.getoption("conformance_op")) or None
+    bad = [o for o in ops or [] if o not in OPS]
+    if bad:
+        raise pytest.UsageError(f"--conformance-op: unknown op(s) {', '.join(bad)}; known: {', '.join(OPS)}")
+    return Selection({name: known[name] for name in names}, devices, dtypes, ops)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[SELECTION] = _select(config)
+    config.addinivalue_line("markers", "conformance: an item generated from a spec case")
+    for message in QUIET_WARNINGS:
+        config.addinivalue_line("filterwarnings", f"ignore:{message}")
+
+
+QUIET_WARNINGS = (
+    "The PyTorch API of MaskedTensors is in prototype stage",  # every MaskedTensor op says so
+    "Sparse invariant checks are implicitly disabled",  # torch's own optimizers build COO tensors
+    "It is not recommended to create a MaskedTensor with a tensor that requires_grad",  # MaskedTensor's autograd
+)
+
+
+SELECTION = pytest.StashKey[Selection]()
+
+
+def _is_spec_path(file_path: Path, config: pytest.Config) -> bool:
+    if file_path.suffix not in SPEC_SUFFIXES:
+        return False
+    if "specs" in file_path.parts:
+        return True
+    return any(Path(arg.split("::")[0]).resolve() == file_path.resolve() for arg in config.args)
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector):
+    if _is_spec_path(file_path, parent.config):
+        return SpecFile.from_parent(parent, path=file_path)
+    return None
+
+
+class SpecFile(pytest.File):
+    """One YAML spec: an item per case x backend x device x dtype, or one item for a bad file."""
+
+    def collect(self):
+        try:
+            spec = load_spec(self.path)
+        except SpecError as error:
+            yield InvalidSpecItem.from_parent(self, name="invalid-spec", error=error)
+            return
+        selection = self.config.stash[SELECTION]
+        if selection.ops is not None and spec.op.name not in selection.ops:
+            return
+        for case in spec.cases:
+            yield from self._items(case, selection)
+        if self.config.getoption("conformance_benchmark"):
+            yield from benchmark_items(self, spec, selection)
+
+    def _items(self, case: Case, selection: Selection):
+        for backend in selection.backends.values():
+            if not backend.implements(case.op.name) and not backend.lists_unimplemented_ops:
+                continue
+            if case.backends is not None and backend.name not in case.backends:
+                continue
+            for device in selection.devices:
+                if not backend.runs_on(device) or (case.devices is not None and device not in case.devices):
+                    continue
+                for dtype in case.dtypes:
+                    if selection.dtypes is not None and dtype not in selection.dtypes:
+                        continue
+                    item = CaseItem.from_parent(self, name=f"{case.id}[{backend.name}-{device}-{dtype}]",
+                                                case=case, backend=backend, device=device, dtype=dtype)
+                    reason = unavailable_reason(device)
+                    if reason:
+                        item.add_marker(pytest.mark.skip(reason=reason))
+                    divergence = case.divergence_for(backend.name, device, dtype)
+                    if divergence is not None:
+                        raises = {"mismatch": Mismatch, "error": Exception, "any": BaseException}[divergence.kind]
+                        text = divergence.reason + (f" ({divergence.link})" if divergence.link else "")
+                        item.add_marker(pytest.mark.xfail(reason=f"known divergence: {text}", raises=raises,
+                                                          strict=False))
+                    yield item
+
+
+class CaseItem(pytest.Item):
+    """One case run on one backend, device and dtype."""
+
+    def __init__(self, *, case: Case, backend: Backend, device: str, dtype: str, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.case = case
+        self.backend = backend
+        self.device = device
+        self.dtype = dtype
+        self.add_marker(pytest.mark.conformance)
+        self.record: dict[str, Any] = {
+            "spec": str(case.spec_path), "case": case.id, "op": case.op.name, "backend": backend.name,
+            "device": device, "dtype": dtype,
+        }
+
+    def runtest(self) -> None:
+        try:
+            ctx = run_item(self.case, self.backend, self.device, self.dtype, record=self.record)
+        except Unsupported as exc:
+            raise outcomes.UnsupportedSkip(f"unsupported: {exc}") from None
+        except Mismatch as exc:
+            self.record.update(max_abs_error=exc.max_abs_error, max_rel_error=exc.max_rel_error)
+            raise
+        self.record.update(ctx.record)
+
+    def repr_failure(self, excinfo, style=None):
+        where = f"{self.case.spec_path}:{self.case.line}: {self.name}"
+        if excinfo.errisinstance(Mismatch):
+            return f"{where}\n{excinfo.value}"
+        excinfo.traceback = excinfo.traceback.filter(
+            lambda entry: not any(part in str(entry.path) for part in ("/_pytest/", "/pluggy/")))
+        return f"{where}\n{super().repr_failure(excinfo, style='short')}"
+
+    def reportinfo(self):
+        return self.path, self.case.line - 1, f"{self.case.id}[{self.backend.name}-{self.device}-{self.dtype}]"
+
+
+class InvalidSpecItem(pytest.Item):
+    """Stands for a spec file that could not be loaded; reports the file:line error."""
+
+    def __init__(self, *, error: SpecError, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.error = error
+        self.record = {"spec": str(error.path), "case": None, "op": None, "backend": None,
+                       "device": None, "dtype": None}
+
+    def runtest(self) -> None:
+        raise self.error
+
+    def repr_failure(self, excinfo, style=None):
+        return f"invalid spec: {excinfo.value}"
+
+    def reportinfo(self):
+        return self.path, (self.error.line or 1) - 1, "invalid spec"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    record = getattr(item, "record", None)
+    if record is None:
+        return report
+    outcome = outcomes.classify(report, call.excinfo)
+    if outcome is not None:
+        message = None
+        if call.excinfo is not None:
+            message = str(call.excinfo.value).strip()
+        elif hasattr(report, "wasxfail"):
+            message = report.wasxfail
+        report.user_properties.append((outcomes.PROPERTY, {**record, "outcome": outcome, "message": message}))
+    return report
+
+
+def _record_of(report) -> dict | None:
+    for key, value in getattr(report, "user_properties", ()):
+        if key == outcomes.PROPERTY:
+            return value
+    return None
+
+
+def pytest_report_teststatus(report, config):
+    record = _record_of(report)
+    if record is None:
+        return None
+    if record["outcome"] == outcomes.UNSUPPORTED:
+        return "unsupported", "U", ("UNSUPPORTED", {"yellow": True})
+    if record["outcome"] == outcomes.ERROR and report.when == "call":
+        return "error", "E", ("ERROR", {"red": True})
+    return None
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    counts: dict[str, Counter] = defaultdict(Counter)
+    unsupported: Counter = Counter()
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            record = _record_of(report)
+            if record and record.get("backend"):
+                counts[record["backend"]][record["outcome"]] += 1
+                if record["outcome"] == outcomes.UNSUPPORTED:
+                    unsupported[(record["backend"], (record["message"] or "").removeprefix("unsupported: "))] += 1
+    if not counts:
+        return
+    terminalreporter.section("conformance summary")
+    columns = [o for o in outcomes.ALL if any(c[o] for c in counts.values())]
+    width = max(12, *(len(backend) + 1 for backend in counts))
+    terminalreporter.write_line(f"{'backend':<{width}}" + "".join(f"{c:>12}" for c in columns))
+    for backend, counter in sorted(counts.items()):
+        terminalreporter.write_line(f"{backend:<{width}}" + "".join(f"{counter[c]:>12}" for c in columns))
+    for (backend, message), count in sorted(unsupported.items()):
+        terminalreporter.write_line(f"UNSUPPORTED {backend}: {message} ({count} item{'s' if count > 1 else ''})")

@@ -107,6 +107,10 @@ class Adagrad(Op):
         "properties": {"param": TENSOR, "state_sum": TENSOR, "std": TENSOR, "step": {"type": "number"}},
     }
 
+    @property
+    def torch_implementation(self) -> type:
+        return torch.optim.Adagrad
+
     def decode_inputs(self, raw: dict, dtype: torch.dtype) -> OptimizerInputs:
         return OptimizerInputs.decode(raw, dtype)
 

@@ -24,6 +24,12 @@ class Op:
     expected_schema: dict = {}
     exact_outputs: frozenset[str] = frozenset()
 
+    @property
+    def torch_implementation(self) -> Any:
+        """Stock torch's implementation of this op, in the form ``run_candidate`` drives (None: no
+        single torch function does it). A candidate is also judged against what it returns."""
+        return None
+
     def decode_inputs(self, raw: dict, dtype: torch.dtype) -> Any:
         """Spec inputs -> NumPy inputs, floats rounded to ``dtype`` (raises ValueError)."""
         raise NotImplementedError

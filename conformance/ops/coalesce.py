@@ -97,6 +97,10 @@ class Coalesce(Op):
                         f"indices are not sorted and unique: entry {position} {left} is not before "
                         f"entry {position + 1} {right}")
 
+    @property
+    def torch_implementation(self):
+        return torch.Tensor.coalesce
+
     def run_candidate(self, candidate, inputs: CooArray, ctx: RunContext) -> dict[str, Any]:
         tensor = inputs.to_torch(ctx.dtype, ctx.torch_device)
         return outputs_of_sparse(candidate(tensor))

@@ -36,6 +36,11 @@ def masked_mean_reference(inputs: MaskedMeanInputs) -> dict[str, np.ndarray]:
     return {"value": np.float64(value), "grad": grad}
 
 
+def torch_masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Stock torch's masked mean: ``torch.masked.mean`` (the documented masked reduction)."""
+    return torch.masked.mean(values, mask=mask)
+
+
 def differentiate(function, inputs: MaskedMeanInputs, ctx: RunContext) -> dict[str, Any]:
     """Call ``function(values, mask)`` on leaf tensors and backpropagate a gradient of one."""
     values = to_torch(inputs.values, ctx.dtype, ctx.torch_device).requires_grad_(True)
@@ -74,6 +79,10 @@ class MaskedMean(Op):
 
     def reference(self, inputs: MaskedMeanInputs) -> dict[str, np.ndarray]:
         return masked_mean_reference(inputs)
+
+    @property
+    def torch_implementation(self):
+        return torch_masked_mean
 
     def run_candidate(self, candidate, inputs: MaskedMeanInputs, ctx: RunContext) -> dict[str, Any]:
         return differentiate(candidate, inputs, ctx)

@@ -94,6 +94,10 @@ class SparseAdam(Op):
     def reference(self, inputs: OptimizerInputs) -> dict[str, np.ndarray]:
         return sparse_adam_reference(inputs)
 
+    @property
+    def torch_implementation(self) -> type:
+        return torch.optim.SparseAdam
+
     def run_candidate(self, candidate, inputs: OptimizerInputs, ctx: RunContext) -> dict[str, Any]:
         return run_optimizer(candidate, inputs, ctx,
                              {"exp_avg": "exp_avg", "exp_avg_sq": "exp_avg_sq", "step": "step"})

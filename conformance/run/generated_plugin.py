@@ -254,10 +254,14 @@ class GeneratedItem(pytest.Item):
         gen = self.config.stash[GENERATED]
         result = run_property(self.prop, self.backend, self.device, self.dtype, settings=gen.hypothesis_settings(),
                               base_seed=gen.seed, database_key=self.name)
-        self.record.update(examples=result.examples, seed=gen.seed, profile=gen.profile,
+        self.record.update(examples=result.examples, unsupported_examples=result.unsupported_examples,
+                           seed=gen.seed, profile=gen.profile,
                            hypothesis_database=str(gen.database) if gen.database else None)
+        if self.backend.judged_against_torch:
+            self.record["improvements"] = result.improvements
         if result.unsupported is not None:
-            raise outcomes.UnsupportedSkip(f"unsupported: {result.unsupported}")
+            raise outcomes.UnsupportedSkip(f"unsupported: {result.unsupported} (on all {result.unsupported_examples} "
+                                           f"examples drawn)")
         if result.failure is not None:
             self._fail(gen, result)
         if result.divergences:

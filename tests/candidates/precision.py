@@ -129,3 +129,10 @@ def half_sum_masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tens
     for value in selected.unbind():
         total = total + value  # rounded to the dtype at every addition
     return total / mask.sum()
+
+
+class NeverSupportedAdagrad(torch.optim.Adagrad):
+    """A library that can express none of the inputs: its generated items are unsupported."""
+
+    def __init__(self, params, **kwargs):
+        raise Unsupported("this library cannot express any of it")

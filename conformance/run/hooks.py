@@ -121,7 +121,7 @@ class ResultsState:
         self.write()
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self.expected.update(item.nodeid for item in session.items if hasattr(item, "record"))
+        self.expected.update(record_key(item.nodeid, item.record) for item in session.items if hasattr(item, "record"))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids) -> None:
@@ -131,7 +131,7 @@ class ResultsState:
         record = _record_of(report)
         if record is None or self.writer is None:
             return
-        self.writer.add(report.nodeid, _relative_spec(record, self.config))
+        self.writer.add(record_key(report.nodeid, record), _relative_spec(record, self.config))
         if time.monotonic() - self.last_write >= self.every:
             self.write()
 
@@ -280,6 +280,13 @@ def _relative_spec(record: dict, config: pytest.Config) -> dict:
         except ValueError:
             pass
     return record
+
+
+def record_key(nodeid: str, record: dict) -> str:
+    """The item's key in the results file: its node id, with the spec path in front where pytest
+    leaves the file out (a spec file given on the command line outside the rootdir has node id
+    ``::name``, so two such files would collide)."""
+    return f"{record.get('spec')}{nodeid}" if nodeid.startswith("::") and record.get("spec") else nodeid
 
 
 def _record_of(report) -> dict | None:

@@ -103,7 +103,7 @@ def subprocess_runs(tmp_path_factory):
     paths = [spec_file(bad, name, text) for name, (text, _, _) in PATHOLOGICAL.items()]
     paths.append(spec_file(bad, "latin-1", "op: coalesce\n# caf\xe9\n".encode("latin-1")))
     pathological = _start(root / "pathological", str(REPO / "specs" / "coalesce.yaml"), *map(str, paths),
-                          "--conformance-backend", "reference,coo")
+                          "--conformance-backend", "reference,coo", "--conformance-dtype", "float32")
     gate = root / "gate"
     holder = _start(root / "holder", str(SMALL_SPEC), "--conformance-results-every", "0.001",
                     "--conformance-impl", "adagrad=tests/candidates/faults.py:SwallowedSigtermAdagrad",
@@ -175,7 +175,7 @@ def test_a_session_with_pathological_specs_records_every_real_item(subprocess_ru
             assert f"{name}.yaml:" in record["message"] and PATHOLOGICAL[name][1] in record["message"]
     real = [r for r in records if r["spec"] == "specs/coalesce.yaml"]
     assert run["records_expected"] == len(records) and len(real) == len(records) - len(invalid)
-    assert {r["backend"] for r in real} == {"reference", "coo"} and len(real) > 20
+    assert {r["backend"] for r in real} == {"reference", "coo"} and len(real) > 10
     assert {r["outcome"] for r in real} <= {"passed", "xfail"}
 
 

@@ -114,12 +114,14 @@ def _same_device(a: torch.device, b: torch.device) -> bool:
 
 
 def _snapshot(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor.detach().clone()
+    # compared on the CPU: on XLA a device-side copy and comparison would add graphs of their own
+    # to the compile counts measured around the candidate (masked_mean_compiles)
+    return tensor.detach().to("cpu", copy=True)
 
 
 def _changed(tensor: torch.Tensor, before: torch.Tensor) -> str | None:
     """How ``tensor`` differs from the copy ``before`` (bit for bit, NaN equal to NaN), or None."""
-    now = tensor.detach()
+    now = tensor.detach().cpu()
     if now.layout != before.layout or now.dtype != before.dtype or now.shape != before.shape:
         return (f"it became {now.layout}/{now.dtype}/{list(now.shape)}, was "
                 f"{before.layout}/{before.dtype}/{list(before.shape)}")

@@ -22,6 +22,7 @@ class Backend:
     description: str = ""
     devices: tuple[str, ...] | None = None
     lists_unimplemented_ops: bool = True  # items for ops it lacks, reported unsupported
+    judged_against_torch: bool = False  # also compared with stock torch on every item (conformance.verdict)
 
     def __init__(self, runners: Mapping[str, Runner] | None = None):
         self.runners: dict[str, Runner] = dict(runners or {})

@@ -75,6 +75,7 @@ class CandidateBackend(Backend):
     """
 
     lists_unimplemented_ops = False
+    judged_against_torch = True
 
     def __init__(self, name: str, candidates: dict[str, Any], description: str = ""):
         self.name = name

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
+import torch
 from hypothesis import strategies as st
 
 from conformance.cases import known_divergences, lowprec, strategies
@@ -37,6 +38,8 @@ from conformance.ops.coalesce import coalesce_reference
 from conformance.ops.masked_mean import MaskedMeanInputs
 from conformance.ops.optimizer_steps import OptimizerInputs, dense_grad_and_mask
 from conformance.tensors import CooArray, quantize, to_numpy, torch_dtype
+from conformance.rounding import check_rounding, unit_roundoff
+from conformance.verdict import StockTorch, agreement_tolerance, agrees, distance
 
 # ---------------------------------------------------------------- tolerances
 
@@ -166,14 +169,6 @@ class DivergenceObserved(Exception):
         self.detail = detail
 
 
-class _UnsupportedAbort(BaseException):
-    """Stops a Hypothesis run at once (Hypothesis does not catch BaseException subclasses)."""
-
-    def __init__(self, exc: Unsupported):
-        super().__init__(str(exc))
-        self.exc = exc
-
-
 @dataclass
 class Trial:
     """One property on one backend, device and dtype: runs the backend and compares outputs."""
@@ -267,6 +262,7 @@ class Property:
     strategy: Callable[[str], st.SearchStrategy]
     check: Callable[[Trial, Any], None]
     skip_backends: tuple[str, ...] = ()
+    dtypes: tuple[str, ...] | None = None  # None: every float dtype
     to_cases: Callable[[Any], list[tuple[str, Any]]] = field(default=lambda example: [("", example)])
 
     @property
@@ -324,20 +320,26 @@ def check_coalesce_dense_sum(trial: Trial, coo: CooArray) -> None:
 OPTIMIZER_STATE = {"adagrad": ("param", "state_sum"), "sparse_adam": ("param", "exp_avg", "exp_avg_sq")}
 
 
-def _initial_state(op: str, inputs: OptimizerInputs, dtype: str, backend: str) -> dict[str, np.ndarray]:
+def _initial_state(op: str, inputs: OptimizerInputs, outputs: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Each state entry's value before the first step, as the implementation stores it: rounded to
+    the dtype of the state it returned (torch keeps the accumulator in the parameter's dtype, a
+    fused kernel may keep it in float32, the float64 reference does not round it)."""
     if op == "adagrad":
         init = np.full(inputs.param.shape, inputs.hyperparameters.get("initial_accumulator_value", 0.0))
-        # torch stores the accumulator in the parameter's dtype; the float64 reference does not round it
-        return {"param": inputs.param, "state_sum": init if backend == "reference" else quantize(init, torch_dtype(dtype))}
+        stored = outputs.get("state_sum")
+        return {"param": inputs.param,
+                "state_sum": quantize(init, stored.dtype).reshape(init.shape) if isinstance(stored, torch.Tensor) else init}
     return {"param": inputs.param, "exp_avg": np.zeros(inputs.param.shape), "exp_avg_sq": np.zeros(inputs.param.shape)}
 
 
 def check_unspecified_unchanged(trial: Trial, inputs: OptimizerInputs) -> None:
     """Step by step (running each prefix of the trajectory): entries a step's gradient does not
     specify keep the parameter's and the state's exact bits through that step."""
-    previous = _initial_state(trial.op.name, inputs, trial.dtype, trial.backend.name)
+    previous = None
     for step in range(1, inputs.steps + 1):
         outputs = trial.run(OptimizerInputs(inputs.param, inputs.grads[:step], inputs.hyperparameters))
+        if previous is None:
+            previous = _initial_state(trial.op.name, inputs, outputs)
         untouched = ~specified_mask(inputs.grads[step - 1], inputs.param.shape)
         for name in OPTIMIZER_STATE[trial.op.name]:
             if name not in outputs:
@@ -378,6 +380,48 @@ def check_adagrad_sparse_equals_dense(trial: Trial, inputs: OptimizerInputs) -> 
 
     trial.compare(pick, want, tols, inputs, against="dense Adagrad on the densified gradients (same backend)",
                   model=model)
+
+
+def check_rounds_correctly(trial: Trial, inputs: Any) -> None:
+    """float16/bfloat16 outputs are the exact result rounded to nearest even, give or take the
+    float32 arithmetic before it (:mod:`conformance.rounding`); stock torch's own known
+    half-precision arithmetic is reported as its divergence, not as a failure."""
+    dtype = torch_dtype(trial.dtype)
+    outputs = trial.run(inputs)
+    for name, (exact, low, high) in trial.op.rounding_bounds(inputs, dtype).items():
+        if name not in outputs:
+            raise Mismatch(f"the backend did not produce {name}")
+        try:
+            check_rounding(name, outputs[name], exact, low, high, dtype)
+        except Mismatch as mismatch:
+            divergence = _rounding_divergence(trial, inputs, name, outputs[name], dtype)
+            if divergence is None:
+                raise
+            raise DivergenceObserved(divergence, str(mismatch).splitlines()[0]) from None
+
+
+def _rounding_divergence(trial: Trial, inputs: Any, name: str, got, dtype) -> lowprec.Divergence | None:
+    """The known divergence an incorrectly rounded output is explained by: this backend's own
+    rounding mode, or stock torch's half-precision accumulation of duplicates (any order)."""
+    if trial.backend.name == "reference" or trial.backend.judged_against_torch:
+        return None  # a candidate is excused only by being the same as stock torch (same_as_torch)
+    rounding = known_divergences.rounding_for_backend(trial.backend.name, trial.device, trial.dtype)
+    if rounding is not None:
+        exact, low, high = trial.op.rounding_bounds(inputs, dtype)[name]
+        try:
+            check_rounding(name, got, exact, low, high, dtype, mode=rounding.mode)
+            return rounding.divergence
+        except Mismatch:
+            pass
+    if trial.op.torch_sums_duplicates_in_half:
+        half = lowprec.HALF_ACCUMULATION
+        exact, low, high = trial.op.rounding_bounds(inputs, dtype, accumulation_unit=unit_roundoff(dtype))[name]
+        try:
+            check_rounding(name, got, exact, low, high, dtype)
+            return half
+        except Mismatch:
+            pass
+    return None
 
 
 def check_rejects_invalid(trial: Trial, inputs: Any) -> None:
@@ -503,6 +547,22 @@ PROPERTIES: list[Property] = [
     Property("sparse_adam", "rejects-invalid",
              "invalid hyperparameters and dense gradients raise torch's documented errors",
              lambda dtype: strategies.invalid_optimizer_inputs("sparse_adam", dtype), check_rejects_invalid),
+    Property("coalesce", "rounds-correctly",
+             "float16/bfloat16 sums of duplicates are correctly rounded (many equal duplicates, cancelling pairs)",
+             lambda dtype: strategies.coalesce_rounding_inputs(dtype), check_rounds_correctly,
+             skip_backends=("reference",), dtypes=lowprec.HALF_DTYPES),
+    Property("adagrad", "rounds-correctly",
+             "a float16/bfloat16 parameter moved by a fraction of an ulp to a few ulps is correctly rounded",
+             lambda dtype: strategies.optimizer_rounding_inputs("adagrad", dtype), check_rounds_correctly,
+             skip_backends=("reference",), dtypes=lowprec.HALF_DTYPES),
+    Property("sparse_adam", "rounds-correctly",
+             "a float16/bfloat16 parameter moved by a fraction of an ulp to a few ulps is correctly rounded",
+             lambda dtype: strategies.optimizer_rounding_inputs("sparse_adam", dtype), check_rounds_correctly,
+             skip_backends=("reference",), dtypes=lowprec.HALF_DTYPES),
+    Property("masked_mean", "rounds-correctly",
+             "a float16/bfloat16 mean over long masked sums is rounded as float32 arithmetic allows",
+             lambda dtype: strategies.masked_mean_rounding_inputs(dtype), check_rounds_correctly,
+             skip_backends=("reference",), dtypes=lowprec.HALF_DTYPES),
     Property("masked_mean", "agrees-with-reference", "masked mean and its gradient match the NumPy reference",
              lambda dtype: strategies.masked_mean_inputs(dtype), check_agrees_with_reference,
              skip_backends=("reference",)),
@@ -524,12 +584,30 @@ def cases_of(prop: Property, example: Any, dtype: str) -> list[tuple[str, Any]]:
 
 # ---------------------------------------------------------------- searching
 
+UNSUPPORTED_BUDGET = 25  # examples drawn before an item on which none can run is reported unsupported
+
+
+class _NothingRuns(BaseException):
+    """Ends a Hypothesis run whose first UNSUPPORTED_BUDGET examples were all unsupported
+    (Hypothesis does not catch BaseException subclasses)."""
+
+
+SAME_AS_TORCH = lowprec.Divergence(
+    "same-as-torch",
+    "the result is the same as stock torch's on the same inputs, and torch itself misses the property here",
+    None,
+)
+
+
 @dataclass
 class PropertyResult:
     examples: int = 0
+    unsupported_examples: int = 0
+    improvements: int = 0  # examples a candidate gets right where stock torch does not
     divergences: Counter = field(default_factory=Counter)
     divergence_details: dict = field(default_factory=dict)
     unsupported: Unsupported | None = None
+    first_unsupported: Unsupported | None = None
     failure: BaseException | None = None
     failing_example: Any = None
     seed: int | None = None
@@ -543,6 +621,47 @@ class PropertyResult:
         return "xfail" if self.divergences else "passed"
 
 
+def _misses(prop: Property, trial: Trial, example: Any) -> bool:
+    """Whether ``trial``'s backend misses the property on this example (a departure of any kind)."""
+    try:
+        prop.check(trial, example)
+    except (Mismatch, DivergenceObserved):
+        return True
+    except Unsupported:
+        return False
+    except Exception:  # noqa: BLE001 - torch raising where the property expects a result
+        return True
+    return False
+
+
+def same_as_torch(prop: Property, trial: Trial, torch_trial: Trial, example: Any,
+                  mismatch: Mismatch) -> DivergenceObserved | None:
+    """The three-way verdict on one example a candidate misses: a DivergenceObserved when stock
+    torch misses it too and the candidate's outputs are torch's (within
+    :func:`conformance.verdict.agreement_tolerance`); None when the candidate differs from torch
+    (the mismatch then stands, and says what torch did)."""
+    if not _misses(prop, torch_trial, example):
+        mismatch.args = (f"{mismatch.args[0] if mismatch.args else ''}\n  stock torch on the same example: "
+                         f"has the property",)
+        return None
+    tolerance = agreement_tolerance(torch_dtype(trial.dtype))
+    for _, inputs in cases_of(prop, example, trial.dtype):
+        try:
+            ours, theirs = trial.run(inputs), torch_trial.run(inputs)
+        except Exception:  # noqa: BLE001 - one of them raises on these inputs: not the same behaviour
+            return None
+        tols = {name: (None if name in trial.op.exact_outputs else tolerance) for name in theirs}
+        if not agrees(ours, theirs, tols, list(theirs)):
+            mismatch.args = (f"{mismatch.args[0] if mismatch.args else ''}\n  stock torch on the same example: "
+                             f"misses the property too, but differently (max abs difference "
+                             f"{distance(ours, theirs):.6g})",)
+            return None
+    explained = trial.known_divergence(inputs, ours, tols) if len(cases_of(prop, example, trial.dtype)) == 1 else None
+    divergence = explained or SAME_AS_TORCH
+    return DivergenceObserved(lowprec.Divergence(
+        divergence.key, f"same as torch: {divergence.reason}", divergence.link), str(mismatch).splitlines()[0])
+
+
 def derive_seed(base_seed: int, prop: Property, dtype: str) -> int:
     """Per-item seed: the same for every backend and device, so all of them see the same examples."""
     digest = hashlib.sha256(f"{base_seed}:{prop.id}:{dtype}".encode()).digest()
@@ -554,21 +673,49 @@ def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, s
     """Search ``prop`` on one backend/device/dtype with Hypothesis under ``settings``."""
     from hypothesis import given
 
+    from hypothesis import reject
+    from hypothesis.errors import Unsatisfiable
+
     result = PropertyResult(seed=base_seed)
-    trial = Trial(OPS[prop.op], backend, device, dtype)
+    op = OPS[prop.op]
+    trial = Trial(op, backend, device, dtype)
+    torch_trial = None
+    if backend.judged_against_torch and op.torch_implementation is not None:
+        torch_trial = Trial(op, StockTorch(), device, dtype)
+
+    def observed(hit: DivergenceObserved, example) -> None:
+        result.divergences[hit.divergence.key] += 1
+        result.divergence_details.setdefault(hit.divergence.key, (hit.divergence, hit.detail, example))
 
     def generated_case(example):
-        result.examples += 1
         try:
             prop.check(trial, example)
         except DivergenceObserved as hit:
-            result.divergences[hit.divergence.key] += 1
-            result.divergence_details.setdefault(hit.divergence.key, (hit.divergence, hit.detail, example))
-        except Unsupported as exc:
-            raise _UnsupportedAbort(exc) from None
-        except BaseException as exc:
+            result.examples += 1
+            observed(hit, example)
+        except Unsupported as exc:  # this example only: Hypothesis draws another
+            result.unsupported_examples += 1
+            result.first_unsupported = result.first_unsupported or exc
+            if result.examples == 0 and result.unsupported_examples >= UNSUPPORTED_BUDGET:
+                raise _NothingRuns() from None
+            reject()
+        except Mismatch as mismatch:
+            result.examples += 1
+            if torch_trial is not None:
+                hit = same_as_torch(prop, trial, torch_trial, example, mismatch)
+                if hit is not None:
+                    observed(hit, example)
+                    return
             result.failing_example = example
             raise
+        except BaseException:
+            result.examples += 1
+            result.failing_example = example
+            raise
+        else:
+            result.examples += 1
+            if torch_trial is not None and _misses(prop, torch_trial, example):
+                result.improvements += 1
 
     generated_case._hypothesis_internal_add_digest = (database_key or prop.id).encode()
     # a seed without the public @seed decorator, which would also switch the example database off
@@ -580,8 +727,13 @@ def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, s
         test = seed(derive_seed(base_seed, prop, dtype))(test)
     try:
         test()
-    except _UnsupportedAbort as abort:
-        result.unsupported = abort.exc
+    except _NothingRuns:
+        result.unsupported = result.first_unsupported
+    except Unsatisfiable:
+        if result.examples == 0 and result.first_unsupported is not None:
+            result.unsupported = result.first_unsupported  # no example could run at all
+        else:
+            raise
     except BaseException as exc:
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise

@@ -224,6 +224,8 @@ class GeneratedCollector(pytest.Collector):
                     if not backend.runs_on(device):
                         continue
                     for dtype in dtypes:
+                        if prop.dtypes is not None and dtype not in prop.dtypes:
+                            continue
                         item = GeneratedItem.from_parent(self, name=f"{prop.id}[{backend.name}-{device}-{dtype}]",
                                                          prop=prop, backend=backend, device=device, dtype=dtype)
                         reason = unavailable_reason(device)
@@ -254,10 +256,14 @@ class GeneratedItem(pytest.Item):
         gen = self.config.stash[GENERATED]
         result = run_property(self.prop, self.backend, self.device, self.dtype, settings=gen.hypothesis_settings(),
                               base_seed=gen.seed, database_key=self.name)
-        self.record.update(examples=result.examples, seed=gen.seed, profile=gen.profile,
+        self.record.update(examples=result.examples, unsupported_examples=result.unsupported_examples,
+                           seed=gen.seed, profile=gen.profile,
                            hypothesis_database=str(gen.database) if gen.database else None)
+        if self.backend.judged_against_torch:
+            self.record["improvements"] = result.improvements
         if result.unsupported is not None:
-            raise outcomes.UnsupportedSkip(f"unsupported: {result.unsupported}")
+            raise outcomes.UnsupportedSkip(f"unsupported: {result.unsupported} (on all {result.unsupported_examples} "
+                                           f"examples drawn)")
         if result.failure is not None:
             self._fail(gen, result)
         if result.divergences:

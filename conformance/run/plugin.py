@@ -20,6 +20,7 @@ from conformance.ops import OPS
 from conformance.run.runner import run_item
 from conformance.specs.load import Case, SpecError, load_spec
 from conformance.tensors import DTYPES
+from conformance.verdict import SameAsTorch
 
 SPEC_SUFFIXES = (".yaml", ".yml")
 
@@ -165,6 +166,7 @@ class SpecFile(pytest.File):
                         text = divergence.reason + (f" ({divergence.link})" if divergence.link else "")
                         item.add_marker(pytest.mark.xfail(reason=f"known divergence: {text}", raises=raises,
                                                           strict=False))
+                        item.record["divergence"] = {"reason": divergence.reason, "link": divergence.link}
                     yield item
 
 
@@ -188,6 +190,9 @@ class CaseItem(pytest.Item):
             ctx = run_item(self.case, self.backend, self.device, self.dtype, record=self.record)
         except Unsupported as exc:
             raise outcomes.UnsupportedSkip(f"unsupported: {exc}") from None
+        except SameAsTorch as hit:
+            self.record.update(max_abs_error=hit.mismatch.max_abs_error, max_rel_error=hit.mismatch.max_rel_error)
+            pytest.xfail(f"{hit.reason}\n{hit.mismatch}")
         except Mismatch as exc:
             self.record.update(max_abs_error=exc.max_abs_error, max_rel_error=exc.max_rel_error)
             raise
@@ -274,6 +279,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if not counts:
         return
     terminalreporter.section("conformance summary")
+    _summarise_verdicts(terminalreporter)
     columns = [o for o in outcomes.ALL if any(c[o] for c in counts.values())]
     width = max(12, *(len(backend) + 1 for backend in counts))
     terminalreporter.write_line(f"{'backend':<{width}}" + "".join(f"{c:>12}" for c in columns))
@@ -281,3 +287,32 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_line(f"{backend:<{width}}" + "".join(f"{counter[c]:>12}" for c in columns))
     for (backend, message), count in sorted(unsupported.items()):
         terminalreporter.write_line(f"UNSUPPORTED {backend}: {message} ({count} item{'s' if count > 1 else ''})")
+
+
+def _summarise_verdicts(terminalreporter) -> None:
+    """Improvements over stock torch and stale known divergences, each listed once."""
+    stale: dict[str, set] = defaultdict(set)
+    improvements: dict[tuple[str, str], set] = defaultdict(set)
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            record = _record_of(report)
+            if not record:
+                continue
+            where = f"{record['spec']}::{record['case']}"
+            if record.get("stale_divergence"):
+                stale[where].add(record["dtype"])
+            if record.get("verdict") == "improvement":
+                improvements[(record["backend"], where)].add(record["dtype"])
+    for where, dtypes in sorted(stale.items()):
+        terminalreporter.write_line(
+            f"STALE known divergence: {where} [{', '.join(sorted(dtypes))}]: stock torch "
+            f"(torch {_torch_version()}) no longer shows it; update the spec's known_divergences", yellow=True)
+    for (backend, where), dtypes in sorted(improvements.items()):
+        terminalreporter.write_line(f"IMPROVEMENT {backend}: {where} [{', '.join(sorted(dtypes))}] conforms where "
+                                    f"stock torch does not", green=True)
+
+
+def _torch_version() -> str:
+    import torch
+
+    return torch.__version__

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any
+from typing import Any, Callable
 
-from conformance.types import RunContext
 from conformance.backends.base import Backend
+from conformance.types import RunContext, Unsupported
+from conformance.verdict import (SameAsTorch, TorchRun, Verdict, agreement_tolerance, agrees, distance, format_side_by_side, judge,
+                                 run_stock_torch, side_by_side)
 from conformance.compare import Mismatch, Tolerance, compare_outputs, default_tolerance
 from conformance.devices import measure
 from conformance.specs.load import Case
@@ -35,22 +37,52 @@ def _tolerances(case: Case, tolerance: Tolerance) -> dict[str, Tolerance | None]
             for name in list(case.op.expected_schema.get("properties", {})) + ["indices", "values"]}
 
 
-def check_expected_error(case: Case, backend: Backend, inputs: Any, ctx: RunContext) -> None:
+def expected_error_problem(case: Case, call: Callable[[], Any]) -> Mismatch | None:
+    """How ``call()`` misses the case's expected error (a Mismatch), or None when it raises it."""
     wanted = case.expected_error
     describe = wanted.type + (f" matching {wanted.match!r}" if wanted.match else "")
     try:
-        backend.run(case.op.name, inputs, ctx)
+        call()
+    except Unsupported:
+        raise
     except Exception as exc:
-        from conformance.types import Unsupported
-
-        if isinstance(exc, Unsupported):
-            raise
         if not _exception_matches(exc, wanted.type):
-            raise Mismatch(f"expected {describe}, but {type(exc).__name__} was raised: {exc}") from exc
+            return Mismatch(f"expected {describe}, but {type(exc).__name__} was raised: {exc}")
         if wanted.match and not re.search(wanted.match, str(exc)):
-            raise Mismatch(f"expected {describe}, but the message was: {exc}") from exc
+            return Mismatch(f"expected {describe}, but the message was: {exc}")
+        return None
+    return Mismatch(f"expected {describe}, but nothing was raised")
+
+
+def check_against_spec(case: Case, backend: Backend, inputs: Any, dtype, outputs: dict[str, Any]) -> None:
+    """The op's invariants, the golden values and the NumPy reference (raises Mismatch)."""
+    op = case.op
+    op.check_invariants(outputs, inputs)
+    golden_tolerance = case.tolerance or default_tolerance(dtype)
+    compare_outputs(outputs, op.decode_expected(case.expected), _tolerances(case, golden_tolerance),
+                    against=_source_label(case))
+    if backend.name == "reference":
         return
-    raise Mismatch(f"expected {describe}, but nothing was raised")
+    reference = _reference(case, inputs)
+    reference_tolerance = default_tolerance(dtype).scaled(op.reference_tolerance_scale(inputs))
+    golden_is_reference = (case.source or {}).get("key") == "numpy-reference"  # a written counterexample
+    if case.tolerance is not None and golden_is_reference:  # its tolerance is the property's, so use it here too
+        reference_tolerance = Tolerance(max(reference_tolerance.rtol, case.tolerance.rtol),
+                                        max(reference_tolerance.atol, case.tolerance.atol))
+    compare_outputs(outputs, reference, _tolerances(case, reference_tolerance), against="the NumPy reference")
+
+
+def _reference(case: Case, inputs: Any) -> dict[str, Any]:
+    try:
+        return case.op.reference(inputs)
+    except Exception as exc:
+        raise ReferenceFailure(f"the NumPy reference raised {type(exc).__name__}: {exc}") from exc
+
+
+def _divergence_text(divergence) -> str | None:
+    if divergence is None:
+        return None
+    return divergence.reason + (f" ({divergence.link})" if divergence.link else "")
 
 
 def run_item(case: Case, backend: Backend, device: str, dtype_name: str,
@@ -58,34 +90,80 @@ def run_item(case: Case, backend: Backend, device: str, dtype_name: str,
     """Run and check one item; returns its context (with timings and backend records).
 
     ``record``, when given, becomes the context's record, so what the run measured (timings, XLA
-    compile counts) is kept also when the item fails.
-    Raises Unsupported, Mismatch (outcome ``failed``), or whatever the backend raised (``error``).
+    compile counts) is kept also when the item fails. A backend judged against torch (a
+    candidate), and any backend that misses the spec or meets a recorded divergence of torch, is
+    compared with stock torch on the same inputs (:mod:`conformance.verdict`).
+    Raises Unsupported, SameAsTorch (outcome ``xfail``), Mismatch (``failed``), or whatever the
+    backend raised (``error``).
     """
     dtype = torch_dtype(dtype_name)
     ctx = RunContext(device, dtype, record if record is not None else {})
     op = case.op
     inputs = op.decode_inputs(case.inputs, dtype)
+    divergence = case.torch_divergence_for(device, dtype_name)
     if case.expected_error is not None:
         with measure(device, ctx.record):
-            check_expected_error(case, backend, inputs, ctx)
+            failure = expected_error_problem(case, lambda: backend.run(op.name, inputs, ctx))
+        torch = None
+        if op.torch_implementation is not None and (backend.judged_against_torch or failure or divergence):
+            torch = TorchRun(failure=expected_error_problem(
+                case, lambda: op.run_candidate(op.torch_implementation, inputs, RunContext(device, dtype, {}))))
+        same = torch is not None and (failure is None) == (torch.failure is None) and (
+            failure is None or str(failure).split(":")[0] == str(torch.failure).split(":")[0])
+        _conclude(case, backend, ctx, failure, torch, same, divergence, expected={}, outputs={})
         return ctx
     started = time.perf_counter()
     with measure(device, ctx.record):  # XLA: compile counts, the lazy graph executed
         outputs = backend.run(op.name, inputs, ctx)
     ctx.record["seconds"] = time.perf_counter() - started
-    op.check_invariants(outputs, inputs)
-    golden_tolerance = case.tolerance or default_tolerance(dtype)
-    compare_outputs(outputs, op.decode_expected(case.expected), _tolerances(case, golden_tolerance),
-                    against=_source_label(case))
-    if backend.name != "reference":
-        try:
-            reference = op.reference(inputs)
-        except Exception as exc:
-            raise ReferenceFailure(f"the NumPy reference raised {type(exc).__name__}: {exc}") from exc
-        reference_tolerance = default_tolerance(dtype).scaled(op.reference_tolerance_scale(inputs))
-        golden_is_reference = (case.source or {}).get("key") == "numpy-reference"  # a written counterexample
-        if case.tolerance is not None and golden_is_reference:  # its tolerance is the property's, so use it here too
-            reference_tolerance = Tolerance(max(reference_tolerance.rtol, case.tolerance.rtol),
-                                            max(reference_tolerance.atol, case.tolerance.atol))
-        compare_outputs(outputs, reference, _tolerances(case, reference_tolerance), against="the NumPy reference")
+    failure = None
+    try:
+        check_against_spec(case, backend, inputs, dtype, outputs)
+    except Mismatch as mismatch:
+        failure = mismatch
+    torch = None
+    if backend.judged_against_torch or failure is not None or divergence is not None:
+        torch = run_stock_torch(op, inputs, ctx, lambda o: check_against_spec(case, backend, inputs, dtype, o))
+    expected = op.decode_expected(case.expected)
+    same = False
+    if torch is not None and torch.outputs is not None:
+        names = set(expected) | set(_reference(case, inputs))
+        same = agrees(outputs, torch.outputs, _tolerances(case, agreement_tolerance(dtype)), names)
+        ctx.record["torch_max_abs_error"] = distance(outputs, torch.outputs)
+    _conclude(case, backend, ctx, failure, torch, same, divergence, expected, outputs)
     return ctx
+
+
+def _conclude(case: Case, backend: Backend, ctx: RunContext, failure: Mismatch | None, torch: TorchRun | None,
+              same: bool, divergence, expected: dict, outputs: dict) -> None:
+    """Record the three-way verdict; raise SameAsTorch or the failure when the item does not conform."""
+    text = _divergence_text(divergence)
+    if divergence is not None and torch is not None and torch.conforms:
+        ctx.record["stale_divergence"] = text
+    if torch is not None and not backend.judged_against_torch and text is None:
+        torch = None  # a built-in backend that misses the spec fails unless the divergence is recorded
+    try:
+        judgement = judge(failure, torch, same, text)
+    except SameAsTorch as hit:
+        ctx.record["verdict"] = Verdict.SAME_AS_TORCH.value
+        if divergence is not None:
+            ctx.record["divergence"] = {"reason": divergence.reason, "link": divergence.link}
+        table = side_by_side(expected, torch.outputs if torch else None, outputs)
+        if table:
+            ctx.record["values"] = table
+        raise
+    if torch is not None or backend.judged_against_torch:
+        ctx.record["verdict"] = judgement.verdict.value
+    ctx.record.update(judgement.record)
+    if judgement.verdict is Verdict.DIFFERS:
+        table = side_by_side(expected, torch.outputs if torch else None, outputs)
+        if table:
+            ctx.record["values"] = table
+        detail = ""
+        if torch is not None:
+            detail = ("\n  stock torch on the same inputs: " + ("conforms" if torch.conforms else
+                      "also misses the spec, differently") + (f" (it raised {type(torch.error).__name__}: "
+                                                              f"{torch.error})" if torch.error else ""))
+        if table:
+            detail += "\n" + format_side_by_side(table)
+        raise Mismatch(f"{failure}{detail}", failure.max_abs_error, failure.max_rel_error) from failure

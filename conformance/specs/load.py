@@ -54,7 +54,12 @@ class SpecError(Exception):
 
 @dataclass(frozen=True)
 class KnownDivergence:
-    """A documented way stock torch (or a backend) departs from the spec, reported as xfail."""
+    """A documented way stock torch (or a backend's idiom) departs from the spec, reported as xfail.
+
+    ``behaviour: stock-torch`` describes what torch does: it applies to any implementation whose
+    result is the same as stock torch's on the same inputs (checked at run time), and is stale when
+    torch no longer shows it. Otherwise it names the ``backends`` whose idiom diverges.
+    """
 
     reason: str
     link: str | None = None
@@ -62,8 +67,15 @@ class KnownDivergence:
     devices: tuple[str, ...] | None = None
     dtypes: tuple[str, ...] | None = None
     kind: str = "mismatch"
+    behaviour: str | None = None
+
+    @property
+    def is_torch_behaviour(self) -> bool:
+        return self.behaviour == "stock-torch"
 
     def applies_to(self, backend: str, device: str, dtype: str) -> bool:
+        if self.is_torch_behaviour:
+            return False  # judged on what the backend returns, not on its name (conformance.verdict)
         return ((self.backends is None or backend in self.backends)
                 and (self.devices is None or device in self.devices)
                 and (self.dtypes is None or dtype in self.dtypes))
@@ -98,6 +110,14 @@ class Case:
     def divergence_for(self, backend: str, device: str, dtype: str) -> KnownDivergence | None:
         for divergence in self.known_divergences:
             if divergence.applies_to(backend, device, dtype):
+                return divergence
+        return None
+
+    def torch_divergence_for(self, device: str, dtype: str) -> KnownDivergence | None:
+        """The recorded divergence of stock torch itself on this device and dtype, if any."""
+        for divergence in self.known_divergences:
+            if divergence.is_torch_behaviour and (divergence.devices is None or device in divergence.devices) \
+                    and (divergence.dtypes is None or dtype in divergence.dtypes):
                 return divergence
         return None
 
@@ -470,7 +490,7 @@ def _build_case(path: Path, lines: dict, index: int, raw: dict, op: Op, sources:
             backends=tuple(d["backends"]) if "backends" in d else None,
             devices=tuple(d["devices"]) if "devices" in d else None,
             dtypes=tuple(d["dtypes"]) if "dtypes" in d else None,
-            kind=d.get("kind", "mismatch"),
+            kind=d.get("kind", "mismatch"), behaviour=d.get("behaviour"),
         )
         for d in raw.get("known_divergences", [])
     )

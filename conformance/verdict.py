@@ -1,0 +1,228 @@
+"""The three-way verdict: an implementation judged against the documented behaviour (golden values
+and the NumPy reference) *and* against stock torch on the same inputs, device and dtype.
+
+=================  ===========================  ===============================================
+conforms to spec   agrees with stock torch      verdict
+=================  ===========================  ===============================================
+yes                (either)                     ``conforms``; ``improvement`` when torch does not
+no                 yes, and torch misses too    ``same-as-torch``: xfail with torch's known
+                                                divergence, or "torch itself disagrees with the
+                                                spec" when none is recorded
+no                 no                           ``differs``: failed, golden/torch/got side by side
+=================  ===========================  ===============================================
+
+A recorded divergence of stock torch that torch no longer shows is *stale*: the item still passes,
+and the run says so, so that entries cannot rot across torch versions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import torch as _torch
+
+from conformance.backends.base import Backend
+from conformance.compare import Mismatch, Tolerance, compare_outputs
+from conformance.ops.base import Op
+from conformance.tensors import to_numpy
+from conformance.types import RunContext, Unsupported
+
+SMALL = 64  # tensors up to this many elements are shown side by side in full
+
+
+class Verdict(str, Enum):
+    CONFORMS = "conforms"
+    IMPROVEMENT = "improvement"
+    SAME_AS_TORCH = "same-as-torch"
+    DIFFERS = "differs"
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
+class SameAsTorch(Exception):
+    """The implementation misses the spec exactly as stock torch does: reported as xfail."""
+
+    def __init__(self, reason: str, mismatch: Mismatch):
+        super().__init__(reason)
+        self.reason = reason
+        self.mismatch = mismatch
+
+
+@dataclass
+class TorchRun:
+    """Stock torch on the same inputs: its outputs, or what it raised, and whether it conforms."""
+
+    outputs: dict[str, Any] | None = None
+    error: BaseException | None = None
+    failure: Mismatch | None = None  # how torch itself misses the spec (None: it conforms)
+
+    @property
+    def conforms(self) -> bool:
+        return self.error is None and self.failure is None
+
+
+@dataclass
+class Judgement:
+    """What one item's three-way comparison found; ``record`` goes into the results file."""
+
+    verdict: Verdict
+    torch: TorchRun | None
+    record: dict[str, Any] = field(default_factory=dict)
+
+
+def agreement_tolerance(dtype: _torch.dtype) -> Tolerance:
+    """How close to stock torch's result counts as "the same as torch": half an ulp of the dtype for
+    float16/bfloat16 (in effect the same bits), a few ulps for float32/float64 (another order of
+    the same float32 arithmetic). Anything further is a different behaviour."""
+    unit = float(_torch.finfo(dtype).eps) / 2
+    if dtype in (_torch.float16, _torch.bfloat16):
+        return Tolerance(rtol=unit, atol=0.0)
+    return Tolerance(rtol=16 * unit, atol=16 * float(_torch.finfo(dtype).tiny))
+
+
+class StockTorch(Backend):
+    """Stock torch's implementation of each op, driven through the ops' candidate contracts: the
+    second opinion a candidate is judged against."""
+
+    name = "stock-torch"
+    description = "torch's own implementation of the op (Op.torch_implementation)"
+
+    def __init__(self):
+        super().__init__()
+
+    def implements(self, op: str) -> bool:
+        from conformance.ops import OPS
+
+        return op in OPS and OPS[op].torch_implementation is not None
+
+    def run(self, op: str, inputs: Any, ctx: RunContext) -> dict[str, Any]:
+        from conformance.ops import OPS
+
+        if not self.implements(op):
+            raise Unsupported(f"stock torch has no single implementation of {op!r}")
+        return OPS[op].run_candidate(OPS[op].torch_implementation, inputs, ctx)
+
+
+def run_stock_torch(op: Op, inputs: Any, ctx: RunContext,
+                    check: Callable[[dict[str, Any]], None]) -> TorchRun | None:
+    """Run ``op``'s stock torch implementation through its candidate contract and ``check`` it
+    against the spec; None when the op has no single torch implementation."""
+    implementation = op.torch_implementation
+    if implementation is None:
+        return None
+    run = TorchRun()
+    try:
+        run.outputs = op.run_candidate(implementation, inputs, RunContext(ctx.device, ctx.dtype, {}))
+    except Unsupported:
+        return None
+    except Exception as exc:  # noqa: BLE001 - torch raising is a fact about torch, reported with the item
+        run.error = exc
+        return run
+    try:
+        check(run.outputs)
+    except Mismatch as mismatch:
+        run.failure = mismatch
+    return run
+
+
+def distance(outputs: Mapping[str, Any], other: Mapping[str, Any]) -> float | None:
+    """Largest absolute difference over the floating outputs both have (NaN where only one is NaN)."""
+    worst = None
+    for name, value in outputs.items():
+        if name not in other:
+            continue
+        a = np.asarray(to_numpy(value), dtype=np.float64)
+        b = np.asarray(to_numpy(other[name]), dtype=np.float64)
+        if a.shape != b.shape:
+            return float("inf")
+        if not a.size:
+            continue
+        both_nan = np.isnan(a) & np.isnan(b)
+        with np.errstate(invalid="ignore"):
+            diff = np.where(both_nan | (a == b), 0.0, np.abs(a - b))
+        diff = np.where(np.isnan(diff), np.inf, diff)
+        worst = max(worst or 0.0, float(diff.max()))
+    return worst
+
+
+def agrees(outputs: Mapping[str, Any], torch_outputs: Mapping[str, Any],
+           tolerances: Mapping[str, Tolerance | None], names) -> bool:
+    """Whether ``outputs`` equal torch's on ``names`` within ``tolerances`` (NaN equals NaN)."""
+    try:
+        compare_outputs(outputs, {n: torch_outputs[n] for n in names if n in torch_outputs}, tolerances,
+                        against="stock torch")
+    except Mismatch:
+        return False
+    return True
+
+
+def _listed(value: Any) -> Any:
+    array = np.asarray(to_numpy(value), dtype=np.float64)
+    if array.size > SMALL:
+        return None
+    return [None if np.isnan(x) else float(x) for x in array.reshape(-1)] if array.ndim else \
+        (None if np.isnan(array) else float(array))
+
+
+def side_by_side(expected: Mapping[str, Any], torch_outputs: Mapping[str, Any] | None,
+                 outputs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """{output: {"expected", "torch", "got"}} for small outputs, for the record and the report."""
+    table = {}
+    for name, want in expected.items():
+        if name not in outputs:
+            continue
+        got = _listed(outputs[name])
+        if got is None:
+            continue
+        table[name] = {"expected": _listed(want),
+                       "torch": _listed(torch_outputs[name]) if torch_outputs and name in torch_outputs else None,
+                       "got": got}
+    return table
+
+
+def format_side_by_side(table: Mapping[str, Mapping[str, Any]]) -> str:
+    lines = []
+    for name, row in table.items():
+        lines.append(f"  {name}:")
+        for who in ("expected", "torch", "got"):
+            lines.append(f"    {who:<8} {row[who]}")
+    return "\n".join(lines)
+
+
+def judge(failure: Mismatch | None, torch: TorchRun | None, same_as_torch: bool,
+          divergence_text: str | None) -> Judgement:
+    """Classify one item from how it compares with the spec (``failure``) and with stock torch.
+
+    ``divergence_text`` is the recorded known divergence of torch that applies here, if any.
+    Raises :class:`SameAsTorch` (xfail) or the failure (with torch's values beside) when the item
+    does not conform; returns the judgement otherwise.
+    """
+    record: dict[str, Any] = {}
+    if failure is None:
+        if torch is not None and not torch.conforms:
+            verdict = Verdict.IMPROVEMENT
+            record["improvement"] = "conforms where stock torch does not" + (
+                f" (fixes torch's known divergence: {divergence_text})" if divergence_text else
+                f": torch {_torch_miss(torch)}")
+        else:
+            verdict = Verdict.CONFORMS
+        return Judgement(verdict, torch, record)
+    if torch is not None and not torch.conforms and same_as_torch:
+        if divergence_text:
+            reason = f"same as torch: {divergence_text}"
+        else:
+            reason = ("same as torch: stock torch itself disagrees with the spec here and no known divergence "
+                      "is recorded for it -- the finding is torch's and the spec's, not this implementation's "
+                      f"(torch {_torch_miss(torch)})")
+        raise SameAsTorch(reason, failure)
+    return Judgement(Verdict.DIFFERS, torch, record)
+
+
+def _torch_miss(torch: TorchRun) -> str:
+    if torch.error is not None:
+        return f"raised {type(torch.error).__name__}: {str(torch.error).strip().splitlines()[0] if str(torch.error).strip() else ''}"
+    return "gives " + str(torch.failure).strip().splitlines()[0] if torch.failure is not None else "conforms"

@@ -670,3 +670,205 @@ def test_triton_on_cpu_without_interpreter_is_a_clear_error():
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "RuntimeError" in proc.stderr and "TRITON_INTERPRET=1" in proc.stderr
+
+
+# --------------------------------------------------------------------------- launch-bound GPU step (host side)
+
+
+def test_keys_are_sorted_in_the_narrowest_integer_type():
+    from conformance.kernels._triton import key_dtype
+
+    assert key_dtype(5) == torch.int16
+    assert key_dtype(2**15 - 1) == torch.int16  # the sentinel (= total) must fit too
+    assert key_dtype(2**15) == torch.int32
+    assert key_dtype(1_000_000) == torch.int32  # the 1M-row embedding benchmark
+    assert key_dtype(2**31 - 1) == torch.int32
+    assert key_dtype(2**31) == torch.int64
+
+
+@pytest.mark.parametrize("path", TRITON_PATHS, indirect=True)
+@pytest.mark.parametrize("shape", [(40,), (300, 200), (2**31, 4), (3, 4, 5, 6, 7)], ids=str)
+def test_sorted_keys_mark_bad_indices_with_a_last_sentinel(device, shape):
+    from conformance.kernels._triton import SortedKeys, key_dtype
+
+    gen = torch.Generator().manual_seed(9)
+    sparse_dim = len(shape) if len(shape) != 2 or shape[0] != 2**31 else 1
+    indices = torch.stack([torch.randint(0, min(s, 50), (64,), generator=gen) for s in shape[:sparse_dim]])
+    keys = SortedKeys(indices.to(device), list(shape[:sparse_dim]))
+    total = math.prod(shape[:sparse_dim])
+    assert keys.keys.dtype == key_dtype(total)
+    linear = torch.zeros(64, dtype=torch.int64)
+    for d, s in enumerate(shape[:sparse_dim]):
+        linear = linear * s + indices[d]
+    expected, expected_perm = torch.sort(linear, stable=True)
+    assert_close(keys.keys.cpu().long(), expected, rtol=0, atol=0)
+    assert_close(keys.perm.cpu(), expected_perm, rtol=0, atol=0)
+    assert not bool(keys.bad_indices())
+    indices[-1, 7] = shape[sparse_dim - 1]  # one past the end of the last sparse dim
+    bad = SortedKeys(indices.to(device), list(shape[:sparse_dim]))
+    assert bool(bad.bad_indices()) and int(bad.keys[-1]) == total
+
+
+def test_split_scalar_keeps_48_bits():
+    from conformance.kernels._triton import split_scalar
+
+    for x in (0.05, 1 - 0.999, 1e-8, 0.1 * math.sqrt(1 - 0.999**7) / (1 - 0.9**7), -3.3e-30, 7.0):
+        hi, lo = split_scalar(x)
+        assert torch.tensor(hi, dtype=torch.float32).item() == hi  # both halves are float32 values
+        assert torch.tensor(lo, dtype=torch.float32).item() == lo
+        assert abs((hi + lo) - x) <= abs(x) * 2.0**-46
+    assert split_scalar(1e300) == (math.inf, 0.0)
+
+
+_SYNCING = {"item", "tolist", "__bool__", "__int__", "__float__", "nonzero", "unique",
+            "unique_consecutive", "masked_select", "numpy", "cpu", "_local_scalar_dense"}
+
+
+class _SyncRecorder(torch.overrides.TorchFunctionMode):
+    """Records torch calls that read device values on the host (a sync on CUDA tensors)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in _SYNCING:
+            self.calls.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("path", TRITON_PATHS, indirect=True)
+def test_triton_step_reads_no_device_value_and_coalesce_reads_one(device):
+    from conformance.kernels import _triton
+
+    gen = torch.Generator().manual_seed(10)
+    grad = random_sparse(gen, (64, 8), 1, 40, max_index=20).to(device)
+    p, m, v, s = (torch.rand(64, 8, generator=gen).to(device) for _ in range(4))
+    recorder = _SyncRecorder()
+    with recorder:
+        _triton.sparse_adam_step_(p, m, v, grad._indices(), grad._values(), 0.01, 0.9, 0.99, 1e-8,
+                                  False, eager_check=False)
+        _triton.adagrad_step_(p, s, grad._indices(), grad._values(), 0.01, 1e-10, False,
+                              eager_check=False)
+    assert recorder.calls == []
+    with recorder:
+        _triton.coalesce(grad._indices(), grad._values(), [64, 8], eager_check=False)
+    # one read: the number of unique rows sizes the result (plus the bad-index sentinel, same copy)
+    assert recorder.calls == ["tolist"]
+    bad = grad._indices().clone()
+    bad[0, 3] = 64
+    with pytest.raises(ValueError, match="index 64 at position 3 .* out of range for size 64"):
+        _triton.coalesce(bad, grad._values(), [64, 8], eager_check=False)
+
+
+@pytest.mark.parametrize("path", TRITON_PATHS, indirect=True)
+@pytest.mark.parametrize("which", ["sparse_adam", "adagrad"])
+def test_triton_step_with_a_bad_index_changes_nothing_and_reports_later(device, which):
+    from conformance.kernels import _triton
+
+    p = torch.randn(6, 3, device=device)
+    state = torch.rand(6, 3, device=device)
+    before = (p.clone(), state.clone())
+    indices = torch.tensor([[0, 2, 6, 2]], device=device)  # 6 is out of range for 6 rows
+    values = torch.ones(4, 3, device=device)
+    if which == "sparse_adam":
+        check = _triton.sparse_adam_step_(p, state, state.clone(), indices, values, 0.1, 0.9, 0.99,
+                                          1e-8, False, eager_check=False)
+    else:
+        check = _triton.adagrad_step_(p, state, indices, values, 0.1, 1e-10, False, eager_check=False)
+    assert isinstance(check, _triton.IndexCheck)  # the step itself did not raise
+    with pytest.raises(ValueError, match="index 6 at position 2 of sparse dimension 0 is out of range for size 6"):
+        check.wait()
+    assert_close((p, state), before, rtol=0, atol=0)
+    good = _triton.adagrad_step_(p, state, indices.clamp(max=5), values, 0.1, 1e-10, False,
+                                 eager_check=False)
+    good.wait()  # no error
+    assert not torch.equal(p, before[0])
+
+
+@pytest.mark.parametrize("path", TRITON_PATHS, indirect=True)
+@pytest.mark.parametrize("opt", ["sparse_adam", "adagrad"])
+def test_capturable_step_matches_torch(impl, device, opt):
+    """capturable=True: step count on the device, step size computed there (bias corrections and
+    lr decay change every step, so a replayed graph must not bake them in)."""
+    gen = torch.Generator().manual_seed(14)
+    ref_cls, ker_cls, kwargs = {
+        "sparse_adam": (torch.optim.SparseAdam, K.SparseAdam, dict(lr=0.05, betas=(0.8, 0.95))),
+        "adagrad": (torch.optim.Adagrad, K.Adagrad, dict(lr=0.1, lr_decay=0.3)),
+    }[opt]
+    init = torch.randn(20, 4, generator=gen, dtype=torch.float64).to(device)
+    ref_p, ker_p = torch.nn.Parameter(init.clone()), torch.nn.Parameter(init.clone())
+    ref_opt, ker_opt = ref_cls([ref_p], **kwargs), ker_cls([ker_p], capturable=True, **kwargs)
+    for _ in range(4):
+        g = random_sparse(gen, (20, 4), 1, 12, torch.float64, max_index=8).to(device)
+        ref_p.grad, ker_p.grad = g, g
+        ref_opt.step()
+        ker_opt.step()
+    step = ker_opt.state[ker_p]["step"]
+    assert torch.is_tensor(step) and step.device == device and float(step) == 4.0
+    assert_close(ker_p.detach(), ref_p.detach())
+    with pytest.raises(TypeError, match="capturable must be a bool"):
+        ker_cls([ker_p], capturable="yes")
+
+
+@needs_cuda
+@pytest.mark.skipif(INTERPRETED, reason="TRITON_INTERPRET is set: the Triton kernels are not compiled")
+def test_cuda_step_makes_no_sync():
+    p = torch.nn.Parameter(torch.randn(1000, 16, device="cuda"))
+    opt = K.SparseAdam([p], lr=0.01)
+    idx = torch.randint(0, 1000, (300,), device="cuda")
+    grad = torch.sparse_coo_tensor(idx[None], torch.randn(300, 16, device="cuda"), p.shape)
+    p.grad = grad
+    opt.step()  # first step allocates the state
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            opt.step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    opt.check_index_errors()
+
+
+@needs_cuda
+@pytest.mark.skipif(INTERPRETED, reason="TRITON_INTERPRET is set: the Triton kernels are not compiled")
+@pytest.mark.parametrize("opt", ["sparse_adam", "adagrad"])
+def test_cuda_graph_capture_and_replay_matches_torch(opt):
+    """The step, captured once in a CUDA graph with a static gradient buffer, replayed per step."""
+    ref_cls, ker_cls, kwargs = {
+        "sparse_adam": (torch.optim.SparseAdam, K.SparseAdam, dict(lr=0.05)),
+        "adagrad": (torch.optim.Adagrad, K.Adagrad, dict(lr=0.1, lr_decay=0.2)),
+    }[opt]
+    rows, dim, nnz = 500, 32, 256
+    gen = torch.Generator(device="cuda").manual_seed(15)
+    init = torch.randn(rows, dim, device="cuda", generator=gen)
+    ref_p, ker_p = torch.nn.Parameter(init.clone()), torch.nn.Parameter(init.clone())
+    ref_opt, ker_opt = ref_cls([ref_p], **kwargs), ker_cls([ker_p], capturable=True, **kwargs)
+    static_idx = torch.randint(0, rows, (1, nnz), device="cuda", generator=gen)
+    static_val = torch.randn(nnz, dim, device="cuda", generator=gen)
+    ker_p.grad = torch.sparse_coo_tensor(static_idx, static_val, (rows, dim))
+
+    def new_grad():
+        static_idx.copy_(torch.randint(0, rows, (1, nnz), device="cuda", generator=gen))
+        static_val.copy_(torch.randn(nnz, dim, device="cuda", generator=gen))
+        ref_p.grad = torch.sparse_coo_tensor(static_idx.clone(), static_val.clone(), (rows, dim))
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up outside the graph: state allocated, kernels compiled
+        for _ in range(2):
+            new_grad()
+            ref_opt.step()
+            ker_opt.step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        ker_opt.step()
+    for _ in range(4):
+        new_grad()
+        ref_opt.step()
+        graph.replay()
+    torch.cuda.synchronize()
+    assert float(ker_opt.state[ker_p]["step"]) == 6.0
+    assert_close(ker_p.detach(), ref_p.detach())

@@ -103,6 +103,11 @@ def _pop_capturable(kwargs) -> bool:
     return capturable
 
 
+def _on_device_scalars(capturable: bool, impl: str, param: torch.Tensor) -> bool:
+    """Whether this step reads its step size from a device tensor (capturable, Triton path)."""
+    return capturable and (impl == "triton" or (impl == "auto" and param.device.type == "cuda"))
+
+
 def _device_step(state, key: str, param: torch.Tensor) -> torch.Tensor:
     """The state's step count as a 0-d float64 tensor on the parameter's device (capturable)."""
     step = state[key]
@@ -146,7 +151,7 @@ class SparseAdam(_KernelOptimizer, torch.optim.SparseAdam):
                     state["step"] = 0
                     state["exp_avg"] = state_like(p, 0)
                     state["exp_avg_sq"] = state_like(p, 0)
-                if self.capturable and p.device.type == "cuda":
+                if _on_device_scalars(self.capturable, impl, p):
                     step_t = _device_step(state, "step", p)
                     step_t += 1
                 else:
@@ -227,7 +232,7 @@ class Adagrad(_KernelOptimizer, torch.optim.Adagrad):
                     raise RuntimeError(_ADAGRAD_WEIGHT_DECAY)
                 check_sparse_grad(param, grad)
                 extra = {}
-                if self.capturable and param.device.type == "cuda":
+                if _on_device_scalars(self.capturable, impl, param):
                     step_t = _device_step(self.state[param], "step", param)
                     step_t += 1
                     clr = 0.0

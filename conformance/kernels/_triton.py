@@ -401,18 +401,20 @@ def _grid(nnz: int, width: int):
         BLOCK_S=block_s, BLOCK_D=block_d)
 
 
-def coalesce(indices: torch.Tensor, values: torch.Tensor, size: list[int]):
+def coalesce(indices: torch.Tensor, values: torch.Tensor, size: list[int], *,
+             eager_check: bool | None = None):
     """Coalesced (indices, values) of a COO tensor; floating dtypes only.
 
     One device-to-host read (the number of unique keys, which sizes the result, together with the
-    bad-index sentinel), after all kernels have been launched.
+    bad-index sentinel), after all kernels have been launched; ValueError for a bad index comes
+    from that read. ``eager_check`` (default: on CPU tensors) checks the indices first instead.
     """
     _check_launchable(indices, values)
     if values.dtype not in _TL_DTYPES:
         raise TypeError(f"the Triton coalesce supports floating dtypes only, got {values.dtype}")
     sparse_dim, nnz = indices.shape
     sparse_size = list(size[:sparse_dim])
-    if indices.device.type == "cpu":
+    if eager_check or (eager_check is None and indices.device.type == "cpu"):
         check_index_range(indices, sparse_size)
     if nnz == 0:
         return indices.clone(), values.clone()

@@ -22,18 +22,36 @@ from torch.testing import assert_close
 import conformance.kernels as K
 from conformance.kernels import _build, _ops
 
+def _triton_skip_reason():
+    from importlib.metadata import PackageNotFoundError, version
+
+    from conformance.backends.kernel import MIN_INTERPRETER_TRITON
+
+    try:
+        found = version("triton")
+    except PackageNotFoundError:
+        return "the triton package is not installed (torch's CPU wheels do not depend on it)"
+    numbers = tuple(int(x) for x in found.split("+")[0].split(".")[:2] if x.isdigit())
+    if INTERPRETED and numbers < MIN_INTERPRETER_TRITON:
+        return (f"Triton's interpreter is checked from triton {MIN_INTERPRETER_TRITON} on; "
+                f"this environment has triton {found}")
+    return None
+
+
+TRITON_SKIP = _triton_skip_reason()
 NO_INTERPRETER = ("Triton's interpreter runs on CPU tensors only in a process without CUDA "
                   "(TRITON_INTERPRET=1 would interpret the CUDA kernels too); run "
                   "CUDA_VISIBLE_DEVICES= python -m pytest tests/test_kernels.py for it")
 PATHS = [
     pytest.param(("cpu", "cpp"), id="cpp"),
     pytest.param(("cpu", "triton"), id="triton",
-                 marks=[] if INTERPRETED else pytest.mark.skip(reason=NO_INTERPRETER)),
+                 marks=[pytest.mark.skip(reason=TRITON_SKIP or NO_INTERPRETER)]
+                 if TRITON_SKIP or not INTERPRETED else []),
 ]
 if HAS_CUDA:
     PATHS.append(pytest.param(("cuda", "triton"), id="cuda-triton",
-                              marks=[] if not INTERPRETED else pytest.mark.skip(
-                                  reason="TRITON_INTERPRET is set: the Triton kernels are not compiled")))
+                              marks=[] if not (INTERPRETED or TRITON_SKIP) else pytest.mark.skip(
+                                  reason=TRITON_SKIP or "TRITON_INTERPRET is set: the Triton kernels are not compiled")))
 FAST_PATHS = [p for p in PATHS if p.id != "triton"]  # large inputs: not in the interpreter
 TRITON_PATHS = [p for p in PATHS if p.id != "cpp"]
 needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA (torch.cuda.is_available() is False)")
@@ -656,6 +674,7 @@ def test_coalesce_shape_beyond_int64_is_rejected():
         torch.ops.conformance_kernels.coalesce(torch.ones(2, 1, dtype=torch.int64), torch.ones(1), [2**40, 2**40], "cpp")
 
 
+@pytest.mark.skipif(TRITON_SKIP is not None and "not installed" in TRITON_SKIP, reason=str(TRITON_SKIP))
 def test_triton_on_cpu_without_interpreter_is_a_clear_error():
     import subprocess
     import sys
@@ -813,7 +832,8 @@ def test_capturable_step_matches_torch(impl, device, opt):
 
 
 @needs_cuda
-@pytest.mark.skipif(INTERPRETED, reason="TRITON_INTERPRET is set: the Triton kernels are not compiled")
+@pytest.mark.skipif(INTERPRETED or TRITON_SKIP is not None,
+                    reason=TRITON_SKIP or "TRITON_INTERPRET is set: the Triton kernels are not compiled")
 def test_cuda_step_makes_no_sync():
     p = torch.nn.Parameter(torch.randn(1000, 16, device="cuda"))
     opt = K.SparseAdam([p], lr=0.01)
@@ -832,7 +852,8 @@ def test_cuda_step_makes_no_sync():
 
 
 @needs_cuda
-@pytest.mark.skipif(INTERPRETED, reason="TRITON_INTERPRET is set: the Triton kernels are not compiled")
+@pytest.mark.skipif(INTERPRETED or TRITON_SKIP is not None,
+                    reason=TRITON_SKIP or "TRITON_INTERPRET is set: the Triton kernels are not compiled")
 @pytest.mark.parametrize("opt", ["sparse_adam", "adagrad"])
 def test_cuda_graph_capture_and_replay_matches_torch(opt):
     """The step, captured once in a CUDA graph with a static gradient buffer, replayed per step."""

@@ -866,9 +866,9 @@ def test_cuda_graph_capture_and_replay_matches_torch(opt):
     init = torch.randn(rows, dim, device="cuda", generator=gen)
     ref_p, ker_p = torch.nn.Parameter(init.clone()), torch.nn.Parameter(init.clone())
     ref_opt, ker_opt = ref_cls([ref_p], **kwargs), ker_cls([ker_p], capturable=True, **kwargs)
-    static_idx = torch.randint(0, rows, (1, nnz), device="cuda", generator=gen)
-    static_val = torch.randn(nnz, dim, device="cuda", generator=gen)
-    ker_p.grad = torch.sparse_coo_tensor(static_idx, static_val, (rows, dim))
+    ker_p.grad = torch.sparse_coo_tensor(torch.randint(0, rows, (1, nnz), device="cuda", generator=gen),
+                                         torch.randn(nnz, dim, device="cuda", generator=gen), (rows, dim))
+    static_idx, static_val = ker_p.grad._indices(), ker_p.grad._values()  # the gradient's own buffers
 
     def new_grad():
         static_idx.copy_(torch.randint(0, rows, (1, nnz), device="cuda", generator=gen))

@@ -76,6 +76,10 @@ def _ensure_triton_can_run(ctx: RunContext) -> None:
     except ImportError as exc:
         raise Unsupported(f"the Triton kernels need the triton package: {exc}") from exc
     if not _triton.INTERPRETED:
+        if torch.cuda.is_available():
+            raise Unsupported("with CUDA present the Triton kernels are compiled for CUDA tensors; "
+                              "Triton's interpreter (for cpu tensors) needs TRITON_INTERPRET=1 set "
+                              "before triton is imported, or a process without CUDA")
         raise Unsupported("triton was imported before TRITON_INTERPRET=1 was set, so its kernels "
                           f"cannot run on {ctx.device} tensors in this process")
 

@@ -88,7 +88,8 @@ def check_masked_pair(values, mask) -> None:
 def check_size(size, what: str) -> None:
     """A shape: a sequence of non-negative ints whose sparse product fits in int64."""
     try:
-        dims = [int(s) for s in size]
+        # symbolic sizes (torch.compile's fake tensors) are left alone rather than specialized
+        dims = [int(s) for s in size if not isinstance(s, torch.SymInt)]
     except (TypeError, ValueError):
         raise TypeError(f"{what} must be a sequence of ints, got {size!r}") from None
     if any(s < 0 for s in dims):

@@ -893,3 +893,35 @@ def test_cuda_graph_capture_and_replay_matches_torch(opt):
     torch.cuda.synchronize()
     assert float(ker_opt.state[ker_p]["step"]) == 6.0
     assert_close(ker_p.detach(), ref_p.detach())
+
+
+@pytest.mark.parametrize("bad", [
+    ("coalesce", dict(indices=[[0, 7]], values=[1.0, 2.0], size=[5]), ValueError, "index 7 at position 1 .* size 5"),
+    ("coalesce", dict(indices=[[0, -3]], values=[1.0, 2.0], size=[5]), ValueError, "index -3"),
+    ("coalesce", dict(indices=[[0, 1]], values=[1.0, 2.0], size=[-5]), ValueError, "must not be negative"),
+    ("coalesce", dict(indices=[[0, 1]], values=[1.0, 2.0, 3.0], size=[5]), ValueError, "values must have shape"),
+    ("coalesce", dict(indices=[[0, 1]], values=[1.0, 2.0], size=[5, 2]), ValueError, "do not describe"),
+    ("adam", dict(indices=[[0, 9]]), ValueError, "index 9 .* out of range for size 5"),
+    ("adagrad", dict(indices=[[-1, 2]]), ValueError, "index -1 .* out of range"),
+    ("adagrad", dict(indices=[[1, 2]], index_dtype=torch.int32), TypeError, "indices must be int64"),
+], ids=lambda b: b if isinstance(b, str) else None)
+def test_cpp_inputs_are_checked_in_python_before_any_cpp_code(monkeypatch, bad):
+    """Issue 12: on torch 2.11 the C++ coalesce of indices=[[0, 7]], size (5,) crashed the process.
+    Every such input must raise in Python, before the C++ operators are even looked up."""
+    op, spec, exc, pattern = bad
+
+    def no_cpp():
+        raise AssertionError("the C++ kernels were reached with bad input")
+
+    monkeypatch.setattr(_ops._CppBackend, "_ops", staticmethod(no_cpp))
+    indices = torch.tensor(spec["indices"], dtype=spec.get("index_dtype", torch.int64))
+    with pytest.raises(exc, match=pattern):
+        if op == "coalesce":
+            _ops.coalesce_parts(indices, torch.tensor(spec["values"]), spec["size"], "cpp")
+        elif op == "adam":
+            p = torch.zeros(5, 2)
+            _ops.sparse_adam_step(p, p.clone(), p.clone(), indices, torch.ones(2, 2), 0.1, 0.9, 0.99,
+                                  1e-8, False, "cpp")
+        else:
+            p = torch.zeros(5, 2)
+            _ops.adagrad_step(p, p.clone(), indices, torch.ones(2, 2), 0.1, 1e-10, False, "cpp")

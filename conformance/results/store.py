@@ -256,6 +256,7 @@ class ResultsWriter:
     path: Path
     run: dict[str, Any]
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cases: dict[str, dict[str, Any]] = field(default_factory=dict)  # "<spec>::<case id>" -> case context
     _wrote: bool = False
 
     def add(self, nodeid: str, record: dict[str, Any]) -> None:
@@ -274,9 +275,13 @@ class ResultsWriter:
                 record.setdefault(key, value)
         self.records[nodeid] = record
 
+    def add_case(self, key: str, context: dict[str, Any]) -> None:
+        """Keep a spec case's context (source, derivation, inputs, golden values, line) once."""
+        self.cases.setdefault(key, to_jsonable(context))
+
     def document(self) -> dict[str, Any]:
         return {"format": FORMAT, "schema_version": SCHEMA_VERSION, "run": self.run,
-                "records": list(self.records.values())}
+                "records": list(self.records.values()), "cases": self.cases}
 
     def write(self, status: str | None = None) -> None:
         if status is not None:

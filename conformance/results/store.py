@@ -316,6 +316,7 @@ class Results:
     path: Path
     run: dict[str, Any]
     records: list[dict[str, Any]]
+    cases: dict[str, dict[str, Any]] = field(default_factory=dict)  # optional in the file
 
     @property
     def label(self) -> str:
@@ -350,7 +351,7 @@ def load_results(path: Path | str) -> Results:
         error = errors[0]
         where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
         raise ResultsError(path, f"does not match the results schema at {where}: {error.message[:300]}")
-    return Results(path, data["run"], data["records"])
+    return Results(path, data["run"], data["records"], data.get("cases") or {})
 
 
 def load_many(paths: Iterable[Path | str]) -> tuple[list[Results], list[ResultsError]]:

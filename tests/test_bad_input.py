@@ -156,9 +156,13 @@ def test_the_budgets_are_the_documented_ones():
 def test_a_case_within_the_budget_still_loads(tmp_path):
     big = GOOD.replace("values: [1.0, 2.0], size: [2]", "values: [1.0, 2.0], size: [9000000]")
     assert load_spec(spec_file(tmp_path, "big", big)).cases  # 9e6 elements: inside the budget
-    over = GOOD.replace("values: [1.0, 2.0], size: [2]", "values: [1.0, 2.0], size: [16000000]")
+    over = GOOD.replace("values: [3.0]", "values: {fill: 0.0, shape: [16000000]}")
     with pytest.raises(SpecError, match="16,000,000 elements"):
         load_spec(spec_file(tmp_path, "over", over))
+    # a sparse tensor stores its entries only: an index space beyond 32 bits is a legitimate case
+    wide = GOOD.replace("values: [1.0, 2.0], size: [2]", "values: [1.0, 2.0], size: [100000, 100000]") \
+        .replace("indices: [[1, 1]]", "indices: [[1, 1], [7, 7]]")
+    assert load_spec(spec_file(tmp_path, "wide", wide)).cases
 
 
 def test_a_session_with_pathological_specs_records_every_real_item(subprocess_runs):

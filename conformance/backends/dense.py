@@ -7,9 +7,11 @@ the form that runs on any device, XLA included.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-from conformance.types import RunContext
+from conformance.types import RunContext, Unsupported
 from conformance.backends.base import Backend
 from conformance.ops.adagrad import WEIGHT_DECAY_ERROR, adagrad_hyperparameters
 from conformance.ops.masked_mean import MaskedMeanInputs, differentiate
@@ -18,8 +20,14 @@ from conformance.ops.sparse_adam import DENSE_GRADIENT_ERROR, bias_corrected_ste
 from conformance.tensors import CooArray, to_torch
 
 
+DENSE_LIMIT = 10_000_000  # elements a densified sparse tensor may have (the spec loader's ELEMENT_BUDGET)
+
+
 def dense_with_mask(coo: CooArray, ctx: RunContext) -> tuple[torch.Tensor, torch.Tensor]:
     """(dense sum of the entries, mask over the sparse dims) on the item's device and dtype."""
+    if math.prod(coo.size) > DENSE_LIMIT:
+        raise Unsupported(f"the dense backend would allocate {math.prod(coo.size):,} elements for this sparse tensor "
+                          f"(limit {DENSE_LIMIT:,})")
     device = ctx.torch_device
     index = tuple(torch.from_numpy(coo.indices.copy()).to(device))
     values = to_torch(coo.values, ctx.dtype, device)

@@ -10,6 +10,7 @@ source changed. Loading registers the operators ``torch.ops.conformance_kernels_
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import sys
@@ -40,7 +41,9 @@ def build_directory() -> Path:
     else:
         cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
         root = Path(cache) / "torch_sparse_conformance"
-    tag = f"torch{torch.__version__}-py{sys.version_info.major}{sys.version_info.minor}"
+    # keyed by the source too: two checkouts with different kernels must not rebuild over each other
+    source = hashlib.sha256(_SOURCE.read_bytes()).hexdigest()[:12]
+    tag = f"torch{torch.__version__}-py{sys.version_info.major}{sys.version_info.minor}-{source}"
     return root / tag.replace("+", "_")
 
 

@@ -36,6 +36,8 @@ MAX_YAML_NODES = 1_000_000
 # dense size prod(size) (backends and the reference densify it) plus its indices and values,
 # masked_mean_compiles prod(shape) per mask, nested lists their numbers
 ELEMENT_BUDGET = 10_000_000
+# a sparse tensor stores only its entries; its logical size may be far larger (an index space beyond 32 bits)
+SPARSE_SIZE_BUDGET = 2**36
 
 
 class SpecError(Exception):
@@ -355,10 +357,10 @@ def _tensor_elements(node: Any, where: tuple):
                 count *= max(1, len(node["counts"]))
         if isinstance(node.get("arange"), int):
             count = max(count or 0, node["arange"])
-        if _is_shape(node.get("size")):  # sparse: densified by the reference and dense backends
-            count = (count or 0) + math.prod(node["size"])
         if count:
             yield where, count
+        if _is_shape(node.get("size")):  # sparse: only the entries are stored (backends that densify refuse)
+            yield where, -math.prod(node["size"])
         for key, value in node.items():
             if key not in ("shape", "size", "counts", "arange", "fill"):
                 yield from _tensor_elements(value, where + (key,))
@@ -377,6 +379,11 @@ def _check_budget(path: Path, lines: dict, data: dict) -> None:
         total = 0
         for field_name in ("inputs", "expected"):
             for where, count in _tensor_elements(case.get(field_name), ("cases", index, field_name)):
+                if count < 0:  # a sparse tensor's logical size
+                    if -count > SPARSE_SIZE_BUDGET:
+                        raise _fail(path, lines, where, f"this sparse tensor's size has {-count:,} elements; the "
+                                    f"sparse size budget is {SPARSE_SIZE_BUDGET:,} (docs/robustness.md)")
+                    continue
                 total += count
                 if count > ELEMENT_BUDGET:
                     raise _fail(path, lines, where, f"this tensor has {count:,} elements; {budget}")

@@ -6,6 +6,10 @@ CPU tensors run C++ kernels (compiled with ninja on first use and cached under
 to force a path; ``triton`` on CPU tensors needs ``TRITON_INTERPRET=1``.
 
 Importing this package builds nothing; the first kernel call does.
+
+On CUDA tensors the optimizer steps never wait for the GPU (bad gradient indices are reported by
+a later ``step()`` or by ``check_index_errors()``), and ``capturable=True`` makes ``step()``
+capturable in a CUDA graph; see docs/kernels-gpu.md.
 """
 
 from ._build import KernelBuildError, build_directory, load_cpu_kernels

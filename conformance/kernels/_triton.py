@@ -14,7 +14,8 @@ for the GPU and can be captured in a CUDA graph:
   permutation; duplicates keep their original order, so sums are deterministic.
 * **Runs without compaction.** The update kernels are launched over *sorted positions* (the grid
   depends only on nnz): the lane at the first position of a run of equal keys sums the run's value
-  rows (a loop whose trip count is read on the device) and updates that row. No ``unique``, no
+  rows (BLOCK_K positions per iteration, in a loop whose trip count is read on the device) and
+  updates that row. No ``unique``, no
   ``.item()``, no device-to-host copy: sizes and block shapes come from shapes alone.
 * **Bad indices never touch memory.** The update kernels read the last sorted key; when it is the
   sentinel, no lane writes, so the step is a no-op. On CPU tensors (interpreter) the indices are
@@ -79,9 +80,14 @@ def _block_cols(width: int) -> int:
     return max(16, min(128, triton.next_power_of_2(max(width, 1))))
 
 
+def _block_dups(block_cols: int) -> int:
+    """Sorted positions summed per loop iteration (narrow rows: more duplicates per iteration)."""
+    return 16 if block_cols <= 16 else 8 if block_cols <= 64 else 4
+
+
 def _block_rows(block_cols: int) -> int:
-    """Sorted positions per program: about 2048 elements per program."""
-    return max(4, min(32, 2048 // block_cols))
+    """Sorted positions per program: about 4096 elements per loaded tile."""
+    return max(2, min(32, 4096 // (block_cols * _block_dups(block_cols))))
 
 
 def key_dtype(total: int) -> torch.dtype:
@@ -154,19 +160,26 @@ def _run_heads(skeys_ptr, nnz, BLOCK_S: tl.constexpr):
 
 @triton.jit
 def _sum_runs(values_ptr, perm_ptr, skeys_ptr, nnz, pos, key, head, cols, col_ok, width,
-              BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr, ACC: tl.constexpr):
-    """Each head lane sums the value rows of its run (one duplicate per iteration, in sorted order)."""
+              BLOCK_S: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr,
+              ACC: tl.constexpr):
+    """Each head lane sums the value rows of its run, BLOCK_K sorted positions per iteration.
+
+    The loop runs while some lane's run filled its whole tile; the trip count is read on the
+    device (no host-side maximum run length)."""
     acc = tl.zeros((BLOCK_S, BLOCK_D), dtype=ACC)
-    live = head
+    ks = tl.arange(0, BLOCK_K)
+    more = head
     at = pos
-    while tl.max(live.to(tl.int32), axis=0) > 0:
-        src = tl.load(perm_ptr + at, mask=live, other=0)
-        rows = tl.load(values_ptr + src[:, None] * width + cols[None, :],
-                       mask=live[:, None] & col_ok[None, :], other=0.0)
-        acc += rows.to(ACC)
-        at = at + 1
-        more = live & (at < nnz)
-        live = more & (tl.load(skeys_ptr + at, mask=more, other=0) == key)
+    while tl.max(more.to(tl.int32), axis=0) > 0:
+        at2 = at[:, None] + ks[None, :]
+        inb = more[:, None] & (at2 < nnz)
+        live = inb & (tl.load(skeys_ptr + at2, mask=inb, other=0) == key[:, None])
+        src = tl.load(perm_ptr + at2, mask=live, other=0)
+        rows = tl.load(values_ptr + src[:, :, None] * width + cols[None, None, :],
+                       mask=live[:, :, None] & col_ok[None, None, :], other=0.0)
+        acc += tl.sum(rows.to(ACC), axis=1)
+        more = more & (tl.sum(live.to(tl.int32), axis=1) == BLOCK_K)
+        at = at + BLOCK_K
     return acc
 
 
@@ -178,7 +191,7 @@ def _scalar(hi, lo, ACC: tl.constexpr):
 
 @triton.jit
 def _coalesce_kernel(values_ptr, perm_ptr, skeys_ptr, seg_ptr, first_ptr, out_ptr, nnz, width,
-                     BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr, ACC: tl.constexpr):
+                     BLOCK_S: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, ACC: tl.constexpr):
     pos, key, head = _run_heads(skeys_ptr, nnz, BLOCK_S)
     cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     col_ok = cols < width
@@ -186,7 +199,7 @@ def _coalesce_kernel(values_ptr, perm_ptr, skeys_ptr, seg_ptr, first_ptr, out_pt
     if tl.program_id(1) == 0:
         tl.store(first_ptr + seg, tl.load(perm_ptr + pos, mask=head, other=0), mask=head)
     acc = _sum_runs(values_ptr, perm_ptr, skeys_ptr, nnz, pos, key, head, cols, col_ok, width,
-                    BLOCK_S, BLOCK_D, ACC)
+                    BLOCK_S, BLOCK_K, BLOCK_D, ACC)
     out = out_ptr + seg.to(tl.int64)[:, None] * width + cols[None, :]
     tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=head[:, None] & col_ok[None, :])
 
@@ -196,14 +209,14 @@ def _sparse_adam_kernel(param_ptr, exp_avg_ptr, exp_avg_sq_ptr, values_ptr, perm
                         nnz, width, total, step_size_hi, step_size_lo, step_size_ptr, omb1_hi,
                         omb1_lo, omb2_hi, omb2_lo, eps_hi, eps_lo, MAXIMIZE: tl.constexpr,
                         STEP_SIZE_ON_DEVICE: tl.constexpr, BLOCK_S: tl.constexpr,
-                        BLOCK_D: tl.constexpr, ACC: tl.constexpr):
+                        BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, ACC: tl.constexpr):
     pos, key, head = _run_heads(skeys_ptr, nnz, BLOCK_S)
     # an index out of range sorted the sentinel last: then no lane writes anything
     head = head & (tl.load(skeys_ptr + (nnz - 1) + pos * 0) < total)
     cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     col_ok = cols < width
     g = _sum_runs(values_ptr, perm_ptr, skeys_ptr, nnz, pos, key, head, cols, col_ok, width,
-                  BLOCK_S, BLOCK_D, ACC)
+                  BLOCK_S, BLOCK_K, BLOCK_D, ACC)
     if MAXIMIZE:
         g = -g
     if STEP_SIZE_ON_DEVICE:
@@ -230,14 +243,14 @@ def _sparse_adam_kernel(param_ptr, exp_avg_ptr, exp_avg_sq_ptr, values_ptr, perm
 @triton.jit
 def _adagrad_kernel(param_ptr, sum_ptr, values_ptr, perm_ptr, skeys_ptr, nnz, width, total,
                     clr_hi, clr_lo, clr_ptr, eps_hi, eps_lo, MAXIMIZE: tl.constexpr,
-                    CLR_ON_DEVICE: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr,
-                    ACC: tl.constexpr):
+                    CLR_ON_DEVICE: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_K: tl.constexpr,
+                    BLOCK_D: tl.constexpr, ACC: tl.constexpr):
     pos, key, head = _run_heads(skeys_ptr, nnz, BLOCK_S)
     head = head & (tl.load(skeys_ptr + (nnz - 1) + pos * 0) < total)
     cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     col_ok = cols < width
     g = _sum_runs(values_ptr, perm_ptr, skeys_ptr, nnz, pos, key, head, cols, col_ok, width,
-                  BLOCK_S, BLOCK_D, ACC)
+                  BLOCK_S, BLOCK_K, BLOCK_D, ACC)
     if MAXIMIZE:
         g = -g
     if CLR_ON_DEVICE:
@@ -398,7 +411,7 @@ def _grid(nnz: int, width: int):
     block_d = _block_cols(width)
     block_s = _block_rows(block_d)
     return (triton.cdiv(nnz, block_s), max(1, triton.cdiv(width, block_d))), dict(
-        BLOCK_S=block_s, BLOCK_D=block_d)
+        BLOCK_S=block_s, BLOCK_K=_block_dups(block_d), BLOCK_D=block_d)
 
 
 def coalesce(indices: torch.Tensor, values: torch.Tensor, size: list[int], *,

@@ -9,6 +9,9 @@ Each conformance session writes, under reports/:
   junit-torch-<V>.xml      pytest's JUnit XML of the spec run
   results-torch-<V>.json   the conformance results (when the plugin has --conformance-results)
   status-torch-<V>.json    what was installed and how the run ended -- also when installing failed
+  junit-kernels-torch-<V>.xml  the kernel tests (tests/test_kernels.py) on that torch: C++ and
+                               Triton's interpreter on CPU, compiled Triton on CUDA where a GPU is
+                               present; a crash (a signal) is recorded as such in the status file
 The XLA session also runs the XLA harness tests (junit-xla-tests-torch-<V>.xml).
 
 Environment:
@@ -16,6 +19,7 @@ Environment:
   CONFORMANCE_TORCH_EXTRA_INDEX_URL  pip --extra-index-url for torch
   CONFORMANCE_TORCH_VERSIONS         comma-separated torch versions instead of the list below
                                      (a version with a torch_xla release below gets it too)
+  CONFORMANCE_NOX_KERNEL_TESTS=0     skip the kernel tests in the conformance sessions
 Virtualenvs are reused (nox's reuse_venv), and torch is not reinstalled when the venv already has
 the requested version, so a repeated run costs only the tests.
 """
@@ -155,6 +159,14 @@ def conformance(session: nox.Session, torch_version: str) -> None:
     exit_codes = {}
     try:
         exit_codes["specs"] = _pytest(session, ["specs", *args, *session.posargs], env)
+        if os.environ.get("CONFORMANCE_NOX_KERNEL_TESTS", "1") != "0":
+            # the kernels build their C++ part per torch version (own cache directory), so each
+            # torch's ABI is exercised; bad inputs must raise, never crash the process
+            kernels_junit = REPORTS / f"junit-kernels-torch-{torch_version}.xml"
+            exit_codes["kernels"] = _pytest(
+                session, ["tests/test_kernels.py", "-p", "no:cacheprovider", f"--junitxml={kernels_junit}"], env)
+            if exit_codes["kernels"] < 0:
+                status["kernels_crashed"] = f"killed by signal {-exit_codes['kernels']}"
         if torch_version in TORCH_XLA:
             xla_junit = REPORTS / f"junit-xla-tests-torch-{torch_version}.xml"
             exit_codes["xla_tests"] = _pytest(

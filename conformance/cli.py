@@ -4,9 +4,10 @@
   conformance gate --baseline A.json --candidate B.json [--base-ref origin/main | --changed-files F...]
   conformance select --base-ref origin/main        # the pytest options that run only the touched ops
   conformance schema [spec|results]                # print a JSON Schema
+  conformance check adagrad=mypkg:MyAdagrad        # gate your implementation against the specs and stock torch
 
 Exit codes: report 0 (1 when no results file could be read); gate 0 pass, 1 regression,
-2 not comparable or unusable input; select 0.
+2 not comparable or unusable input; select 0; check: pytest's (0 conforms, 1 a candidate item failed).
 """
 
 from __future__ import annotations
@@ -163,6 +164,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scope_options(select)
     select.add_argument("--format", choices=["pytest", "ops", "json"], default="pytest")
     select.set_defaults(func=_select)
+
+    from conformance import check
+
+    check.build_parser(sub.add_parser("check", help="gate your implementation (OP=module:attr) against the specs "
+                                                    "and stock torch; writes results and the HTML report",
+                                      description=check.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
 
     schema = sub.add_parser("schema", help="print the spec or results JSON Schema")
     schema.add_argument("which", nargs="?", choices=["spec", "results"], default="spec")

@@ -100,3 +100,12 @@ def fixture_copy(path: Path, name: str, **run_fields) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document), encoding="utf-8")
     return out
+
+
+@lru_cache(maxsize=None)
+def stock_adagrad_run() -> Path:
+    """specs/adagrad.yaml on stock torch (the coo backend), cpu: the baseline beside a candidate run."""
+    code, path = run_inprocess("stock-adagrad", str(REPO / "specs" / "adagrad.yaml"), "--conformance-backend", "coo",
+                               "--conformance-label", "stock torch")
+    assert code == 0, f"the stock torch run failed (exit code {code})"
+    return path

@@ -1,35 +1,88 @@
-"""Differential tests of conformance.kernels against stock torch (C++ and Triton-interpreter paths)."""
+"""Differential tests of conformance.kernels against stock torch on the same device.
+
+Kernel paths (the ``path`` fixture): ``cpp`` (C++ on CPU tensors), ``triton`` (the Triton kernels
+in Triton's interpreter on CPU tensors, in a process without CUDA) and, when CUDA is present,
+``cuda-triton`` (compiled Triton kernels on CUDA tensors, against stock torch on CUDA).
+"""
 
 import os
 
-os.environ.setdefault("TRITON_INTERPRET", "1")  # must precede the first triton import
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+if not HAS_CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # must precede the first triton import
+INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 import math
 
 import pytest
-import torch
 from torch.testing import assert_close
 
 import conformance.kernels as K
 from conformance.kernels import _build, _ops
 
-IMPLS = ["cpp", "triton"]
+def _triton_skip_reason():
+    from importlib.metadata import PackageNotFoundError, version
+
+    from conformance.backends.kernel import MIN_INTERPRETER_TRITON
+
+    try:
+        found = version("triton")
+    except PackageNotFoundError:
+        return "the triton package is not installed (torch's CPU wheels do not depend on it)"
+    numbers = tuple(int(x) for x in found.split("+")[0].split(".")[:2] if x.isdigit())
+    if INTERPRETED and numbers < MIN_INTERPRETER_TRITON:
+        return (f"Triton's interpreter is checked from triton {MIN_INTERPRETER_TRITON} on; "
+                f"this environment has triton {found}")
+    return None
+
+
+TRITON_SKIP = _triton_skip_reason()
+NO_INTERPRETER = ("Triton's interpreter runs on CPU tensors only in a process without CUDA "
+                  "(TRITON_INTERPRET=1 would interpret the CUDA kernels too); run "
+                  "CUDA_VISIBLE_DEVICES= python -m pytest tests/test_kernels.py for it")
+PATHS = [
+    pytest.param(("cpu", "cpp"), id="cpp"),
+    pytest.param(("cpu", "triton"), id="triton",
+                 marks=[pytest.mark.skip(reason=TRITON_SKIP or NO_INTERPRETER)]
+                 if TRITON_SKIP or not INTERPRETED else []),
+]
+if HAS_CUDA:
+    PATHS.append(pytest.param(("cuda", "triton"), id="cuda-triton",
+                              marks=[] if not (INTERPRETED or TRITON_SKIP) else pytest.mark.skip(
+                                  reason=TRITON_SKIP or "TRITON_INTERPRET is set: the Triton kernels are not compiled")))
+FAST_PATHS = [p for p in PATHS if p.id != "triton"]  # large inputs: not in the interpreter
+TRITON_PATHS = [p for p in PATHS if p.id != "cpp"]
+needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA (torch.cuda.is_available() is False)")
 FLOAT_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 HALF_TOL = {torch.float16: dict(rtol=1e-2, atol=1e-2), torch.bfloat16: dict(rtol=5e-2, atol=5e-2)}
 # tolerance against a float64 reference, by the dtype under test
 REF_TOL = {**HALF_TOL, torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float64: {}}
 
 
-@pytest.fixture(params=IMPLS)
-def impl(request, monkeypatch):
-    """Kernel path under test, also forced for the optimizers via the env var."""
-    monkeypatch.setenv(K.IMPL_ENV_VAR, request.param)
+@pytest.fixture(params=PATHS)
+def path(request, monkeypatch):
+    """(device, impl) under test; the impl is also forced for the optimizers via the env var."""
+    device, impl = request.param
+    monkeypatch.setenv(K.IMPL_ENV_VAR, impl)
     return request.param
+
+
+@pytest.fixture
+def impl(path):
+    return path[1]
+
+
+@pytest.fixture
+def device(path):
+    return torch.device(path[0])
 
 
 def sparse(indices, values, size):
     return torch.sparse_coo_tensor(
-        torch.as_tensor(indices, dtype=torch.int64), values, size, check_invariants=False
+        torch.as_tensor(indices, dtype=torch.int64, device=values.device), values, size,
+        check_invariants=False,
     )
 
 
@@ -62,14 +115,14 @@ COALESCE_CASES = [
 
 @pytest.mark.parametrize("case", COALESCE_CASES, ids=lambda c: f"{c[0]}-sd{c[1]}-nnz{c[2]}")
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
-def test_coalesce_matches_torch(impl, case, dtype):
+def test_coalesce_matches_torch(impl, device, case, dtype):
     size, sparse_dim, nnz, max_index = case
     gen = torch.Generator().manual_seed(hash((size, nnz)) % 2**31)
-    t = random_sparse(gen, size, sparse_dim, nnz, dtype, max_index)
+    t = random_sparse(gen, size, sparse_dim, nnz, dtype, max_index).to(device)
     got = K.coalesce(t, impl=impl)
     expected = t.to(torch.float64).coalesce()
     assert got.is_sparse and got.is_coalesced()
-    assert got.dtype == dtype and got.shape == t.shape
+    assert got.dtype == dtype and got.shape == t.shape and got.device == t.device
     assert_close(got._indices(), expected._indices(), rtol=0, atol=0)
     assert_close(got._values().to(torch.float64), expected._values(), **REF_TOL[dtype])
     if dtype in (torch.float32, torch.float64):
@@ -88,33 +141,34 @@ def test_coalesce_other_dtypes_cpp(dtype):
     assert_close(got._values(), expected._values())
 
 
-def test_coalesce_half_sums_in_float32(impl):
+def test_coalesce_half_sums_in_float32(impl, device):
     # torch sums 4096 float16 ones to 2048 (float16 stops at 2048); the kernel accumulates in float32.
-    t = sparse(torch.zeros((1, 4096), dtype=torch.int64), torch.ones(4096, dtype=torch.float16), (3,))
+    t = sparse(torch.zeros((1, 4096), dtype=torch.int64), torch.ones(4096, dtype=torch.float16, device=device), (3,))
     got = K.coalesce(t, impl=impl)
     assert got._values().tolist() == [4096.0]
 
 
-def test_coalesce_noncontiguous_values(impl):
-    values = torch.randn(3, 20, dtype=torch.float64).t()  # (20, 3), not contiguous
+def test_coalesce_noncontiguous_values(impl, device):
+    values = torch.randn(3, 20, dtype=torch.float64, device=device).t()  # (20, 3), not contiguous
     t = sparse(torch.randint(0, 5, (1, 20)), values, (5, 3))
     assert not t._values().is_contiguous()
     got = K.coalesce(t, impl=impl)
     assert_close(got.to_dense(), t.coalesce().to_dense())
 
 
-def test_coalesce_large_random_matches_torch():
+@pytest.mark.parametrize("path", FAST_PATHS, indirect=True)
+def test_coalesce_large_random_matches_torch(impl, device):
     gen = torch.Generator().manual_seed(7)
-    t = random_sparse(gen, (3000, 2000), 2, 200_000)
-    got = K.coalesce(t, impl="cpp")
+    t = random_sparse(gen, (3000, 2000), 2, 200_000).to(device)
+    got = K.coalesce(t, impl=impl)
     expected = t.coalesce()
     assert_close(got._indices(), expected._indices(), rtol=0, atol=0)
     assert_close(got._values(), expected._values())
 
 
 @pytest.mark.parametrize("bad", [-1, 5], ids=["negative", "too-large"])
-def test_coalesce_out_of_range_index_raises(impl, bad):
-    t = sparse([[0, bad, 1]], torch.ones(3), (5,))
+def test_coalesce_out_of_range_index_raises(impl, device, bad):
+    t = sparse([[0, bad, 1]], torch.ones(3, device=device), (5,))
     with pytest.raises(ValueError, match=f"index {bad} .* out of range for size 5"):
         K.coalesce(t, impl=impl)
 
@@ -143,10 +197,10 @@ def reference_masked_mean(values, mask):
 
 @pytest.mark.parametrize("shape", [(), (1,), (17,), (5, 7), (3, 4, 5), (2000,)], ids=str)
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
-def test_masked_mean_value_and_gradient(impl, shape, dtype):
+def test_masked_mean_value_and_gradient(impl, device, shape, dtype):
     gen = torch.Generator().manual_seed(len(shape) * 100 + sum(shape))
-    values = torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
-    mask = torch.rand(shape, generator=gen) > 0.4
+    values = torch.randn(shape, generator=gen, dtype=torch.float64).to(device, dtype)
+    mask = (torch.rand(shape, generator=gen) > 0.4).to(device)
     if mask.numel():
         mask.view(-1)[0] = True
     values = values.where(mask, float("nan"))  # garbage outside the mask must not leak
@@ -159,33 +213,33 @@ def test_masked_mean_value_and_gradient(impl, shape, dtype):
     tol = REF_TOL[dtype]
     assert_close(out.detach().to(torch.float64), reference_masked_mean(values, mask), **tol)
 
-    out.backward(torch.tensor(3.0, dtype=dtype))
+    out.backward(torch.tensor(3.0, dtype=dtype, device=device))
     expected_grad = torch.where(mask, 3.0 / int(mask.sum()), 0.0).to(dtype)
     assert_close(values.grad, expected_grad, **tol)
     assert torch.isfinite(values.grad).all()
 
 
-def test_masked_mean_empty_mask_gives_nan_and_zero_gradient(impl):
-    values = torch.tensor([1.0, float("nan"), float("inf")], requires_grad=True)
-    out = K.masked_mean(values, torch.zeros(3, dtype=torch.bool), impl=impl)
+def test_masked_mean_empty_mask_gives_nan_and_zero_gradient(impl, device):
+    values = torch.tensor([1.0, float("nan"), float("inf")], device=device, requires_grad=True)
+    out = K.masked_mean(values, torch.zeros(3, dtype=torch.bool, device=device), impl=impl)
     assert torch.isnan(out)
     out.backward()
-    assert_close(values.grad, torch.zeros(3), rtol=0, atol=0)
+    assert_close(values.grad, torch.zeros(3, device=device), rtol=0, atol=0)
 
 
-def test_masked_mean_zero_elements(impl):
-    values = torch.empty(0, 4, requires_grad=True)
-    out = K.masked_mean(values, torch.empty(0, 4, dtype=torch.bool), impl=impl)
+def test_masked_mean_zero_elements(impl, device):
+    values = torch.empty(0, 4, device=device, requires_grad=True)
+    out = K.masked_mean(values, torch.empty(0, 4, dtype=torch.bool, device=device), impl=impl)
     assert torch.isnan(out)
     out.backward()
     assert values.grad.shape == (0, 4)
 
 
-def test_masked_mean_noncontiguous_inputs(impl):
-    base = torch.randn(6, 8, dtype=torch.float64)
+def test_masked_mean_noncontiguous_inputs(impl, device):
+    base = torch.randn(6, 8, dtype=torch.float64, device=device)
     values = base.t().requires_grad_(True)
-    mask = (torch.rand(8, 6) > 0.5).t().t()
-    mask = torch.rand(6, 8).t() > 0.5
+    mask = torch.rand(6, 8, device=device).t() > 0.5
+    assert not values.is_contiguous() and not mask.is_contiguous()
     out = K.masked_mean(values, mask, impl=impl)
     assert_close(out, reference_masked_mean(values, mask))
     out.backward()
@@ -242,11 +296,13 @@ def clone_params(params):
     return [torch.nn.Parameter(p.detach().clone()) for p in params]
 
 
-def run_both(ref_cls, ker_cls, init, grad_steps, compare_dtype=None, tol=None, **kwargs):
-    """Step a stock and a kernel optimizer over the same gradients; compare params and state.
+def run_both(ref_cls, ker_cls, init, grad_steps, compare_dtype=None, tol=None, device="cpu", **kwargs):
+    """Step a stock and a kernel optimizer over the same gradients on ``device``; compare params and state.
 
     ``compare_dtype``: run the stock optimizer in this dtype (e.g. float64 for half inputs).
     """
+    init = [p.to(device) for p in init]
+    grad_steps = [[None if g is None else g.to(device) for g in grads] for grads in grad_steps]
     ref_params = [torch.nn.Parameter(p.detach().to(compare_dtype or p.dtype)) for p in init]
     ker_params = clone_params(init)
     ref_opt = ref_cls(ref_params, **kwargs)
@@ -292,33 +348,33 @@ OPT_SHAPES = [
 @pytest.mark.parametrize("case", OPT_SHAPES, ids=lambda c: f"{c[0]}-sd{c[1]}")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 @pytest.mark.parametrize("maximize", [False, True], ids=["min", "max"])
-def test_sparse_adam_matches_torch(impl, case, dtype, maximize):
+def test_sparse_adam_matches_torch(impl, device, case, dtype, maximize):
     shape, sparse_dim, nnz, max_index = case
     gen = torch.Generator().manual_seed(11)
     init = [torch.randn(shape, generator=gen, dtype=dtype)]
     steps = grad_sequence(gen, shape, sparse_dim, 4, nnz, dtype, max_index, empty_step=2)
-    run_both(torch.optim.SparseAdam, K.SparseAdam, init, steps,
+    run_both(torch.optim.SparseAdam, K.SparseAdam, init, steps, device=device,
              lr=0.05, betas=(0.8, 0.95), eps=1e-6, maximize=maximize)
 
 
 @pytest.mark.parametrize("case", OPT_SHAPES, ids=lambda c: f"{c[0]}-sd{c[1]}")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 @pytest.mark.parametrize("maximize", [False, True], ids=["min", "max"])
-def test_adagrad_matches_torch(impl, case, dtype, maximize):
+def test_adagrad_matches_torch(impl, device, case, dtype, maximize):
     shape, sparse_dim, nnz, max_index = case
     gen = torch.Generator().manual_seed(12)
     init = [torch.randn(shape, generator=gen, dtype=dtype)]
     steps = grad_sequence(gen, shape, sparse_dim, 4, nnz, dtype, max_index, empty_step=1)
-    run_both(torch.optim.Adagrad, K.Adagrad, init, steps, lr=0.1, lr_decay=0.3,
+    run_both(torch.optim.Adagrad, K.Adagrad, init, steps, device=device, lr=0.1, lr_decay=0.3,
              initial_accumulator_value=0.2, eps=1e-8, maximize=maximize)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("opt", ["sparse_adam", "adagrad"])
-def test_optimizers_half_precision_against_float64(impl, dtype, opt):
+def test_optimizers_half_precision_against_float64(impl, device, dtype, opt):
     gen = torch.Generator().manual_seed(13)
-    init = [torch.randn((30, 8), generator=gen).to(dtype)]
-    steps = grad_sequence(gen, (30, 8), 1, 3, 25, dtype, max_index=10)
+    init = [torch.randn((30, 8), generator=gen).to(device, dtype)]
+    steps = [[g.to(device) for g in grads] for grads in grad_sequence(gen, (30, 8), 1, 3, 25, dtype, max_index=10)]
     ref_cls, ker_cls, kwargs = {
         "sparse_adam": (torch.optim.SparseAdam, K.SparseAdam, dict(lr=0.01)),
         "adagrad": (torch.optim.Adagrad, K.Adagrad, dict(lr=0.01, lr_decay=0.1)),
@@ -340,42 +396,42 @@ def test_optimizers_half_precision_against_float64(impl, dtype, opt):
             assert_close(got.double(), ref_opt.state[ref_params[0]][key], **HALF_TOL[dtype])
 
 
-def test_explicit_zero_gradient_entries_are_updated(impl):
+def test_explicit_zero_gradient_entries_are_updated(impl, device):
     # An explicit zero in the sparse gradient is a specified entry: moments decay there.
-    p = torch.nn.Parameter(torch.ones(4, 2))
+    p = torch.nn.Parameter(torch.ones(4, 2, device=device))
     opt = K.SparseAdam([p], lr=0.1)
-    p.grad = sparse([[1]], torch.ones(1, 2), (4, 2))
+    p.grad = sparse([[1]], torch.ones(1, 2, device=device), (4, 2))
     opt.step()
     before = opt.state[p]["exp_avg"].clone()
-    p.grad = sparse([[1, 2]], torch.zeros(2, 2), (4, 2))
+    p.grad = sparse([[1, 2]], torch.zeros(2, 2, device=device), (4, 2))
     opt.step()
     exp_avg = opt.state[p]["exp_avg"]
     assert_close(exp_avg[1], before[1] * 0.9)
-    assert_close(exp_avg[0], torch.zeros(2))
+    assert_close(exp_avg[0], torch.zeros(2, device=device))
     assert opt.state[p]["exp_avg_sq"][2].eq(0).all()  # specified, but g^2 = 0 keeps it at 0
     assert opt.state[p]["step"] == 2
 
 
-def test_sparse_adam_nnz_zero_counts_step_without_update(impl):
-    p = torch.nn.Parameter(torch.randn(5, 3))
+def test_sparse_adam_nnz_zero_counts_step_without_update(impl, device):
+    p = torch.nn.Parameter(torch.randn(5, 3, device=device))
     before = p.detach().clone()
     opt = K.SparseAdam([p])
-    p.grad = sparse(torch.empty((1, 0), dtype=torch.int64), torch.empty(0, 3), (5, 3))
+    p.grad = sparse(torch.empty((1, 0), dtype=torch.int64), torch.empty(0, 3, device=device), (5, 3))
     opt.step()
     opt.step()
     assert opt.state[p]["step"] == 2
     assert_close(p.detach(), before, rtol=0, atol=0)
 
 
-def test_embedding_training_loop_drop_in(impl):
+def test_embedding_training_loop_drop_in(impl, device):
     torch.manual_seed(0)
     for ref_cls, ker_cls in [(torch.optim.SparseAdam, K.SparseAdam), (torch.optim.Adagrad, K.Adagrad)]:
-        ref = torch.nn.Embedding(50, 6, sparse=True)
-        ker = torch.nn.Embedding(50, 6, sparse=True)
+        ref = torch.nn.Embedding(50, 6, sparse=True, device=device)
+        ker = torch.nn.Embedding(50, 6, sparse=True, device=device)
         ker.load_state_dict(ref.state_dict())
         ref_opt, ker_opt = ref_cls(ref.parameters(), lr=0.05), ker_cls(ker.parameters(), lr=0.05)
         for _ in range(3):
-            idx = torch.randint(0, 50, (4, 7))
+            idx = torch.randint(0, 50, (4, 7), device=device)
             for emb, opt in ((ref, ref_opt), (ker, ker_opt)):
                 opt.zero_grad()
                 emb(idx).square().sum().backward()
@@ -383,15 +439,15 @@ def test_embedding_training_loop_drop_in(impl):
         assert_close(ker.weight, ref.weight)
 
 
-def test_multiple_params_and_groups(impl):
+def test_multiple_params_and_groups(impl, device):
     gen = torch.Generator().manual_seed(3)
-    init = [torch.randn(10, 4, generator=gen), torch.randn(12, generator=gen)]
+    init = [torch.randn(10, 4, generator=gen).to(device), torch.randn(12, generator=gen).to(device)]
     ref = clone_params(init)
     ker = clone_params(init)
     groups = lambda ps: [{"params": [ps[0]], "lr": 0.1}, {"params": [ps[1]], "lr": 0.01, "betas": (0.5, 0.6)}]
     ref_opt, ker_opt = torch.optim.SparseAdam(groups(ref)), K.SparseAdam(groups(ker))
     for _ in range(2):
-        grads = [random_sparse(gen, (10, 4), 1, 6), random_sparse(gen, (12,), 1, 5)]
+        grads = [random_sparse(gen, (10, 4), 1, 6).to(device), random_sparse(gen, (12,), 1, 5).to(device)]
         for params in (ref, ker):
             for p, g in zip(params, grads):
                 p.grad = g
@@ -401,22 +457,22 @@ def test_multiple_params_and_groups(impl):
         assert_close(k, r)
 
 
-def test_adagrad_dense_and_sparse_params_together(impl):
+def test_adagrad_dense_and_sparse_params_together(impl, device):
     gen = torch.Generator().manual_seed(4)
     init = [torch.randn(8, 3, generator=gen), torch.randn(5, generator=gen)]
     steps = [[random_sparse(gen, (8, 3), 1, 5), torch.randn(5, generator=gen)] for _ in range(3)]
-    run_both(torch.optim.Adagrad, K.Adagrad, init, steps, lr=0.1, lr_decay=0.01)
+    run_both(torch.optim.Adagrad, K.Adagrad, init, steps, device=device, lr=0.1, lr_decay=0.01)
 
 
-def test_noncontiguous_param_is_updated_correctly(impl):
+def test_noncontiguous_param_is_updated_correctly(impl, device):
     gen = torch.Generator().manual_seed(5)
-    base = torch.randn(6, 10, generator=gen)
+    base = torch.randn(6, 10, generator=gen).to(device)
     ref_p = torch.nn.Parameter(base.clone().t())
     ker_p = torch.nn.Parameter(base.clone().t())
     assert not ker_p.is_contiguous()
     ref_opt, ker_opt = torch.optim.Adagrad([ref_p], lr=0.1), K.Adagrad([ker_p], lr=0.1)
     for _ in range(2):
-        g = random_sparse(gen, (10, 6), 1, 7, max_index=5)
+        g = random_sparse(gen, (10, 6), 1, 7, max_index=5).to(device)
         ref_p.grad, ker_p.grad = g, g
         ref_opt.step()
         ker_opt.step()
@@ -485,42 +541,50 @@ def test_torch_error_messages_reproduced():
 
 
 @pytest.mark.parametrize("opt_cls", [K.SparseAdam, K.Adagrad], ids=["sparse_adam", "adagrad"])
-def test_optimizer_bad_gradients_raise(impl, opt_cls):
-    p = torch.nn.Parameter(torch.zeros(5, 2))
+def test_optimizer_bad_gradients_raise(impl, device, opt_cls):
+    """CPU: step() raises. CUDA: the step is a no-op on the device and the error is deferred to
+    check_index_errors() (or a later step), since raising at once would need a sync."""
+    p = torch.nn.Parameter(torch.zeros(5, 2, device=device))
     before = p.detach().clone()
     opt = opt_cls([p])
     cases = [
-        (sparse([[1, 5]], torch.ones(2, 2), (5, 2)), ValueError, "index 5 .* out of range for size 5"),
-        (sparse([[1, -2]], torch.ones(2, 2), (5, 2)), ValueError, "index -2 .* out of range"),
+        (sparse([[1, 5]], torch.ones(2, 2, device=device), (5, 2)), ValueError, "index 5 .* out of range for size 5"),
+        (sparse([[1, -2]], torch.ones(2, 2, device=device), (5, 2)), ValueError, "index -2 .* out of range"),
     ]
     for grad, exc, pattern in cases:
         p.grad = grad
         with pytest.raises(exc, match=pattern):
             opt.step()
+            opt.check_index_errors()
     assert_close(p.detach(), before, rtol=0, atol=0)
+    for key, state in opt.state[p].items():
+        if torch.is_tensor(state) and state.dim():
+            assert_close(state, torch.full_like(state, state.view(-1)[0].item()), rtol=0, atol=0)
 
 
-def test_step_ops_reject_mismatched_inputs(impl):
+def test_step_ops_reject_mismatched_inputs(impl, device):
     """torch refuses such .grad assignments, so check the operators themselves."""
-    p, m, v = torch.zeros(5, 2), torch.zeros(5, 2), torch.zeros(5, 2)
-    idx = torch.tensor([[1, 3]])
+    ones = lambda *shape, **kw: torch.ones(*shape, device=kw.pop("device", device), **kw)
+    zeros = lambda *shape, **kw: torch.zeros(*shape, device=device, **kw)
+    p, m, v = zeros(5, 2), zeros(5, 2), zeros(5, 2)
+    idx = torch.tensor([[1, 3]], device=device)
     adam = lambda *a: torch.ops.conformance_kernels.sparse_adam_step_(*a, 0.1, 0.9, 0.99, 1e-8, False, impl)
     with pytest.raises(TypeError, match="gradient dtype torch.float64 does not match"):
-        adam(p, m, v, idx, torch.ones(2, 2, dtype=torch.float64))
+        adam(p, m, v, idx, ones(2, 2, dtype=torch.float64))
     with pytest.raises(ValueError, match="do not describe a sparse tensor of size"):
-        adam(p, m, v, idx, torch.ones(2, 3))
+        adam(p, m, v, idx, ones(2, 3))
     with pytest.raises(ValueError, match="values must have shape"):
-        adam(p, m, v, idx, torch.ones(3, 2))
+        adam(p, m, v, idx, ones(3, 2))
     with pytest.raises(ValueError, match="exp_avg_sq shape"):
-        adam(p, m, torch.zeros(4, 2), idx, torch.ones(2, 2))
+        adam(p, m, zeros(4, 2), idx, ones(2, 2))
     with pytest.raises(TypeError, match="indices must be int64"):
-        adam(p, m, v, idx.int(), torch.ones(2, 2))
+        adam(p, m, v, idx.int(), ones(2, 2))
     with pytest.raises(ValueError, match="exp_avg must be contiguous"):
-        adam(p, torch.zeros(2, 5).t(), v, idx, torch.ones(2, 2))
+        adam(p, zeros(2, 5).t(), v, idx, ones(2, 2))
     with pytest.raises(TypeError, match="param must be float16"):
-        adam(p.long(), m.long(), v.long(), idx, torch.ones(2, 2).long())
+        adam(p.long(), m.long(), v.long(), idx, ones(2, 2).long())
     with pytest.raises(RuntimeError, match="same device"):
-        torch.ops.conformance_kernels.adagrad_step_(p, m, idx, torch.ones(2, 2, device="meta"), 0.1, 1e-10, False, impl)
+        torch.ops.conformance_kernels.adagrad_step_(p, m, idx, ones(2, 2, device="meta"), 0.1, 1e-10, False, impl)
     assert not p.any() and not m.any() and not v.any()
 
 
@@ -592,13 +656,13 @@ def test_hugepage_params_collapse_by_default_and_fall_back(monkeypatch, mode):
     assert_close(param.detach(), ref.detach())
 
 
-def test_coalesce_huge_shape_uses_unpacked_sort(impl):
+def test_coalesce_huge_shape_uses_unpacked_sort(impl, device):
     # 61 key bits + position bits exceed one 63-bit word: exercises the key/position pair sort.
     size = (2**31, 2**30)
     gen = torch.Generator().manual_seed(8)
     indices = torch.stack([torch.randint(0, 4, (600,), generator=gen) * 2**29,
                            torch.randint(0, 3, (600,), generator=gen) * 2**28])
-    t = sparse(indices, torch.randn(600, generator=gen, dtype=torch.float64), size)
+    t = sparse(indices, torch.randn(600, generator=gen, dtype=torch.float64).to(device), size)
     got, expected = K.coalesce(t, impl=impl), t.coalesce()
     assert_close(got._indices(), expected._indices(), rtol=0, atol=0)
     assert_close(got._values(), expected._values())
@@ -610,6 +674,7 @@ def test_coalesce_shape_beyond_int64_is_rejected():
         torch.ops.conformance_kernels.coalesce(torch.ones(2, 1, dtype=torch.int64), torch.ones(1), [2**40, 2**40], "cpp")
 
 
+@pytest.mark.skipif(TRITON_SKIP is not None and "not installed" in TRITON_SKIP, reason=str(TRITON_SKIP))
 def test_triton_on_cpu_without_interpreter_is_a_clear_error():
     import subprocess
     import sys
@@ -624,3 +689,239 @@ def test_triton_on_cpu_without_interpreter_is_a_clear_error():
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "RuntimeError" in proc.stderr and "TRITON_INTERPRET=1" in proc.stderr
+
+
+# --------------------------------------------------------------------------- launch-bound GPU step (host side)
+
+
+def test_keys_are_sorted_in_the_narrowest_integer_type():
+    from conformance.kernels._triton import key_dtype
+
+    assert key_dtype(5) == torch.int16
+    assert key_dtype(2**15 - 1) == torch.int16  # the sentinel (= total) must fit too
+    assert key_dtype(2**15) == torch.int32
+    assert key_dtype(1_000_000) == torch.int32  # the 1M-row embedding benchmark
+    assert key_dtype(2**31 - 1) == torch.int32
+    assert key_dtype(2**31) == torch.int64
+
+
+@pytest.mark.parametrize("path", TRITON_PATHS, indirect=True)
+@pytest.mark.parametrize("shape", [(40,), (300, 200), (2**31, 4), (3, 4, 5, 6, 7)], ids=str)
+def test_sorted_keys_mark_bad_indices_with_a_last_sentinel(device, shape):
+    from conformance.kernels._triton import SortedKeys, key_dtype
+
+    gen = torch.Generator().manual_seed(9)
+    sparse_dim = len(shape) if len(shape) != 2 or shape[0] != 2**31 else 1
+    indices = torch.stack([torch.randint(0, min(s, 50), (64,), generator=gen) for s in shape[:sparse_dim]])
+    keys = SortedKeys(indices.to(device), list(shape[:sparse_dim]))
+    total = math.prod(shape[:sparse_dim])
+    assert keys.keys.dtype == key_dtype(total)
+    linear = torch.zeros(64, dtype=torch.int64)
+    for d, s in enumerate(shape[:sparse_dim]):
+        linear = linear * s + indices[d]
+    expected, expected_perm = torch.sort(linear, stable=True)
+    assert_close(keys.keys.cpu().long(), expected, rtol=0, atol=0)
+    assert_close(keys.perm.cpu(), expected_perm, rtol=0, atol=0)
+    assert not bool(keys.bad_indices())
+    indices[-1, 7] = shape[sparse_dim - 1]  # one past the end of the last sparse dim
+    bad = SortedKeys(indices.to(device), list(shape[:sparse_dim]))
+    assert bool(bad.bad_indices()) and int(bad.keys[-1]) == total
+
+
+def test_split_scalar_keeps_48_bits():
+    from conformance.kernels._triton import split_scalar
+
+    for x in (0.05, 1 - 0.999, 1e-8, 0.1 * math.sqrt(1 - 0.999**7) / (1 - 0.9**7), -3.3e-30, 7.0):
+        hi, lo = split_scalar(x)
+        assert torch.tensor(hi, dtype=torch.float32).item() == hi  # both halves are float32 values
+        assert torch.tensor(lo, dtype=torch.float32).item() == lo
+        assert abs((hi + lo) - x) <= abs(x) * 2.0**-46
+    assert split_scalar(1e300) == (math.inf, 0.0)
+
+
+_SYNCING = {"item", "tolist", "__bool__", "__int__", "__float__", "nonzero", "unique",
+            "unique_consecutive", "masked_select", "numpy", "cpu", "_local_scalar_dense"}
+
+
+class _SyncRecorder(torch.overrides.TorchFunctionMode):
+    """Records torch calls that read device values on the host (a sync on CUDA tensors)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in _SYNCING:
+            self.calls.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("path", TRITON_PATHS, indirect=True)
+def test_triton_step_reads_no_device_value_and_coalesce_reads_one(device):
+    from conformance.kernels import _triton
+
+    gen = torch.Generator().manual_seed(10)
+    grad = random_sparse(gen, (64, 8), 1, 40, max_index=20).to(device)
+    p, m, v, s = (torch.rand(64, 8, generator=gen).to(device) for _ in range(4))
+    recorder = _SyncRecorder()
+    with recorder:
+        _triton.sparse_adam_step_(p, m, v, grad._indices(), grad._values(), 0.01, 0.9, 0.99, 1e-8,
+                                  False, eager_check=False)
+        _triton.adagrad_step_(p, s, grad._indices(), grad._values(), 0.01, 1e-10, False,
+                              eager_check=False)
+    assert recorder.calls == []
+    with recorder:
+        _triton.coalesce(grad._indices(), grad._values(), [64, 8], eager_check=False)
+    # one read: the number of unique rows sizes the result (plus the bad-index sentinel, same copy)
+    assert recorder.calls == ["tolist"]
+    bad = grad._indices().clone()
+    bad[0, 3] = 64
+    with pytest.raises(ValueError, match="index 64 at position 3 .* out of range for size 64"):
+        _triton.coalesce(bad, grad._values(), [64, 8], eager_check=False)
+
+
+@pytest.mark.parametrize("path", TRITON_PATHS, indirect=True)
+@pytest.mark.parametrize("which", ["sparse_adam", "adagrad"])
+def test_triton_step_with_a_bad_index_changes_nothing_and_reports_later(device, which):
+    from conformance.kernels import _triton
+
+    p = torch.randn(6, 3, device=device)
+    state = torch.rand(6, 3, device=device)
+    before = (p.clone(), state.clone())
+    indices = torch.tensor([[0, 2, 6, 2]], device=device)  # 6 is out of range for 6 rows
+    values = torch.ones(4, 3, device=device)
+    if which == "sparse_adam":
+        check = _triton.sparse_adam_step_(p, state, state.clone(), indices, values, 0.1, 0.9, 0.99,
+                                          1e-8, False, eager_check=False)
+    else:
+        check = _triton.adagrad_step_(p, state, indices, values, 0.1, 1e-10, False, eager_check=False)
+    assert isinstance(check, _triton.IndexCheck)  # the step itself did not raise
+    with pytest.raises(ValueError, match="index 6 at position 2 of sparse dimension 0 is out of range for size 6"):
+        check.wait()
+    assert_close((p, state), before, rtol=0, atol=0)
+    good = _triton.adagrad_step_(p, state, indices.clamp(max=5), values, 0.1, 1e-10, False,
+                                 eager_check=False)
+    good.wait()  # no error
+    assert not torch.equal(p, before[0])
+
+
+@pytest.mark.parametrize("path", TRITON_PATHS, indirect=True)
+@pytest.mark.parametrize("opt", ["sparse_adam", "adagrad"])
+def test_capturable_step_matches_torch(impl, device, opt):
+    """capturable=True: step count on the device, step size computed there (bias corrections and
+    lr decay change every step, so a replayed graph must not bake them in)."""
+    gen = torch.Generator().manual_seed(14)
+    ref_cls, ker_cls, kwargs = {
+        "sparse_adam": (torch.optim.SparseAdam, K.SparseAdam, dict(lr=0.05, betas=(0.8, 0.95))),
+        "adagrad": (torch.optim.Adagrad, K.Adagrad, dict(lr=0.1, lr_decay=0.3)),
+    }[opt]
+    init = torch.randn(20, 4, generator=gen, dtype=torch.float64).to(device)
+    ref_p, ker_p = torch.nn.Parameter(init.clone()), torch.nn.Parameter(init.clone())
+    ref_opt, ker_opt = ref_cls([ref_p], **kwargs), ker_cls([ker_p], capturable=True, **kwargs)
+    for _ in range(4):
+        g = random_sparse(gen, (20, 4), 1, 12, torch.float64, max_index=8).to(device)
+        ref_p.grad, ker_p.grad = g, g
+        ref_opt.step()
+        ker_opt.step()
+    step = ker_opt.state[ker_p]["step"]
+    assert torch.is_tensor(step) and step.device == device and float(step) == 4.0
+    assert_close(ker_p.detach(), ref_p.detach())
+    with pytest.raises(TypeError, match="capturable must be a bool"):
+        ker_cls([ker_p], capturable="yes")
+
+
+@needs_cuda
+@pytest.mark.skipif(INTERPRETED or TRITON_SKIP is not None,
+                    reason=TRITON_SKIP or "TRITON_INTERPRET is set: the Triton kernels are not compiled")
+def test_cuda_step_makes_no_sync():
+    p = torch.nn.Parameter(torch.randn(1000, 16, device="cuda"))
+    opt = K.SparseAdam([p], lr=0.01)
+    idx = torch.randint(0, 1000, (300,), device="cuda")
+    grad = torch.sparse_coo_tensor(idx[None], torch.randn(300, 16, device="cuda"), p.shape)
+    p.grad = grad
+    opt.step()  # first step allocates the state
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            opt.step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    opt.check_index_errors()
+
+
+@needs_cuda
+@pytest.mark.skipif(INTERPRETED or TRITON_SKIP is not None,
+                    reason=TRITON_SKIP or "TRITON_INTERPRET is set: the Triton kernels are not compiled")
+@pytest.mark.parametrize("opt", ["sparse_adam", "adagrad"])
+def test_cuda_graph_capture_and_replay_matches_torch(opt):
+    """The step, captured once in a CUDA graph with a static gradient buffer, replayed per step."""
+    ref_cls, ker_cls, kwargs = {
+        "sparse_adam": (torch.optim.SparseAdam, K.SparseAdam, dict(lr=0.05)),
+        "adagrad": (torch.optim.Adagrad, K.Adagrad, dict(lr=0.1, lr_decay=0.2)),
+    }[opt]
+    rows, dim, nnz = 500, 32, 256
+    gen = torch.Generator(device="cuda").manual_seed(15)
+    init = torch.randn(rows, dim, device="cuda", generator=gen)
+    ref_p, ker_p = torch.nn.Parameter(init.clone()), torch.nn.Parameter(init.clone())
+    ref_opt, ker_opt = ref_cls([ref_p], **kwargs), ker_cls([ker_p], capturable=True, **kwargs)
+    ker_p.grad = torch.sparse_coo_tensor(torch.randint(0, rows, (1, nnz), device="cuda", generator=gen),
+                                         torch.randn(nnz, dim, device="cuda", generator=gen), (rows, dim))
+    static_idx, static_val = ker_p.grad._indices(), ker_p.grad._values()  # the gradient's own buffers
+
+    def new_grad():
+        static_idx.copy_(torch.randint(0, rows, (1, nnz), device="cuda", generator=gen))
+        static_val.copy_(torch.randn(nnz, dim, device="cuda", generator=gen))
+        ref_p.grad = torch.sparse_coo_tensor(static_idx.clone(), static_val.clone(), (rows, dim))
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up outside the graph: state allocated, kernels compiled
+        for _ in range(2):
+            new_grad()
+            ref_opt.step()
+            ker_opt.step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        ker_opt.step()
+    for _ in range(4):
+        new_grad()
+        ref_opt.step()
+        graph.replay()
+    torch.cuda.synchronize()
+    assert float(ker_opt.state[ker_p]["step"]) == 6.0
+    assert_close(ker_p.detach(), ref_p.detach())
+
+
+@pytest.mark.parametrize("bad", [
+    ("coalesce", dict(indices=[[0, 7]], values=[1.0, 2.0], size=[5]), ValueError, "index 7 at position 1 .* size 5"),
+    ("coalesce", dict(indices=[[0, -3]], values=[1.0, 2.0], size=[5]), ValueError, "index -3"),
+    ("coalesce", dict(indices=[[0, 1]], values=[1.0, 2.0], size=[-5]), ValueError, "must not be negative"),
+    ("coalesce", dict(indices=[[0, 1]], values=[1.0, 2.0, 3.0], size=[5]), ValueError, "values must have shape"),
+    ("coalesce", dict(indices=[[0, 1]], values=[1.0, 2.0], size=[5, 2]), ValueError, "do not describe"),
+    ("adam", dict(indices=[[0, 9]]), ValueError, "index 9 .* out of range for size 5"),
+    ("adagrad", dict(indices=[[-1, 2]]), ValueError, "index -1 .* out of range"),
+    ("adagrad", dict(indices=[[1, 2]], index_dtype=torch.int32), TypeError, "indices must be int64"),
+], ids=lambda b: b if isinstance(b, str) else None)
+def test_cpp_inputs_are_checked_in_python_before_any_cpp_code(monkeypatch, bad):
+    """Issue 12: on torch 2.11 the C++ coalesce of indices=[[0, 7]], size (5,) crashed the process.
+    Every such input must raise in Python, before the C++ operators are even looked up."""
+    op, spec, exc, pattern = bad
+
+    def no_cpp():
+        raise AssertionError("the C++ kernels were reached with bad input")
+
+    monkeypatch.setattr(_ops._CppBackend, "_ops", staticmethod(no_cpp))
+    indices = torch.tensor(spec["indices"], dtype=spec.get("index_dtype", torch.int64))
+    with pytest.raises(exc, match=pattern):
+        if op == "coalesce":
+            _ops.coalesce_parts(indices, torch.tensor(spec["values"]), spec["size"], "cpp")
+        elif op == "adam":
+            p = torch.zeros(5, 2)
+            _ops.sparse_adam_step(p, p.clone(), p.clone(), indices, torch.ones(2, 2), 0.1, 0.9, 0.99,
+                                  1e-8, False, "cpp")
+        else:
+            p = torch.zeros(5, 2)
+            _ops.adagrad_step(p, p.clone(), indices, torch.ones(2, 2), 0.1, 1e-10, False, "cpp")

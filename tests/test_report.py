@@ -7,7 +7,7 @@ import re
 from html.parser import HTMLParser
 
 from conformance.cli import main
-from conformance.results.report import build_report, repro_command, run_labels
+from conformance.results.report import build_report, divergence_of, repro_command, run_labels
 from conformance.results.store import load_results
 from conformance_runs import adagrad_run, benchmark_run, builtin_run, fixture_copy, load
 
@@ -129,8 +129,54 @@ def test_repro_commands_carry_the_runs_options():
 
 def test_run_labels_are_unique():
     a, b = load_results(adagrad_run("TorchAdagrad")), load_results(adagrad_run("SquareBeforeSumAdagrad"))
-    labels = run_labels([a, b])
-    # same torch, same host, same file name (results.json in two folders): numbered
-    assert labels == [f"{a.label} (#1)", f"{b.label} (#2)"]
-    b.run["hostname"] = "other-host"
-    assert run_labels([a, b]) == [f"{a.label} ({a.run['hostname']})", f"{b.label} (other-host)"]
+    # no --conformance-label: torch's version and the candidate tell them apart
+    assert run_labels([a, b]) == [f"{a.label} + mutants.py:TorchAdagrad", f"{b.label} + mutants.py:SquareBeforeSumAdagrad"]
+    a2 = load_results(adagrad_run("TorchAdagrad"))
+    # same torch, same candidate, same host, same file name: numbered
+    name = f"{a.label} + mutants.py:TorchAdagrad"
+    assert run_labels([a, a2]) == [f"{name} (#1)", f"{name} (#2)"]
+    a2.run["hostname"] = "other-host"
+    assert run_labels([a, a2]) == [f"{name} ({a.run['hostname']})", f"{name} (other-host)"]
+
+
+def test_report_carries_case_context_and_reads_at_a_glance(tmp_path):
+    """Case context from the results' cases map, xfail reasons and links, the candidate column first,
+    columns where everything was skipped named instead of drawn, and xfail rows kept by the filter."""
+    from conformance.results.report import divergence_of
+    from conformance_runs import stock_adagrad_run
+
+    stock = stock_adagrad_run()
+    document = load(stock)
+    assert document["cases"]["specs/adagrad.yaml::tutorial-step-1"]["source"]["document"]
+    # TEST FIXTURE: the same run with a cuda column that was skipped everywhere
+    skipped = [dict(r, nodeid=r["nodeid"].replace("-cpu-", "-cuda-"), device="cuda", outcome="skipped",
+                    message="Skipped: cuda not available: no driver") for r in document["records"]]
+    document["records"] += skipped
+    fixture = tmp_path / "with-cuda.json"
+    fixture.write_text(json.dumps(document))
+    out = tmp_path / "index.html"
+    build_report([fixture, adagrad_run("SquareBeforeSumAdagrad")], out)
+    text = out.read_text(encoding="utf-8")
+    page = Page(text)
+    data = json.loads(page.data_text)
+
+    xfail = next(it for it in data["items"] if it["outcome"] == "xfail")
+    assert xfail["divergence"]["reason"] and xfail["divergence"]["link"].startswith("https://")
+    context = data["cases"][xfail["case_key"]]
+    assert context["inputs"] and context["line"] > 0 and context["source"]
+    failed = next(it for it in data["items"] if it["outcome"] == "failed")
+    assert failed["verdict"] == "differs" and set(failed["values"]["state_sum"]) == {"expected", "torch", "got"}
+
+    assert [a["title"] for a in page.find("th") if "backend" in a.get("class", "").split()] == ["candidate", "coo"]
+    assert "coo on cuda (31)" in text and "cuda not available" in text  # named, not drawn
+    assert not [a for a in page.find("th") if a.get("title") == "coo on cuda"]
+    rows = [a for a in page.find("tr") if "case-row" in a.get("class", "")]
+    assert all("all-pass" not in a["class"] for a in rows if "xfail" in a["data-outcomes"].split())
+
+
+def test_divergence_of_reads_the_xfail_reason():
+    record = {"outcome": "xfail", "message": "known divergence: 0 / 0 in float16 (https://example.org/issue/1)"}
+    assert divergence_of(record) == {"reason": "0 / 0 in float16", "link": "https://example.org/issue/1"}
+    assert divergence_of({"outcome": "xfail", "message": "known divergence: no link"}) == {"reason": "no link", "link": None}
+    assert divergence_of({"outcome": "failed", "message": "x"}) is None
+    assert divergence_of({"outcome": "xfail", "divergence": {"reason": "r", "link": None}}) == {"reason": "r", "link": None}

@@ -17,7 +17,14 @@ import torch
 from torch import Tensor
 
 from ._build import load_cpu_kernels
-from ._validate import check_coo_parts, check_masked_pair, check_sparse_step
+from ._validate import (
+    check_coo_parts,
+    check_index_range,
+    check_masked_pair,
+    check_sparse_extent,
+    check_sparse_step,
+    check_tensor,
+)
 
 IMPL_ENV_VAR = "CONFORMANCE_KERNEL_IMPL"
 IMPLS = ("auto", "cpp", "triton")
@@ -45,11 +52,50 @@ def _triton_backend():
 
 
 class _CppBackend:
-    """Thin namespace over the C++ operators, loading them on first access."""
+    """The C++ operators, loaded on first use, behind Python-side checks.
 
-    def __getattr__(self, name):
+    Everything the C++ code would index with (index values, sizes, dtypes, shapes) is checked
+    here first, so a bad input raises a Python exception before any C++ code touches memory, on
+    every torch version (the C++ checks stay as a second line).
+    """
+
+    @staticmethod
+    def _ops():
         load_cpu_kernels()
-        return getattr(torch.ops.conformance_kernels_cpu, name)
+        return torch.ops.conformance_kernels_cpu
+
+    def coalesce(self, indices, values, size):
+        sparse_dim = check_coo_parts(indices, values, list(size))
+        check_sparse_extent(list(size[:sparse_dim]))
+        check_index_range(indices, list(size[:sparse_dim]))
+        return self._ops().coalesce(indices, values, list(size))
+
+    def sparse_adam_step_(self, param, exp_avg, exp_avg_sq, indices, values, *scalars):
+        check_sparse_step(param, {"exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}, indices, values)
+        sparse_size = list(param.shape[: indices.shape[0]])
+        check_sparse_extent(sparse_size)
+        check_index_range(indices, sparse_size)
+        self._ops().sparse_adam_step_(param, exp_avg, exp_avg_sq, indices, values, *scalars)
+
+    def adagrad_step_(self, param, state_sum, indices, values, *scalars):
+        check_sparse_step(param, {"state_sum": state_sum}, indices, values)
+        sparse_size = list(param.shape[: indices.shape[0]])
+        check_sparse_extent(sparse_size)
+        check_index_range(indices, sparse_size)
+        self._ops().adagrad_step_(param, state_sum, indices, values, *scalars)
+
+    def masked_mean(self, values, mask):
+        check_masked_pair(values, mask)
+        return self._ops().masked_mean(values, mask)
+
+    def masked_mean_backward(self, grad, mask, count):
+        check_tensor(grad, "grad")
+        check_tensor(count, "count")
+        if grad.numel() != 1:
+            raise ValueError(f"grad must have one element, got shape {tuple(grad.shape)}")
+        if count.numel() != 1 or count.dtype != torch.int64:
+            raise ValueError(f"count must be a one-element int64 tensor, got {count.dtype} {tuple(count.shape)}")
+        return self._ops().masked_mean_backward(grad, mask, count)
 
 
 _CPP = _CppBackend()
@@ -109,7 +155,7 @@ def sparse_adam_step_op(
     check_sparse_step(param, {"exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}, indices, values)
     _backend(impl, param.device).sparse_adam_step_(
         param, exp_avg, exp_avg_sq, indices, values, step_size, beta1, beta2, eps, maximize
-    )
+    )  # a deferred index check (CUDA) is dropped here: the kernel still never writes out of range
 
 
 @sparse_adam_step_op.register_fake
@@ -185,36 +231,53 @@ masked_mean_op.register_autograd(_masked_mean_backward, setup_context=_masked_me
 # --------------------------------------------------------------------------- eager fast paths
 
 
-def _direct_cpp(impl: str, device: torch.device) -> bool:
-    """Whether to skip the Python custom-op layer (~0.1-0.2 ms a call) and call C++ directly.
+def _direct(impl: str, device: torch.device) -> bool:
+    """Whether to skip the Python custom-op layer (~0.1-0.2 ms a call) and call a kernel directly.
 
-    Only in eager mode on CPU tensors; under torch.compile the custom ops (with
-    their fake implementations) are used.
+    In eager mode, on CPU tensors (C++, or Triton's interpreter) and on CUDA tensors (Triton);
+    under torch.compile the custom ops (with their fake implementations) are used.
     """
-    return impl != "triton" and device.type == "cpu" and not torch.compiler.is_compiling()
+    return device.type in ("cpu", "cuda") and not torch.compiler.is_compiling()
 
 
 def sparse_adam_step(
-    param, exp_avg, exp_avg_sq, indices, values, step_size, beta1, beta2, eps, maximize, impl
+    param, exp_avg, exp_avg_sq, indices, values, step_size, beta1, beta2, eps, maximize, impl,
+    step_size_tensor=None,
 ):
+    """One fused SparseAdam step; returns a deferred index check (CUDA Triton path) or None.
+
+    ``step_size_tensor`` (Triton only): the step size as a 0-d float64 device tensor, for steps
+    captured in a CUDA graph.
+    """
     args = (param, exp_avg, exp_avg_sq, indices, values, step_size, beta1, beta2, eps, maximize)
-    if _direct_cpp(impl, param.device):
+    if step_size_tensor is not None or (_direct(impl, param.device) and _backend(impl, param.device) is not _CPP):
         check_sparse_step(param, {"exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}, indices, values)
+        check_sparse_extent(list(param.shape[: indices.shape[0]]))
+        return _triton_backend().sparse_adam_step_(*args, step_size_tensor=step_size_tensor)
+    if _direct(impl, param.device):
         _CPP.sparse_adam_step_(*args)
     else:
         sparse_adam_step_op(*args, impl)
+    return None
 
 
-def adagrad_step(param, state_sum, indices, values, clr, eps, maximize, impl):
-    if _direct_cpp(impl, param.device):
+def adagrad_step(param, state_sum, indices, values, clr, eps, maximize, impl, clr_tensor=None):
+    """One fused sparse Adagrad step; as :func:`sparse_adam_step` (``clr_tensor`` likewise)."""
+    args = (param, state_sum, indices, values, clr, eps, maximize)
+    if clr_tensor is not None or (_direct(impl, param.device) and _backend(impl, param.device) is not _CPP):
         check_sparse_step(param, {"state_sum": state_sum}, indices, values)
-        _CPP.adagrad_step_(param, state_sum, indices, values, clr, eps, maximize)
+        check_sparse_extent(list(param.shape[: indices.shape[0]]))
+        return _triton_backend().adagrad_step_(*args, clr_tensor=clr_tensor)
+    if _direct(impl, param.device):
+        _CPP.adagrad_step_(*args)
     else:
-        adagrad_step_op(param, state_sum, indices, values, clr, eps, maximize, impl)
+        adagrad_step_op(*args, impl)
+    return None
 
 
 def coalesce_parts(indices, values, size, impl):
-    if _direct_cpp(impl, values.device):
+    if _direct(impl, values.device):
         check_coo_parts(indices, values, list(size))
-        return _CPP.coalesce(indices, values, list(size))
+        check_sparse_extent(list(size[: indices.shape[0]]))
+        return _backend(impl, values.device).coalesce(indices, values, list(size))
     return coalesce_op(indices, values, size, impl)

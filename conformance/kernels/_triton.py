@@ -1,15 +1,40 @@
 """Triton kernels for the same operators as the C++ ones (used for CUDA tensors).
 
-Sorting of the linearized COO indices uses ``torch.sort(stable=True)`` on the
-device; the segmented duplicate sums, the fused optimizer updates and the masked
-mean forward/backward are Triton kernels. With ``TRITON_INTERPRET=1`` set before
-this module is imported, the kernels run in Triton's interpreter on CPU tensors,
-which is how the tests check them on machines without a GPU.
+With ``TRITON_INTERPRET=1`` set before this module is imported, the kernels run in Triton's
+interpreter on CPU tensors, which is how the tests check them on machines without a GPU.
+
+Design of the sparse paths (see docs/kernels-gpu.md), chosen so that an optimizer step never waits
+for the GPU and can be captured in a CUDA graph:
+
+* **Keys.** One kernel validates the COO indices and linearizes them into row keys, written in the
+  narrowest integer type that holds every key plus one sentinel (int16, int32 or int64; the type
+  follows from the shape, not from the data). An entry with an index out of range gets the sentinel
+  key ``total`` (the number of sparse elements), so it sorts last.
+* **Sort.** ``torch.sort(stable=True)`` of the narrow keys gives the sorted keys and the
+  permutation; duplicates keep their original order, so sums are deterministic.
+* **Runs without compaction.** The update kernels are launched over *sorted positions* (the grid
+  depends only on nnz): the lane at the first position of a run of equal keys sums the run's value
+  rows (a loop whose trip count is read on the device) and updates that row. No ``unique``, no
+  ``.item()``, no device-to-host copy: sizes and block shapes come from shapes alone.
+* **Bad indices never touch memory.** The update kernels read the last sorted key; when it is the
+  sentinel, no lane writes, so the step is a no-op. On CPU tensors (interpreter) the indices are
+  checked eagerly and ValueError is raised at once. On CUDA tensors, raising at once would need a
+  sync, so the check is deferred: :class:`IndexCheck` copies the last key to pinned memory
+  asynchronously and the optimizers raise the ValueError at their next ``step()`` (or at
+  ``check_index_errors()``, which waits).
+* **Scalars** are passed as kernel arguments. Triton passes Python floats as float32, so a scalar
+  that must be exact in float64 is passed as two float32 halves (``hi + lo``, 48 significant bits)
+  and summed in the accumulation type. A step whose scalars depend on a device-side step count
+  (``capturable=True``) reads them from a device tensor computed by torch ops on the device.
+* ``coalesce`` needs the number of unique keys to size its result, so it reads it (and the
+  sentinel check) in one device-to-host copy *after* its kernels have been launched: one sync.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import struct
 
 import torch
 import triton
@@ -17,8 +42,8 @@ import triton.language as tl
 
 from ._validate import check_index_range
 
-BLOCK_SEGMENTS = 16
 BLOCK_ELEMENTS = 1024
+MAX_KERNEL_SPARSE_DIMS = 4
 
 _TL_DTYPES = {
     torch.float16: tl.float16,
@@ -54,63 +79,142 @@ def _block_cols(width: int) -> int:
     return max(16, min(128, triton.next_power_of_2(max(width, 1))))
 
 
-def _block_dups(max_count: int) -> int:
-    """Duplicates summed per iteration: one specialization per power of two up to 16."""
-    return min(16, triton.next_power_of_2(max(max_count, 1)))
+def _block_rows(block_cols: int) -> int:
+    """Sorted positions per program: about 2048 elements per program."""
+    return max(4, min(32, 2048 // block_cols))
+
+
+def key_dtype(total: int) -> torch.dtype:
+    """Narrowest signed integer dtype holding every key in [0, total] (total is the sentinel)."""
+    for dtype in (torch.int16, torch.int32):
+        if total <= torch.iinfo(dtype).max:
+            return dtype
+    return torch.int64
+
+
+def _to_float32(x: float) -> float:
+    try:
+        return struct.unpack("f", struct.pack("f", x))[0]
+    except OverflowError:  # beyond float32's range: the kernel sees inf, as torch's float32 would
+        return math.copysign(math.inf, x)
+
+
+def split_scalar(x: float) -> tuple[float, float]:
+    """``x`` as float32 ``hi`` + float32 ``lo``: hi + lo carries 48 significant bits of x.
+
+    Triton passes Python floats to kernels as float32; float64 steps sum both halves in float64.
+    """
+    x = float(x)
+    hi = _to_float32(x)
+    if not math.isfinite(hi):
+        return hi, 0.0
+    return hi, _to_float32(x - hi)
+
+
+# --------------------------------------------------------------------------- kernels
 
 
 @triton.jit
-def _sum_segments(values_ptr, perm_ptr, start_ptr, count_ptr, segs, seg_ok, cols, col_ok,
-                  width, max_count, BLOCK_S: tl.constexpr, BLOCK_K: tl.constexpr,
-                  BLOCK_D: tl.constexpr, ACC: tl.constexpr):
-    """Sums the duplicate value rows of a block of segments, BLOCK_K duplicates at a time."""
-    start = tl.load(start_ptr + segs, mask=seg_ok, other=0)
-    count = tl.load(count_ptr + segs, mask=seg_ok, other=0)
+def _keys_kernel(idx0_ptr, idx1_ptr, idx2_ptr, idx3_ptr, keys_ptr, nnz, s0, s1, s2, s3, total,
+                 NDIM: tl.constexpr, BLOCK: tl.constexpr):
+    """Row keys of NDIM (<= 4) index rows; an entry with any index out of range gets ``total``."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < nnz
+    key = tl.zeros((BLOCK,), dtype=tl.int64)
+    bad = offs < 0
+    for d in tl.static_range(NDIM):
+        if d == 0:
+            v = tl.load(idx0_ptr + offs, mask=ok, other=0)
+            size = s0
+        elif d == 1:
+            v = tl.load(idx1_ptr + offs, mask=ok, other=0)
+            size = s1
+        elif d == 2:
+            v = tl.load(idx2_ptr + offs, mask=ok, other=0)
+            size = s2
+        else:
+            v = tl.load(idx3_ptr + offs, mask=ok, other=0)
+            size = s3
+        bad = bad | (v < 0) | (v >= size)
+        key = key * size + v
+    key = tl.where(bad, total, key)
+    tl.store(keys_ptr + offs, key.to(keys_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def _run_heads(skeys_ptr, nnz, BLOCK_S: tl.constexpr):
+    """Sorted positions of this program, their keys, and which of them start a run of equal keys."""
+    pos = tl.program_id(0) * BLOCK_S + tl.arange(0, BLOCK_S)
+    in_range = pos < nnz
+    key = tl.load(skeys_ptr + pos, mask=in_range, other=0)
+    prev = tl.load(skeys_ptr + pos - 1, mask=in_range & (pos > 0), other=0)
+    head = in_range & ((pos == 0) | (prev != key))
+    return pos, key, head
+
+
+@triton.jit
+def _sum_runs(values_ptr, perm_ptr, skeys_ptr, nnz, pos, key, head, cols, col_ok, width,
+              BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr, ACC: tl.constexpr):
+    """Each head lane sums the value rows of its run (one duplicate per iteration, in sorted order)."""
     acc = tl.zeros((BLOCK_S, BLOCK_D), dtype=ACC)
-    for first in range(0, max_count, BLOCK_K):
-        ks = first + tl.arange(0, BLOCK_K)
-        live = seg_ok[:, None] & (ks[None, :] < count[:, None])
-        pos = tl.load(perm_ptr + start[:, None] + ks[None, :], mask=live, other=0)
-        rows = tl.load(values_ptr + pos[:, :, None] * width + cols[None, None, :],
-                       mask=live[:, :, None] & col_ok[None, None, :], other=0.0)
-        acc += tl.sum(rows.to(ACC), axis=1)
+    live = head
+    at = pos
+    while tl.max(live.to(tl.int32), axis=0) > 0:
+        src = tl.load(perm_ptr + at, mask=live, other=0)
+        rows = tl.load(values_ptr + src[:, None] * width + cols[None, :],
+                       mask=live[:, None] & col_ok[None, :], other=0.0)
+        acc += rows.to(ACC)
+        at = at + 1
+        more = live & (at < nnz)
+        live = more & (tl.load(skeys_ptr + at, mask=more, other=0) == key)
     return acc
 
 
 @triton.jit
-def _coalesce_values_kernel(values_ptr, perm_ptr, start_ptr, count_ptr, out_ptr, nseg, width,
-                            max_count, BLOCK_S: tl.constexpr, BLOCK_K: tl.constexpr,
-                            BLOCK_D: tl.constexpr, ACC: tl.constexpr):
-    segs = tl.program_id(0) * BLOCK_S + tl.arange(0, BLOCK_S)
-    cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
-    seg_ok = segs < nseg
-    col_ok = cols < width
-    acc = _sum_segments(values_ptr, perm_ptr, start_ptr, count_ptr, segs, seg_ok, cols, col_ok,
-                        width, max_count, BLOCK_S, BLOCK_K, BLOCK_D, ACC)
-    out = out_ptr + segs.to(tl.int64)[:, None] * width + cols[None, :]
-    tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=seg_ok[:, None] & col_ok[None, :])
+def _scalar(hi, lo, ACC: tl.constexpr):
+    """hi + lo in the accumulation type (works for Python floats and float32 kernel scalars)."""
+    return tl.full((), 0.0, ACC) + hi + lo
 
 
 @triton.jit
-def _sparse_adam_kernel(param_ptr, exp_avg_ptr, exp_avg_sq_ptr, values_ptr, perm_ptr, start_ptr,
-                        count_ptr, key_ptr, nseg, width, max_count, scalars_ptr,
-                        BLOCK_S: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr,
-                        ACC: tl.constexpr):
-    segs = tl.program_id(0) * BLOCK_S + tl.arange(0, BLOCK_S)
+def _coalesce_kernel(values_ptr, perm_ptr, skeys_ptr, seg_ptr, first_ptr, out_ptr, nnz, width,
+                     BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr, ACC: tl.constexpr):
+    pos, key, head = _run_heads(skeys_ptr, nnz, BLOCK_S)
     cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
-    seg_ok = segs < nseg
     col_ok = cols < width
-    g = _sum_segments(values_ptr, perm_ptr, start_ptr, count_ptr, segs, seg_ok, cols, col_ok,
-                      width, max_count, BLOCK_S, BLOCK_K, BLOCK_D, ACC)
-    # scalars in the accumulation dtype (a Python float argument would be float32)
-    g = g * tl.load(scalars_ptr + 0)
-    neg_step_size = tl.load(scalars_ptr + 1)
-    one_minus_beta1 = tl.load(scalars_ptr + 2)
-    one_minus_beta2 = tl.load(scalars_ptr + 3)
-    eps = tl.load(scalars_ptr + 4)
-    rows = tl.load(key_ptr + segs, mask=seg_ok, other=0)
-    offs = rows[:, None] * width + cols[None, :]
-    ok = seg_ok[:, None] & col_ok[None, :]
+    seg = tl.load(seg_ptr + pos, mask=head, other=0) - 1
+    if tl.program_id(1) == 0:
+        tl.store(first_ptr + seg, tl.load(perm_ptr + pos, mask=head, other=0), mask=head)
+    acc = _sum_runs(values_ptr, perm_ptr, skeys_ptr, nnz, pos, key, head, cols, col_ok, width,
+                    BLOCK_S, BLOCK_D, ACC)
+    out = out_ptr + seg.to(tl.int64)[:, None] * width + cols[None, :]
+    tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=head[:, None] & col_ok[None, :])
+
+
+@triton.jit
+def _sparse_adam_kernel(param_ptr, exp_avg_ptr, exp_avg_sq_ptr, values_ptr, perm_ptr, skeys_ptr,
+                        nnz, width, total, step_size_hi, step_size_lo, step_size_ptr, omb1_hi,
+                        omb1_lo, omb2_hi, omb2_lo, eps_hi, eps_lo, MAXIMIZE: tl.constexpr,
+                        STEP_SIZE_ON_DEVICE: tl.constexpr, BLOCK_S: tl.constexpr,
+                        BLOCK_D: tl.constexpr, ACC: tl.constexpr):
+    pos, key, head = _run_heads(skeys_ptr, nnz, BLOCK_S)
+    # an index out of range sorted the sentinel last: then no lane writes anything
+    head = head & (tl.load(skeys_ptr + (nnz - 1) + pos * 0) < total)
+    cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+    col_ok = cols < width
+    g = _sum_runs(values_ptr, perm_ptr, skeys_ptr, nnz, pos, key, head, cols, col_ok, width,
+                  BLOCK_S, BLOCK_D, ACC)
+    if MAXIMIZE:
+        g = -g
+    if STEP_SIZE_ON_DEVICE:
+        neg_step_size = -tl.load(step_size_ptr).to(ACC)
+    else:
+        neg_step_size = -_scalar(step_size_hi, step_size_lo, ACC)
+    one_minus_beta1 = _scalar(omb1_hi, omb1_lo, ACC)
+    one_minus_beta2 = _scalar(omb2_hi, omb2_lo, ACC)
+    eps = _scalar(eps_hi, eps_lo, ACC)
+    offs = key.to(tl.int64)[:, None] * width + cols[None, :]
+    ok = head[:, None] & col_ok[None, :]
     m_old = tl.load(exp_avg_ptr + offs, mask=ok, other=0.0).to(ACC)
     v_old = tl.load(exp_avg_sq_ptr + offs, mask=ok, other=0.0).to(ACC)
     p_old = tl.load(param_ptr + offs, mask=ok, other=0.0).to(ACC)
@@ -124,21 +228,25 @@ def _sparse_adam_kernel(param_ptr, exp_avg_ptr, exp_avg_sq_ptr, values_ptr, perm
 
 
 @triton.jit
-def _adagrad_kernel(param_ptr, sum_ptr, values_ptr, perm_ptr, start_ptr, count_ptr, key_ptr,
-                    nseg, width, max_count, scalars_ptr, BLOCK_S: tl.constexpr,
-                    BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, ACC: tl.constexpr):
-    segs = tl.program_id(0) * BLOCK_S + tl.arange(0, BLOCK_S)
+def _adagrad_kernel(param_ptr, sum_ptr, values_ptr, perm_ptr, skeys_ptr, nnz, width, total,
+                    clr_hi, clr_lo, clr_ptr, eps_hi, eps_lo, MAXIMIZE: tl.constexpr,
+                    CLR_ON_DEVICE: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr,
+                    ACC: tl.constexpr):
+    pos, key, head = _run_heads(skeys_ptr, nnz, BLOCK_S)
+    head = head & (tl.load(skeys_ptr + (nnz - 1) + pos * 0) < total)
     cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
-    seg_ok = segs < nseg
     col_ok = cols < width
-    g = _sum_segments(values_ptr, perm_ptr, start_ptr, count_ptr, segs, seg_ok, cols, col_ok,
-                      width, max_count, BLOCK_S, BLOCK_K, BLOCK_D, ACC)
-    g = g * tl.load(scalars_ptr + 0)
-    neg_clr = tl.load(scalars_ptr + 1)
-    eps = tl.load(scalars_ptr + 2)
-    rows = tl.load(key_ptr + segs, mask=seg_ok, other=0)
-    offs = rows[:, None] * width + cols[None, :]
-    ok = seg_ok[:, None] & col_ok[None, :]
+    g = _sum_runs(values_ptr, perm_ptr, skeys_ptr, nnz, pos, key, head, cols, col_ok, width,
+                  BLOCK_S, BLOCK_D, ACC)
+    if MAXIMIZE:
+        g = -g
+    if CLR_ON_DEVICE:
+        neg_clr = -tl.load(clr_ptr).to(ACC)
+    else:
+        neg_clr = -_scalar(clr_hi, clr_lo, ACC)
+    eps = _scalar(eps_hi, eps_lo, ACC)
+    offs = key.to(tl.int64)[:, None] * width + cols[None, :]
+    ok = head[:, None] & col_ok[None, :]
     s_new = tl.load(sum_ptr + offs, mask=ok, other=0.0).to(ACC) + g * g
     std = tl.sqrt(s_new) + eps
     p_new = tl.load(param_ptr + offs, mask=ok, other=0.0).to(ACC) + (g / std) * neg_clr
@@ -163,11 +271,13 @@ def _masked_finalize_kernel(psum_ptr, pcount_ptr, mean_ptr, count_ptr, nparts,
                             BLOCK: tl.constexpr, ACC: tl.constexpr):
     total = tl.zeros((BLOCK,), dtype=ACC)
     count = tl.zeros((BLOCK,), dtype=tl.int64)
-    for first in range(0, nparts, BLOCK):
+    first = 0
+    while first < nparts:
         offs = first + tl.arange(0, BLOCK)
         ok = offs < nparts
         total += tl.load(psum_ptr + offs, mask=ok, other=0.0)
         count += tl.load(pcount_ptr + offs, mask=ok, other=0)
+        first += BLOCK
     total_sum = tl.sum(total, axis=0)
     total_count = tl.sum(count, axis=0)
     nan = tl.full((), float("nan"), ACC)
@@ -189,41 +299,92 @@ def _masked_backward_kernel(grad_ptr, mask_ptr, count_ptr, out_ptr, n, BLOCK: tl
     tl.store(out_ptr + offs, out.to(out_ptr.dtype.element_ty), mask=in_range)
 
 
-class _Segments:
-    """Stable sort of linearized COO indices into runs of equal keys (torch ops)."""
+# --------------------------------------------------------------------------- host side
+
+
+def _sparse_total(sparse_size: list[int]) -> int:
+    total = 1
+    for s in sparse_size:
+        total *= s
+    return total
+
+
+class SortedKeys:
+    """Sorted narrow row keys of COO indices and the permutation that sorts them; no sync.
+
+    ``total`` (the number of sparse elements) is the sentinel key of entries with an index out of
+    range; ``keys[-1] == total`` tells that the indices are bad.
+    """
 
     def __init__(self, indices: torch.Tensor, sparse_size: list[int]) -> None:
-        check_index_range(indices, sparse_size)
-        nnz = indices.shape[1]
-        strides = [1] * len(sparse_size)
-        for d in range(len(sparse_size) - 2, -1, -1):
-            strides[d] = strides[d + 1] * sparse_size[d + 1]
-        if len(sparse_size) == 0:
-            keys = torch.zeros(nnz, dtype=torch.int64, device=indices.device)
+        sparse_dim, nnz = indices.shape
+        self.total = _sparse_total(sparse_size)
+        self.nnz = nnz
+        dtype = key_dtype(self.total)
+        keys = torch.empty(nnz, dtype=dtype, device=indices.device)
+        if nnz == 0:
+            pass
+        elif sparse_dim == 0:
+            keys.zero_()
+        elif sparse_dim <= MAX_KERNEL_SPARSE_DIMS:
+            rows = [indices[d] for d in range(sparse_dim)]
+            rows += [rows[0]] * (MAX_KERNEL_SPARSE_DIMS - sparse_dim)
+            sizes = list(sparse_size) + [1] * (MAX_KERNEL_SPARSE_DIMS - sparse_dim)
+            _keys_kernel[(triton.cdiv(nnz, BLOCK_ELEMENTS),)](
+                *rows, keys, nnz, *sizes, self.total, NDIM=sparse_dim, BLOCK=BLOCK_ELEMENTS)
+        else:  # rare: torch ops with Python-scalar operands (no host-to-device copies)
+            key = torch.zeros(nnz, dtype=torch.int64, device=indices.device)
+            bad = torch.zeros(nnz, dtype=torch.bool, device=indices.device)
+            for d, size in enumerate(sparse_size):
+                col = indices[d]
+                bad |= (col < 0) | (col >= size)
+                key = key * size + col
+            keys.copy_(key.masked_fill_(bad, self.total))
+        self.keys, self.perm = torch.sort(keys, stable=True)
+
+    def bad_indices(self) -> torch.Tensor:
+        """0-d bool device tensor: some index was out of range (reads the last sorted key)."""
+        return self.keys[-1] >= self.total
+
+
+class IndexCheck:
+    """A deferred check that the indices of one step were in range (see the module docstring).
+
+    The last sorted key is copied to pinned host memory without waiting and an event recorded;
+    :meth:`poll` raises ValueError once the copy has landed and shows the sentinel, :meth:`wait`
+    waits for it first.
+    """
+
+    def __init__(self, keys: SortedKeys, indices: torch.Tensor, sparse_size: list[int]) -> None:
+        self.indices = indices
+        self.sparse_size = list(sparse_size)
+        self.total = keys.total
+        last = keys.keys[-1:]
+        if last.device.type == "cuda":
+            self.host = torch.empty(1, dtype=last.dtype, pin_memory=True)
+            self.host.copy_(last, non_blocking=True)
+            self.event = torch.cuda.Event()
+            self.event.record()
         else:
-            stride_t = torch.tensor(strides, dtype=torch.int64, device=indices.device)
-            keys = (indices * stride_t[:, None]).sum(0)
-        sorted_keys, perm = torch.sort(keys, stable=True)
-        self.perm = perm.contiguous()
-        self.keys, self.counts = torch.unique_consecutive(sorted_keys, return_counts=True)
-        self.starts = (torch.cumsum(self.counts, 0) - self.counts).contiguous()
-        self.count = self.keys.numel()
-        self.max_count = int(self.counts.max()) if self.count else 0
+            self.host = last.clone()
+            self.event = None
 
+    def ready(self) -> bool:
+        return self.event is None or self.event.query()
 
-def _segment_launch(seg: "_Segments", width: int, dtype: torch.dtype):
-    """Grid (segment blocks x column blocks) and compile-time block sizes of a segment kernel."""
-    block_d = _block_cols(width)
-    grid = (triton.cdiv(seg.count, BLOCK_SEGMENTS), triton.cdiv(width, block_d))
-    meta = dict(BLOCK_S=BLOCK_SEGMENTS, BLOCK_K=_block_dups(seg.max_count), BLOCK_D=block_d,
-                ACC=_acc_dtype(dtype))
-    return grid, meta
+    def poll(self) -> bool:
+        """Raise ValueError if the copy has landed and the indices were bad; True once decided."""
+        if not self.ready():
+            return False
+        if int(self.host[0]) >= self.total:
+            check_index_range(self.indices, self.sparse_size)  # names the index (may sync)
+            raise ValueError("an index of the sparse gradient is out of range")  # not reached
+        return True
 
-
-def _scalars(like: torch.Tensor, *values: float) -> torch.Tensor:
-    """Kernel scalars as a small tensor in the accumulation dtype (float64 for float64)."""
-    dtype = torch.float64 if like.dtype == torch.float64 else torch.float32
-    return torch.tensor(values, dtype=dtype).to(like.device, non_blocking=True)
+    def wait(self) -> None:
+        if self.event is not None:
+            self.event.synchronize()
+        self.poll()
 
 
 def _row_width(values: torch.Tensor) -> int:
@@ -233,50 +394,107 @@ def _row_width(values: torch.Tensor) -> int:
     return width
 
 
-def coalesce(indices: torch.Tensor, values: torch.Tensor, size: list[int]):
-    """Coalesced (indices, values) of a COO tensor; floating dtypes only."""
+def _grid(nnz: int, width: int):
+    block_d = _block_cols(width)
+    block_s = _block_rows(block_d)
+    return (triton.cdiv(nnz, block_s), max(1, triton.cdiv(width, block_d))), dict(
+        BLOCK_S=block_s, BLOCK_D=block_d)
+
+
+def coalesce(indices: torch.Tensor, values: torch.Tensor, size: list[int], *,
+             eager_check: bool | None = None):
+    """Coalesced (indices, values) of a COO tensor; floating dtypes only.
+
+    One device-to-host read (the number of unique keys, which sizes the result, together with the
+    bad-index sentinel), after all kernels have been launched; ValueError for a bad index comes
+    from that read. ``eager_check`` (default: on CPU tensors) checks the indices first instead.
+    """
     _check_launchable(indices, values)
     if values.dtype not in _TL_DTYPES:
         raise TypeError(f"the Triton coalesce supports floating dtypes only, got {values.dtype}")
-    sparse_dim = indices.shape[0]
+    sparse_dim, nnz = indices.shape
+    sparse_size = list(size[:sparse_dim])
+    if eager_check or (eager_check is None and indices.device.type == "cpu"):
+        check_index_range(indices, sparse_size)
+    if nnz == 0:
+        return indices.clone(), values.clone()
     values = values.contiguous()
-    seg = _Segments(indices.contiguous(), list(size[:sparse_dim]))
-    out_indices = indices[:, seg.perm[seg.starts]].contiguous()
-    out_values = values.new_empty((seg.count, *values.shape[1:]))
+    keys = SortedKeys(indices.contiguous(), sparse_size)
+    run_start = torch.ones(nnz, dtype=torch.int64, device=values.device)
+    torch.ne(keys.keys[1:], keys.keys[:-1], out=run_start[1:])
+    seg = run_start.cumsum_(0)  # 1-based run number of each sorted position
+    first = torch.empty(nnz, dtype=torch.int64, device=values.device)
+    out_values = values.new_empty((nnz, *values.shape[1:]))
     width = _row_width(values)
-    if seg.count and width:
-        grid, meta = _segment_launch(seg, width, values.dtype)
-        _coalesce_values_kernel[grid](values, seg.perm, seg.starts, seg.counts, out_values,
-                                      seg.count, width, seg.max_count, **meta)
-    return out_indices, out_values
+    grid, meta = _grid(nnz, width)
+    _coalesce_kernel[grid](values, keys.perm, keys.keys, seg, first, out_values, nnz, width,
+                           ACC=_acc_dtype(values.dtype), **meta)
+    nseg, last_key = torch.stack([seg[-1], keys.keys[-1].to(torch.int64)]).tolist()  # the sync
+    if last_key >= keys.total:
+        check_index_range(indices, sparse_size)
+    out_indices = indices.index_select(1, first[:nseg])
+    return out_indices, out_values[:nseg]
+
+
+def _step_setup(param, indices, values, eager_check: bool | None):
+    values = values.contiguous()
+    sparse_size = list(param.shape[: indices.shape[0]])
+    if eager_check is None:
+        eager_check = param.device.type == "cpu"
+    if eager_check:
+        check_index_range(indices, sparse_size)
+    keys = SortedKeys(indices.contiguous(), sparse_size)
+    return values, keys, sparse_size
+
+
+def _maybe_check(keys, indices, sparse_size, eager_check):
+    if eager_check is False or (eager_check is None and indices.device.type != "cpu"):
+        if indices.device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            return None  # no event or copy inside a graph; the kernels still guard memory
+        return IndexCheck(keys, indices, sparse_size)
+    return None
 
 
 def sparse_adam_step_(param, exp_avg, exp_avg_sq, indices, values, step_size, beta1, beta2,
-                      eps, maximize) -> None:
+                      eps, maximize, *, step_size_tensor=None, eager_check=None):
+    """Fused SparseAdam update; returns an :class:`IndexCheck` when the index check is deferred.
+
+    ``step_size_tensor``: a 0-d float64 device tensor holding the step size (for capturable
+    steps); then ``step_size`` is ignored. ``eager_check``: check the index range before launching
+    (default on CPU tensors); otherwise it is deferred.
+    """
     _check_launchable(param, exp_avg, exp_avg_sq, indices, values)
-    values = values.contiguous()
-    seg = _Segments(indices.contiguous(), list(param.shape[: indices.shape[0]]))
-    width = _row_width(values)
-    if not (seg.count and width):
-        return
-    grid, meta = _segment_launch(seg, width, param.dtype)
-    _sparse_adam_kernel[grid](param, exp_avg, exp_avg_sq, values, seg.perm, seg.starts,
-                              seg.counts, seg.keys, seg.count, width, seg.max_count,
-                              _scalars(param, -1.0 if maximize else 1.0, -step_size,
-                                       1.0 - beta1, 1.0 - beta2, eps), **meta)
+    nnz, width = indices.shape[1], _row_width(values)
+    if nnz == 0 or width == 0:
+        return None
+    values, keys, sparse_size = _step_setup(param, indices, values, eager_check)
+    grid, meta = _grid(nnz, width)
+    on_device = step_size_tensor is not None
+    _sparse_adam_kernel[grid](
+        param, exp_avg, exp_avg_sq, values, keys.perm, keys.keys, nnz, width, keys.total,
+        *split_scalar(0.0 if on_device else float(step_size)),
+        step_size_tensor if on_device else param,
+        *split_scalar(1.0 - beta1), *split_scalar(1.0 - beta2), *split_scalar(eps),
+        MAXIMIZE=bool(maximize), STEP_SIZE_ON_DEVICE=on_device, ACC=_acc_dtype(param.dtype), **meta)
+    return _maybe_check(keys, indices, sparse_size, eager_check)
 
 
-def adagrad_step_(param, state_sum, indices, values, clr, eps, maximize) -> None:
+def adagrad_step_(param, state_sum, indices, values, clr, eps, maximize, *, clr_tensor=None,
+                  eager_check=None):
+    """Fused sparse Adagrad update; arguments as in :func:`sparse_adam_step_`."""
     _check_launchable(param, state_sum, indices, values)
-    values = values.contiguous()
-    seg = _Segments(indices.contiguous(), list(param.shape[: indices.shape[0]]))
-    width = _row_width(values)
-    if not (seg.count and width):
-        return
-    grid, meta = _segment_launch(seg, width, param.dtype)
-    _adagrad_kernel[grid](param, state_sum, values, seg.perm, seg.starts, seg.counts, seg.keys,
-                          seg.count, width, seg.max_count,
-                          _scalars(param, -1.0 if maximize else 1.0, -clr, eps), **meta)
+    nnz, width = indices.shape[1], _row_width(values)
+    if nnz == 0 or width == 0:
+        return None
+    values, keys, sparse_size = _step_setup(param, indices, values, eager_check)
+    grid, meta = _grid(nnz, width)
+    on_device = clr_tensor is not None
+    _adagrad_kernel[grid](
+        param, state_sum, values, keys.perm, keys.keys, nnz, width, keys.total,
+        *split_scalar(0.0 if on_device else float(clr)), clr_tensor if on_device else param,
+        *split_scalar(eps), MAXIMIZE=bool(maximize), CLR_ON_DEVICE=on_device,
+        ACC=_acc_dtype(param.dtype), **meta)
+    return _maybe_check(keys, indices, sparse_size, eager_check)
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor):

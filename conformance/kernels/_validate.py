@@ -39,11 +39,16 @@ def check_sparse_coo(t, what: str) -> None:
 
 
 def check_index_range(indices: torch.Tensor, sparse_size: list[int]) -> None:
-    """ValueError naming the first index that is negative or >= its dimension's size."""
+    """ValueError naming the first index that is negative or >= its dimension's size.
+
+    Reads device values (on CUDA a sync): the C++ path calls it before any C++ code touches
+    memory; the CUDA optimizer steps defer it (see ``_triton``).
+    """
     if indices.numel() == 0:
         return
-    limits = torch.tensor(sparse_size, dtype=torch.int64, device=indices.device)[:, None]
-    bad = (indices < 0) | (indices >= limits)
+    bad = torch.zeros(indices.shape, dtype=torch.bool, device=indices.device)
+    for d, size in enumerate(sparse_size):  # Python-scalar bounds: no host-to-device copy
+        bad[d] = (indices[d] < 0) | (indices[d] >= size)
     if bool(bad.any()):
         dim, pos = (int(v) for v in bad.nonzero()[0])
         raise ValueError(
@@ -80,6 +85,26 @@ def check_masked_pair(values, mask) -> None:
     check_same_device(("values", values), ("mask", mask))
 
 
+def check_size(size, what: str) -> None:
+    """A shape: a sequence of non-negative ints whose sparse product fits in int64."""
+    try:
+        # symbolic sizes (torch.compile's fake tensors) are left alone rather than specialized
+        dims = [int(s) for s in size if not isinstance(s, torch.SymInt)]
+    except (TypeError, ValueError):
+        raise TypeError(f"{what} must be a sequence of ints, got {size!r}") from None
+    if any(s < 0 for s in dims):
+        raise ValueError(f"{what} must not be negative, got {tuple(dims)}")
+
+
+def check_sparse_extent(sparse_size, what: str = "sparse shape") -> None:
+    """ValueError when the number of sparse elements does not fit in int64 (keys would overflow)."""
+    total = 1
+    for s in sparse_size:
+        total *= int(s)
+    if total > torch.iinfo(torch.int64).max:
+        raise ValueError(f"{what} {tuple(sparse_size)} has more elements than fit in int64")
+
+
 def check_coo_parts(indices, values, size) -> int:
     """Checks raw COO parts against ``size``; returns the number of sparse dims."""
     check_tensor(indices, "indices")
@@ -89,6 +114,7 @@ def check_coo_parts(indices, values, size) -> int:
     if indices.dim() != 2:
         raise ValueError(f"indices must be 2-D [sparse_dim, nnz], got shape {tuple(indices.shape)}")
     sparse_dim, nnz = indices.shape
+    check_size(size, "size")
     if values.dim() < 1 or values.shape[0] != nnz:
         raise ValueError(f"values must have shape [nnz={nnz}, *dense_shape], got {tuple(values.shape)}")
     if sparse_dim + values.dim() - 1 != len(size) or tuple(values.shape[1:]) != tuple(size[sparse_dim:]):

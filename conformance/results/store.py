@@ -291,6 +291,7 @@ class ResultsWriter:
     run: dict[str, Any]
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
     companions: tuple[Path, ...] = ()  # files written with the results (JUnit XML): backed up or removed with it
+    cases: dict[str, dict[str, Any]] = field(default_factory=dict)  # "<spec>::<case id>" -> case context
     _wrote: bool = False
 
     def add(self, nodeid: str, record: dict[str, Any]) -> None:
@@ -309,9 +310,13 @@ class ResultsWriter:
                 record.setdefault(key, value)
         self.records[nodeid] = record
 
+    def add_case(self, key: str, context: dict[str, Any]) -> None:
+        """Keep a spec case's context (source, derivation, inputs, golden values, line) once."""
+        self.cases.setdefault(key, to_jsonable(context))
+
     def document(self) -> dict[str, Any]:
         return {"format": FORMAT, "schema_version": SCHEMA_VERSION, "run": self.run,
-                "records": list(self.records.values())}
+                "records": list(self.records.values()), "cases": self.cases}
 
     def write(self, status: str | None = None) -> None:
         if status is not None:
@@ -354,6 +359,7 @@ class Results:
     path: Path
     run: dict[str, Any]
     records: list[dict[str, Any]]
+    cases: dict[str, dict[str, Any]] = field(default_factory=dict)  # optional in the file
 
     @property
     def label(self) -> str:
@@ -393,7 +399,7 @@ def load_results(path: Path | str) -> Results:
         error = errors[0]
         where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
         raise ResultsError(path, f"does not match the results schema at {where}: {error.message[:300]}")
-    return Results(path, data["run"], data["records"])
+    return Results(path, data["run"], data["records"], data.get("cases") or {})
 
 
 def load_many(paths: Iterable[Path | str]) -> tuple[list[Results], list[ResultsError]]:

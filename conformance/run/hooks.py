@@ -40,6 +40,8 @@ from conformance.run import outcomes
 from conformance.results.store import ResultsWriter, lock_path, now, results_lock, run_metadata
 
 RESULTS = pytest.StashKey["ResultsState"]()
+CASE_PROPERTY = "conformance_case"  # user property: {"key": "<spec>::<case>", "context": case_context(case)}
+_CASES_SENT = pytest.StashKey[set]()
 DEFAULT_TIMEOUT = 60.0
 BENCHMARK_TIMEOUT_FACTOR = 10
 DEFAULT_WRITE_EVERY = 10.0
@@ -128,8 +130,13 @@ class ResultsState:
         self.expected.update(nodeid for nodeid in ids if _is_spec_nodeid(nodeid))
 
     def pytest_runtest_logreport(self, report) -> None:
+        if self.writer is None:
+            return
+        for key, value in getattr(report, "user_properties", ()):
+            if key == CASE_PROPERTY:
+                self.writer.add_case(_relative_case_key(value["key"], self.config), value["context"])
         record = _record_of(report)
-        if record is None or self.writer is None:
+        if record is None:
             return
         self.writer.add(record_key(report.nodeid, record), _relative_spec(record, self.config))
         if time.monotonic() - self.last_write >= self.every:
@@ -287,6 +294,37 @@ def record_key(nodeid: str, record: dict) -> str:
     leaves the file out (a spec file given on the command line outside the rootdir has node id
     ``::name``, so two such files would collide)."""
     return f"{record.get('spec')}{nodeid}" if nodeid.startswith("::") and record.get("spec") else nodeid
+
+
+def _relative_case_key(key: str, config: pytest.Config) -> str:
+    spec, sep, case = key.partition("::")
+    return _relative_spec({"spec": spec}, config)["spec"] + sep + case
+
+
+def case_context(case) -> dict[str, Any]:
+    """What a report needs of a spec case beyond its records (the results file's ``cases`` map)."""
+    error = case.expected_error
+    return {"source": case.source, "derivation": case.derivation or None, "inputs": case.inputs,
+            "expected": case.expected,
+            "expected_error": {"type": error.type, "match": error.match} if error is not None else None,
+            "line": case.line}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Each spec case's context travels once per process with the first report of one of its items."""
+    report = yield
+    case = getattr(item, "case", None)
+    if case is not None and hasattr(case, "inputs") and hasattr(case, "spec_path"):
+        key = f"{case.spec_path}::{case.id}"
+        sent = item.config.stash.setdefault(_CASES_SENT, set())
+        if key not in sent:
+            sent.add(key)
+            try:
+                report.user_properties.append((CASE_PROPERTY, {"key": key, "context": case_context(case)}))
+            except Exception:  # noqa: BLE001 - context is for the report; never fail an item over it
+                pass
+    return report
 
 
 def _record_of(report) -> dict | None:

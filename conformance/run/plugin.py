@@ -240,7 +240,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         message = None
         if call.excinfo is not None:
             message = str(call.excinfo.value).strip()
-            if isinstance(call.excinfo.value, (SystemExit, KeyboardInterrupt, GeneratorExit)):  # not just "3"
+            plain = (Exception, pytest.skip.Exception, pytest.fail.Exception, pytest.xfail.Exception)
+            if not isinstance(call.excinfo.value, plain) or not message:  # SystemExit(3) would read "3"
                 message = f"{type(call.excinfo.value).__name__}: {message}".rstrip(": ")
         elif hasattr(report, "wasxfail"):
             message = report.wasxfail

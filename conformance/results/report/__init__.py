@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import math
 import shlex
 from collections import defaultdict
@@ -25,7 +26,8 @@ from typing import Any, Iterable
 from conformance.run import outcomes
 from conformance.results.store import Results, ResultsError, item_key, load_many, now
 
-BACKEND_ORDER = ("reference", "dense", "coo", "masked")
+# the candidate first (the column a reader of a gate looks for), then stock torch's backends
+BACKEND_ORDER = ("candidate", "coo", "masked", "dense", "reference", "kernel", "kernel-triton")
 DEVICE_ORDER = ("cpu", "cuda", "xla")
 DTYPE_SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
 MAX_DIFF_RUNS = 6  # every ordered pair of runs up to this many runs; consecutive pairs beyond
@@ -42,10 +44,17 @@ class ReportBuild:
     problems: list[ResultsError]
 
 
+def _default_label(results: Results) -> str:
+    """'torch X', and the candidate's module:attr when the run had one (what tells candidate runs apart)."""
+    impls = (results.run.get("options") or {}).get("conformance_impl") or []
+    names = [impl.split("=", 1)[-1].rsplit("/", 1)[-1] for impl in impls]
+    return results.label + (f" + {', '.join(names)}" if names else "")
+
+
 def run_labels(runs: list[Results]) -> list[str]:
     """Each run's column label: its --conformance-label, else 'torch X'; made unique by whichever of
     host, file name or position tells the runs that share a label apart."""
-    labels = [r.label for r in runs]
+    labels = [r.label if r.run.get("label") else _default_label(r) for r in runs]
     extras = (lambda i: runs[i].run.get("hostname"), lambda i: runs[i].path.stem, lambda i: f"#{i + 1}")
     for extra in extras:
         for label in set(labels):
@@ -59,6 +68,12 @@ def run_labels(runs: list[Results]) -> list[str]:
             for i in same:
                 labels[i] = f"{label} (#{i + 1})"
     return labels
+
+
+def run_tag(index: int) -> str:
+    """A short tag for a run inside a matrix cell: A, B, ... (the full label is on hover and in the key)."""
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    return letters[index] if index < len(letters) else f"R{index + 1}"
 
 
 def repro_command(record: dict, run: dict) -> str:
@@ -93,6 +108,22 @@ def _expected_vs_got(message: str | None) -> list[dict[str, str]]:
             pairs.append({"expected": expected, "got": text[len("got "):].strip()})
             expected = None
     return pairs
+
+
+def divergence_of(record: dict) -> dict | None:
+    """An xfail item's known divergence {reason, link}: the record's ``divergence`` field, else
+    parsed out of pytest's xfail reason ("known divergence: <reason> (<link>)")."""
+    divergence = record.get("divergence")
+    if isinstance(divergence, dict) and divergence.get("reason"):
+        return {"reason": divergence["reason"], "link": divergence.get("link")}
+    message = record.get("message") or ""
+    if record.get("outcome") not in ("xfail", "xpass") or not message.startswith("known divergence: "):
+        return None
+    text = message[len("known divergence: "):].strip()
+    match = re.match(r"(?s)(.*?)\s*\((https?://[^\s()]+)\)\s*$", text)
+    if match:
+        return {"reason": match.group(1), "link": match.group(2)}
+    return {"reason": text, "link": None}
 
 
 def _counts(records: Iterable[dict]) -> dict[str, int]:
@@ -197,14 +228,19 @@ def build_report(paths: Iterable[str | Path], out: str | Path, *, title: str | N
     runs, problems = load_many(paths)
     labels = run_labels(runs)
 
-    # --- the matrix: rows are spec/case, columns backend x device x run, a chip per dtype
+    # --- the matrix: rows are spec/case, one column per implementation (backend) x device; inside a
+    # cell one line per run (with two or more runs), a chip per dtype
     items: list[dict[str, Any]] = []
     item_index: dict[tuple[int, tuple], int] = {}
     rows: dict[tuple[str, str, str], dict] = {}
-    columns: set[tuple[str, str, int]] = set()
+    column_items: dict[tuple[str, str], list[int]] = defaultdict(list)
+    cases: dict[str, dict] = {}
     for r_index, results in enumerate(runs):
+        for key, context in (results.cases or {}).items():
+            cases.setdefault(key, context)
         for record in results.records:
             key = item_key(record)
+            case_key = f"{record['spec']}::{record.get('case')}" if record.get("kind", "case") == "case" else None
             entry = {
                 "run": r_index, "nodeid": record["nodeid"], "kind": record.get("kind"), "spec": record["spec"],
                 "case": record.get("case"), "op": record.get("op"), "backend": record.get("backend"),
@@ -214,35 +250,63 @@ def build_report(paths: Iterable[str | Path], out: str | Path, *, title: str | N
                 "seconds": record.get("seconds"), "timing": record.get("timing"),
                 "xla_compiles": record.get("xla_compiles"), "benchmark": record.get("benchmark"),
                 "crashed": record.get("crashed", False), "repro": repro_command(record, results.run),
-                "key": "|".join(str(k) for k in key),
+                "key": "|".join(str(k) for k in key), "case_key": case_key,
+                "verdict": record.get("verdict"), "divergence": divergence_of(record),
+                "torch_max_abs_error": record.get("torch_max_abs_error"), "values": record.get("values"),
+                "improvement": record.get("improvement"), "stale_divergence": record.get("stale_divergence"),
+                "counterexample": record.get("counterexample"),
             }
             item_index[(r_index, key)] = len(items)
             items.append(entry)
             row_key = (record["spec"], record.get("kind") or "case", record.get("case") or "(invalid spec)")
             row = rows.setdefault(row_key, {"spec": record["spec"], "kind": row_key[1], "case": row_key[2],
                                             "op": record.get("op"), "cells": defaultdict(list)})
-            column = (record.get("backend") or "-", record.get("device") or "-", r_index)
-            columns.add(column)
+            column = (record.get("backend") or "-", record.get("device") or "-")
+            column_items[column].append(len(items) - 1)
             row["cells"][column].append(len(items) - 1)
-    column_list = sorted(columns, key=lambda c: (_order(c[0], BACKEND_ORDER), _order(c[1], DEVICE_ORDER), c[2]))
+    # a column where nothing ran (every item skipped: a device this machine lacks) is named, not drawn
+    hidden_columns = []
+    for column, indices in list(column_items.items()):
+        if all(items[i]["outcome"] == "skipped" for i in indices):
+            reasons = sorted({(items[i]["message"] or "").removeprefix("Skipped: ") for i in indices})
+            hidden_columns.append({"backend": column[0], "device": column[1], "count": len(indices),
+                                   "reason": "; ".join(r for r in reasons if r)[:300]})
+            del column_items[column]
+    column_list = sorted(column_items, key=lambda c: (_order(c[0], BACKEND_ORDER), _order(c[1], DEVICE_ORDER)))
     header_backends = _spans([c[0] for c in column_list])
-    header_devices = _spans([(c[0], c[1]) for c in column_list])
+    multi_run = len(runs) > 1
+    runs_in_column = {c: {items[i]["run"] for i in column_items[c]} for c in column_list}
     specs: dict[str, list[dict]] = defaultdict(list)
     for (spec, kind, case), row in rows.items():
         cells = []
         for column in column_list:
-            chips = sorted(row["cells"].get(column, []), key=lambda i: _order(items[i]["dtype"], tuple(DTYPE_SHORT)))
-            cells.append([{"i": i, "outcome": items[i]["outcome"],
-                           "text": DTYPE_SHORT.get(items[i]["dtype"], items[i]["dtype"] or "·"),
-                           "title": f"{items[i]['dtype']}: {items[i]['outcome']}"} for i in chips])
-        outcomes_by_run = defaultdict(set)
+            lines = []
+            for r_index in range(len(runs)):
+                chips = sorted((i for i in row["cells"].get(column, []) if items[i]["run"] == r_index),
+                               key=lambda i: _order(items[i]["dtype"], tuple(DTYPE_SHORT)))
+                if not chips and (not multi_run or r_index not in runs_in_column[column]):
+                    continue  # a run that has nothing in this column (a baseline without the candidate)
+                lines.append({"run": r_index, "tag": run_tag(r_index), "label": labels[r_index], "chips": [
+                    {"i": i, "outcome": items[i]["outcome"],
+                     "text": DTYPE_SHORT.get(items[i]["dtype"], items[i]["dtype"] or "·"),
+                     "title": f"{labels[r_index]} · {column[0]} · {column[1]} · {items[i]['dtype']}: "
+                              f"{items[i]['outcome']}" + (f" ({items[i]['verdict']})" if items[i]["verdict"] else "")}
+                    for i in chips]})
+            if not any(line["chips"] for line in lines):
+                lines = []
+            cells.append({"backend": column[0], "device": column[1], "lines": lines})
+        outcomes_by_item = defaultdict(set)
         for column, indices in row["cells"].items():
             for i in indices:
-                outcomes_by_run[(column[0], column[1], items[i]["dtype"])].add((column[2], items[i]["outcome"]))
-        differs = any(len({o for _, o in v}) > 1 for v in outcomes_by_run.values())
-        all_pass = all(items[i]["outcome"] in ("passed", "xfail", "skipped", "unsupported")
-                       for indices in row["cells"].values() for i in indices)
-        specs[spec].append({"case": case, "kind": kind, "cells": cells, "differs": differs, "all_pass": all_pass})
+                outcomes_by_item[(column[0], column[1], items[i]["dtype"])].add((items[i]["run"], items[i]["outcome"]))
+        differs = multi_run and any(len({o for _, o in v}) > 1 or len(v) < len(runs) for v in outcomes_by_item.values())
+        row_outcomes = {items[i]["outcome"] for indices in row["cells"].values() for i in indices}
+        # xfails and xpasses are worth a look: only rows of passes, skips and unsupported ones count as clean
+        all_pass = row_outcomes <= {"passed", "skipped", "unsupported"}
+        specs[spec].append({"case": case, "kind": kind, "cells": cells, "differs": differs, "all_pass": all_pass,
+                            "outcomes": " ".join(sorted(row_outcomes)),
+                            "title": f"{spec}::{case}" + (f" (line {cases[f'{spec}::{case}'].get('line')})"
+                                                           if f"{spec}::{case}" in cases else "")})
     for spec_rows in specs.values():
         spec_rows.sort(key=lambda r: (r["kind"] == "benchmark",))
 
@@ -251,7 +315,7 @@ def build_report(paths: Iterable[str | Path], out: str | Path, *, title: str | N
     for r_index, results in enumerate(runs):
         run = results.run
         run_summaries.append({
-            "label": labels[r_index], "path": str(results.path), "run": run, "counts": _counts(results.records),
+            "label": labels[r_index], "tag": run_tag(r_index), "path": str(results.path), "run": run, "counts": _counts(results.records),
             "records": len(results.records),
             "devices": ", ".join(f"{name}: {info.get('name') or 'unavailable (' + str(info.get('unavailable')) + ')'}"
                                  for name, info in (run.get("devices") or {}).items()),
@@ -284,21 +348,32 @@ def build_report(paths: Iterable[str | Path], out: str | Path, *, title: str | N
                            for t in diff.faster],
                 "compared": diff.compared,
             })
-    default_diff = f"diff-0-{len(runs) - 1}" if len(runs) >= 2 else None
+    default_diff = None
+    if diffs:
+        def weight(d: dict) -> tuple:
+            changes = sum(len(d[k]) for k in ("regressed", "improved", "changed", "slower", "faster"))
+            # a pair that differs first; then the one comparing most items; then earlier -> later runs
+            return (changes > 0, changes + len(d["added"]) + len(d["removed"]) > 0, d["compared"], d["base"] < d["head"])
+        best = max(diffs, key=weight)
+        default_diff = best["id"]
+        default_pair = (best["base"], best["head"])
+    else:
+        default_pair = (0, max(len(runs) - 1, 0))
 
     # --- render
     package = resources.files("conformance.results.report")
     env = jinja2.Environment(loader=jinja2.FunctionLoader(lambda name: package.joinpath(name).read_text("utf-8")),
                              autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    data = {"items": items, "runs": labels, "outcomes": list(outcomes.ALL)}
+    data = {"items": items, "runs": labels, "tags": [run_tag(i) for i in range(len(runs))],
+            "outcomes": list(outcomes.ALL), "cases": cases}
     payload = json.dumps(data, allow_nan=False, separators=(",", ":")).replace("</", "<\\/").replace("<!--", "<\\!--")
     page = env.get_template("template.html.j2").render(
         title=title or "Sparse & masked semantics: compatibility report",
         css=package.joinpath("report.css").read_text("utf-8"),
         js=package.joinpath("report.js").read_text("utf-8"),
         data_json=payload, runs=run_summaries, labels=labels, problems=problems, outcomes=outcomes.ALL,
-        columns=[{"backend": c[0], "device": c[1], "run": labels[c[2]], "run_index": c[2]} for c in column_list],
-        header_backends=header_backends, header_devices=header_devices, specs=dict(specs),
+        columns=[{"backend": c[0], "device": c[1]} for c in column_list], hidden_columns=hidden_columns,
+        header_backends=header_backends, specs=dict(specs), multi_run=multi_run, default_pair=default_pair,
         charts=speed_charts(runs, labels, speed_baseline), speed_baseline=speed_baseline,
         diffs=diffs, default_diff=default_diff, generated=now(),
         total_items=len(items),

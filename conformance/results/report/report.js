@@ -1,7 +1,7 @@
 (function () {
   "use strict";
   var data = JSON.parse(document.getElementById("report-data").textContent);
-  var items = data.items, runs = data.runs;
+  var items = data.items, runs = data.runs, cases = data.cases || {};
   var panel = document.getElementById("details"), body = document.getElementById("details-body");
   var selected = null;
 
@@ -22,6 +22,24 @@
   function fmtNumber(v) {
     if (v === null || v === undefined) return null;
     return typeof v === "number" ? v.toPrecision(4) : String(v);
+  }
+
+  function compact(value) {
+    // JSON with short arrays of numbers on one line: readable tensors
+    var text = JSON.stringify(value, null, 1);
+    if (text === undefined) return "";
+    return text.replace(/\[\s*([-+\w.,\s"]*?)\s*\]/g, function (m, inner) {
+      return "[" + inner.replace(/\s*\n\s*/g, " ").trim() + "]";
+    });
+  }
+  function section(title, id) {
+    var wrap = el("section", {class: "detail-section", id: id});
+    wrap.appendChild(el("h4", {text: title}));
+    body.appendChild(wrap);
+    return wrap;
+  }
+  function valueCell(v) {
+    return el("td", {}, [el("code", {text: v === null || v === undefined ? "—" : compact(v)})]);
   }
 
   function show(i) {
@@ -45,7 +63,9 @@
     fact("spec", it.spec);
     fact("op", it.op);
     fact("backend / device / dtype", [it.backend, it.device, it.dtype].join(" / "));
+    if (it.verdict) fact("verdict", el("span", {class: "verdict v-" + it.verdict, id: "details-verdict", text: it.verdict}));
     fact("max abs error", fmtNumber(it.max_abs_error));
+    fact("max abs difference from stock torch", fmtNumber(it.torch_max_abs_error));
     fact("max rel error", fmtNumber(it.max_rel_error));
     fact("time (one run)", it.seconds !== null && it.seconds !== undefined ? fmtSeconds(it.seconds) : null);
     if (it.timing && it.timing.samples) {
@@ -58,7 +78,53 @@
     if (it.crashed) fact("crashed", "the worker process died on this item");
     body.appendChild(dl);
 
-    if (it.pairs && it.pairs.length) {
+    if (it.divergence) {
+      var div = section(it.outcome === "xpass" ? "Known divergence (did not show up)" : "Known divergence", "details-divergence");
+      div.appendChild(el("p", {id: "details-divergence-reason", text: it.divergence.reason}));
+      if (it.divergence.link) {
+        div.appendChild(el("p", {}, ["upstream: ", el("a", {href: it.divergence.link, id: "details-divergence-link",
+                                                         target: "_blank", rel: "noopener", text: it.divergence.link})]));
+      }
+    }
+    if (it.improvement) section("Improvement over stock torch", "details-improvement").appendChild(el("p", {text: String(it.improvement)}));
+    if (it.stale_divergence) section("Stale known divergence", "details-stale").appendChild(el("p", {text: String(it.stale_divergence)}));
+
+    if (it.values && Object.keys(it.values).length) {
+      var vt = el("table", {class: "values", id: "details-values"}, [el("tr", {}, [
+        el("th", {text: "output"}), el("th", {text: "golden (expected)"}), el("th", {text: "stock torch"}),
+        el("th", {text: it.backend === "candidate" ? "candidate" : it.backend})])]);
+      Object.keys(it.values).forEach(function (name) {
+        var v = it.values[name] || {};
+        var row = el("tr", {}, [el("th", {text: name}), valueCell(v.expected), valueCell(v.torch), valueCell(v.got)]);
+        if (JSON.stringify(v.got) !== JSON.stringify(v.expected)) row.classList.add("differs");
+        vt.appendChild(row);
+      });
+      section("Golden, stock torch and " + (it.backend === "candidate" ? "candidate" : it.backend) + ", side by side",
+              "details-values-section").appendChild(vt);
+    }
+
+    var context = it.case_key ? cases[it.case_key] : null;
+    if (context) {
+      var inputs = section("Inputs", "details-inputs");
+      inputs.appendChild(el("pre", {id: "details-inputs-text", text: compact(context.inputs)}));
+      var golden = section("Golden values", "details-golden");
+      var src = context.source || {};
+      var srcText = [src.title, src.document ? "(" + src.document + ")" : null, src.url || src.link].filter(Boolean).join(" ");
+      golden.appendChild(el("p", {id: "details-source"}, ["source: ", el("b", {text: srcText || src.key || "—"}),
+                                                          context.line ? " · " + it.spec + ":" + context.line : ""]));
+      if (context.derivation) {
+        golden.appendChild(el("p", {class: "sub", text: "derivation"}));
+        golden.appendChild(el("pre", {id: "details-derivation", text: context.derivation}));
+      }
+      if (context.expected_error) {
+        golden.appendChild(el("pre", {id: "details-golden-text", text: "raises " + context.expected_error.type +
+                                      (context.expected_error.match ? " matching " + JSON.stringify(context.expected_error.match) : "")}));
+      } else {
+        golden.appendChild(el("pre", {id: "details-golden-text", text: compact(context.expected)}));
+      }
+    }
+
+    if ((!it.values || !Object.keys(it.values).length) && it.pairs && it.pairs.length) {
       var table = el("table", {class: "pairs"}, [el("tr", {}, [el("th", {text: "expected"}), el("th", {text: "got"})])]);
       it.pairs.forEach(function (p) {
         table.appendChild(el("tr", {}, [el("td", {}, [el("code", {text: p.expected})]), el("td", {}, [el("code", {text: p.got})])]));
@@ -91,6 +157,7 @@
     panel.hidden = false;
     panel.scrollTop = 0;
   }
+  window.conformanceShowItem = show;
 
   document.addEventListener("click", function (event) {
     var target = event.target.closest("[data-i]");
@@ -109,17 +176,21 @@
 
   // filters
   var filter = document.getElementById("filter"), onlyDiffers = document.getElementById("only-differs"),
-      hidePassing = document.getElementById("hide-passing");
+      hidePassing = document.getElementById("hide-passing"), runView = document.getElementById("run-view");
   function applyFilters() {
-    var text = (filter.value || "").toLowerCase();
+    var text = filter ? (filter.value || "").toLowerCase() : "";
     document.querySelectorAll("tr.case-row").forEach(function (row) {
       var hide = (text && row.getAttribute("data-search").toLowerCase().indexOf(text) < 0) ||
-                 (onlyDiffers.checked && !row.classList.contains("differs")) ||
-                 (hidePassing.checked && row.classList.contains("all-pass"));
+                 (onlyDiffers && onlyDiffers.checked && !row.classList.contains("differs")) ||
+                 (hidePassing && hidePassing.checked && row.classList.contains("all-pass"));
       row.classList.toggle("hidden", !!hide);
     });
+    var view = runView ? runView.value : "all";
+    document.querySelectorAll(".run-line").forEach(function (line) {
+      line.classList.toggle("hidden", view !== "all" && line.getAttribute("data-run") !== view);
+    });
   }
-  [filter, onlyDiffers, hidePassing].forEach(function (input) {
+  [filter, onlyDiffers, hidePassing, runView].forEach(function (input) {
     if (input) input.addEventListener("input", applyFilters);
     if (input) input.addEventListener("change", applyFilters);
   });

@@ -131,7 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     report = sub.add_parser("report", help="merge results files into one self-contained HTML report")
-    report.add_argument("results", nargs="+", help="results JSON files (several torch versions, devices, machines)")
+    report.add_argument("results", nargs="+",
+                        help="results JSON files (several torch versions, devices, machines), e.g. reports/*.json; "
+                             "the last complete run a path held is kept in reports/.previous/, which that glob "
+                             "leaves out. Unreadable files (corrupt, not UTF-8, another schema) are named and left out")
     report.add_argument("-o", "--output", default="reports/index.html", help="HTML file to write (default: %(default)s)")
     report.add_argument("--title", default=None)
     report.add_argument("--speed-baseline", default="reference",
@@ -140,7 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     gate = sub.add_parser("gate", help="fail when a candidate run regressed against a baseline run",
                           description=gate_module.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    gate.add_argument("--baseline", required=True, metavar="A.json")
+    gate.add_argument("--baseline", required=True, metavar="A.json",
+                      help="the run to compare with, e.g. reports/.previous/results.json: the last complete run "
+                           "that wrote reports/results.json (kept there only when it was complete)")
     gate.add_argument("--candidate", required=True, metavar="B.json")
     _add_scope_options(gate)
     gate.add_argument("--ratio", type=float, default=gate_module.DEFAULT_RATIO,

@@ -82,7 +82,8 @@ def test_a_bad_benchmark_section_names_file_and_line(tmp_path):
 
 def test_the_write_is_atomic_and_keeps_the_previous_file(tmp_path, monkeypatch):
     path = tmp_path / "results.json"
-    old = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "run": {"id": "older-run"}, "records": []}
+    old = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "run": {"id": "older-run", "status": "complete"},
+           "records": []}
     path.write_text(json.dumps(old))
     writer = ResultsWriter(path, run_metadata())
     writer.add("specs/x.yaml::c[coo-cpu-float32]", {"spec": "specs/x.yaml", "case": "c", "op": "coalesce",
@@ -104,7 +105,8 @@ def test_the_write_is_atomic_and_keeps_the_previous_file(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         writer.write()
     assert path.read_text() == written  # the last complete file is still there
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json", "results.previous.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".previous", "results.json"]  # kept out of *.json globs
+    assert [p.name for p in previous_path(path).parent.iterdir()] == ["results.json"]
 
 
 @pytest.mark.parametrize("content, phrase", [
@@ -152,12 +154,12 @@ def test_an_interrupted_run_still_writes_what_it_learned():
 
 
 def test_results_are_written_while_the_run_goes_on(monkeypatch, tmp_path):
-    """With --conformance-results-every 0 the file is rewritten after each item: a run killed at any
+    """With --conformance-results-every 0.001 the file is rewritten after each item: a run killed at any
     point (SIGKILL, OOM killer, CI hard timeout) leaves what it learned up to there."""
     peek = tmp_path / "peek.json"
     monkeypatch.setenv("CONFORMANCE_TEST_PEEK", str(peek))
     code, path = run_inprocess("peek", str(SMALL_SPEC), "--conformance-impl", f"adagrad={ROBUST}:PeekingAdagrad",
-                               "--conformance-results-every", "0")
+                               "--conformance-results-every", "0.001")
     assert code == 0
     seen = json.loads(peek.read_text())  # the file as it was on disk while misbehave-here ran
     assert seen["run"]["status"] == "running"

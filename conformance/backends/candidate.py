@@ -1,16 +1,34 @@
 """``candidate``: a user's implementation of one op, given as ``OP=module:attr``, run as a
-backend of its own through that op's candidate contract."""
+backend of its own through that op's candidate contract.
+
+Every call is checked against the contract beyond the numbers (a violation is a
+:class:`~conformance.compare.Mismatch`, outcome ``failed``, naming the clause):
+
+* coalesce: the result is a sparse COO tensor of the input's dtype, device and size;
+* masked_mean, masked_mean_compiles: the result is a 0-d tensor of ``values.dtype`` on
+  ``values.device``;
+* adagrad, sparse_adam: ``step()`` leaves ``param.grad`` -- the gradient the harness set -- as it
+  was (same tensor, same indices and values); the parameter and the state tensors the harness
+  reads are on the parameter's device, of its dtype and shape;
+* every op: the tensors handed to the candidate are unchanged after the call (compared with
+  copies taken before it), and the candidate works on its own copy of the decoded inputs, so a
+  mutation cannot reach the reference check or another item.
+"""
 
 from __future__ import annotations
 
+import copy
 import importlib
 import importlib.util
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
+
+import torch
 
 from conformance.types import RunContext
 from conformance.backends.base import Backend
+from conformance.compare import Mismatch
 from conformance.ops import OPS
 
 
@@ -67,12 +85,167 @@ class CandidateBackend(Backend):
 
     @staticmethod
     def _runner(op_name: str, candidate: Any):
-        op = OPS[op_name]
+        return checked_runner(op_name, candidate)
 
-        def run(inputs: Any, ctx: RunContext):
-            return op.run_candidate(candidate, inputs, ctx)
 
-        return run
+# ------------------------------------------------------------------ contract checks
+
+
+def checked_runner(op_name: str, candidate: Any) -> Callable[[Any, RunContext], dict[str, Any]]:
+    """``run(inputs, ctx)``: the op's ``run_candidate`` with the contract checks of this module."""
+    op = OPS[op_name]
+    wrap = CONTRACT_CHECKS.get(op_name, lambda name, obj: obj)
+
+    def run(inputs: Any, ctx: RunContext):
+        own = copy.deepcopy(inputs)  # the runner's inputs feed the reference check: keep them out of reach
+        outputs = op.run_candidate(wrap(op_name, candidate), own, ctx)
+        if op_name in OPTIMIZER_STATE:
+            _check_optimizer_outputs(op_name, outputs, ctx)
+        return outputs
+
+    return run
+
+
+def _violation(op_name: str, clause: str, detail: str) -> Mismatch:
+    return Mismatch(f"contract violated ({op_name}: {clause}): {detail}")
+
+
+def _same_device(a: torch.device, b: torch.device) -> bool:
+    return a.type == b.type and (a.index is None or b.index is None or a.index == b.index)
+
+
+def _snapshot(tensor: torch.Tensor) -> torch.Tensor:
+    # compared on the CPU: on XLA a device-side copy and comparison would add graphs of their own
+    # to the compile counts measured around the candidate (masked_mean_compiles)
+    return tensor.detach().to("cpu", copy=True)
+
+
+def _changed(tensor: torch.Tensor, before: torch.Tensor) -> str | None:
+    """How ``tensor`` differs from the copy ``before`` (bit for bit, NaN equal to NaN), or None."""
+    now = tensor.detach().cpu()
+    if now.layout != before.layout or now.dtype != before.dtype or now.shape != before.shape:
+        return (f"it became {now.layout}/{now.dtype}/{list(now.shape)}, was "
+                f"{before.layout}/{before.dtype}/{list(before.shape)}")
+    if now.layout == torch.sparse_coo:
+        if now.is_coalesced() != before.is_coalesced():
+            return f"is_coalesced() became {now.is_coalesced()}"
+        if not torch.equal(now._indices(), before._indices()):
+            return "its indices were changed"
+        return None if _equal(now._values(), before._values()) else "its values were changed"
+    return None if _equal(now, before) else "its values were changed"
+
+
+def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape:
+        return False
+    if a.is_floating_point():
+        same = (a == b) | (torch.isnan(a) & torch.isnan(b))
+        return bool(same.all())
+    return torch.equal(a, b)
+
+
+def _watch_coalesce(op_name: str, candidate: Any):
+    def watched(tensor: torch.Tensor):
+        before = _snapshot(tensor)
+        result = candidate(tensor)
+        change = _changed(tensor, before)
+        if change:
+            raise _violation(op_name, "the input tensor is left unchanged", change)
+        if isinstance(result, torch.Tensor) and result.layout == torch.sparse_coo:
+            if result.dtype != tensor.dtype:
+                raise _violation(op_name, "the result has the input's dtype",
+                                 f"got {result.dtype}, the input is {tensor.dtype}")
+            if not _same_device(result.device, tensor.device):
+                raise _violation(op_name, "the result is on the input's device",
+                                 f"got {result.device}, the input is on {tensor.device}")
+            if tuple(result.shape) != tuple(tensor.shape):
+                raise _violation(op_name, "the result has the input's size",
+                                 f"got {list(result.shape)}, the input is {list(tensor.shape)}")
+        return result  # not a sparse COO tensor: the op names that
+
+    return watched
+
+
+def _watch_masked_mean(op_name: str, candidate: Any):
+    def watched(values: torch.Tensor, mask: torch.Tensor):
+        before = {"values": _snapshot(values), "mask": _snapshot(mask)}
+        result = candidate(values, mask)
+        for name, tensor in (("values", values), ("mask", mask)):
+            change = _changed(tensor, before[name])
+            if change:
+                raise _violation(op_name, f"the input {name} is left unchanged", change)
+        if isinstance(result, torch.Tensor):
+            if result.dim() != 0:
+                raise _violation(op_name, "the result is a 0-d tensor", f"got shape {list(result.shape)}")
+            if result.dtype != values.dtype:
+                raise _violation(op_name, "the result has values.dtype",
+                                 f"got {result.dtype}, values are {values.dtype}")
+            if not _same_device(result.device, values.device):
+                raise _violation(op_name, "the result is on values' device",
+                                 f"got {result.device}, values are on {values.device}")
+        return result
+
+    return watched
+
+
+def _watch_optimizer(op_name: str, candidate: Any):
+    def build(params, *args, **kwargs):
+        optimizer = candidate(params, *args, **kwargs)
+        step = optimizer.step
+
+        def checked_step(*step_args, **step_kwargs):
+            given = [(p, p.grad, None if p.grad is None else _snapshot(p.grad))
+                     for group in optimizer.param_groups for p in group["params"]]
+            result = step(*step_args, **step_kwargs)
+            for param, grad, before in given:
+                if param.grad is not grad:
+                    raise _violation(op_name, "step() leaves param.grad, the gradient the harness set",
+                                     "step() replaced param.grad with another tensor")
+                change = None if grad is None else _changed(grad, before)
+                if change:
+                    raise _violation(op_name, "step() leaves param.grad, the gradient the harness set",
+                                     f"step() rewrote it: {change}")
+            return result
+
+        optimizer.step = checked_step
+        return optimizer
+
+    return build
+
+
+# output names the harness reads from an optimizer's state, checked for the parameter's device/dtype/shape
+OPTIMIZER_STATE = {"adagrad": ("state_sum",), "sparse_adam": ("exp_avg", "exp_avg_sq")}
+
+
+def _check_optimizer_outputs(op_name: str, outputs: dict[str, Any], ctx: RunContext) -> None:
+    param = outputs.get("param")
+    if not isinstance(param, torch.Tensor):
+        return
+    if param.dtype != ctx.dtype or not _same_device(param.device, ctx.torch_device):
+        raise _violation(op_name, "the parameter keeps its dtype and device",
+                         f"after the steps it is {param.dtype} on {param.device}, was {ctx.dtype} on {ctx.device}")
+    for name in OPTIMIZER_STATE[op_name]:
+        state = outputs.get(name)
+        if not isinstance(state, torch.Tensor):
+            continue
+        if not _same_device(state.device, param.device):
+            raise _violation(op_name, f"state tensors are on the parameter's device",
+                             f"{name} is on {state.device}, the parameter on {param.device}")
+        if state.dtype != param.dtype:
+            raise _violation(op_name, "state tensors have the parameter's dtype",
+                             f"{name} is {state.dtype}, the parameter {param.dtype}")
+        if tuple(state.shape) != tuple(param.shape):
+            raise _violation(op_name, "state tensors have the parameter's shape",
+                             f"{name} has shape {list(state.shape)}, the parameter {list(param.shape)}")
+
+
+CONTRACT_CHECKS: dict[str, Callable[[str, Any], Any]] = {
+    "coalesce": _watch_coalesce,
+    "masked_mean": _watch_masked_mean,
+    "masked_mean_compiles": _watch_masked_mean,
+    "adagrad": _watch_optimizer,
+    "sparse_adam": _watch_optimizer,
+}
 
 
 def parse_impl_options(values: list[str]) -> dict[str, tuple[str, Any]]:

@@ -38,6 +38,7 @@ from conformance.ops.coalesce import coalesce_reference
 from conformance.ops.masked_mean import MaskedMeanInputs
 from conformance.ops.optimizer_steps import OptimizerInputs, dense_grad_and_mask
 from conformance.tensors import CooArray, quantize, to_numpy, torch_dtype
+from conformance.rounding import check_rounding, unit_roundoff
 from conformance.verdict import StockTorch, agreement_tolerance, agrees, distance
 
 # ---------------------------------------------------------------- tolerances
@@ -261,6 +262,7 @@ class Property:
     strategy: Callable[[str], st.SearchStrategy]
     check: Callable[[Trial, Any], None]
     skip_backends: tuple[str, ...] = ()
+    dtypes: tuple[str, ...] | None = None  # None: every float dtype
     to_cases: Callable[[Any], list[tuple[str, Any]]] = field(default=lambda example: [("", example)])
 
     @property
@@ -378,6 +380,48 @@ def check_adagrad_sparse_equals_dense(trial: Trial, inputs: OptimizerInputs) -> 
 
     trial.compare(pick, want, tols, inputs, against="dense Adagrad on the densified gradients (same backend)",
                   model=model)
+
+
+def check_rounds_correctly(trial: Trial, inputs: Any) -> None:
+    """float16/bfloat16 outputs are the exact result rounded to nearest even, give or take the
+    float32 arithmetic before it (:mod:`conformance.rounding`); stock torch's own known
+    half-precision arithmetic is reported as its divergence, not as a failure."""
+    dtype = torch_dtype(trial.dtype)
+    outputs = trial.run(inputs)
+    for name, (exact, low, high) in trial.op.rounding_bounds(inputs, dtype).items():
+        if name not in outputs:
+            raise Mismatch(f"the backend did not produce {name}")
+        try:
+            check_rounding(name, outputs[name], exact, low, high, dtype)
+        except Mismatch as mismatch:
+            divergence = _rounding_divergence(trial, inputs, name, outputs[name], dtype)
+            if divergence is None:
+                raise
+            raise DivergenceObserved(divergence, str(mismatch).splitlines()[0]) from None
+
+
+def _rounding_divergence(trial: Trial, inputs: Any, name: str, got, dtype) -> lowprec.Divergence | None:
+    """The known divergence an incorrectly rounded output is explained by: this backend's own
+    rounding mode, or stock torch's half-precision accumulation of duplicates (any order)."""
+    if trial.backend.name == "reference" or trial.backend.judged_against_torch:
+        return None  # a candidate is excused only by being the same as stock torch (same_as_torch)
+    rounding = known_divergences.rounding_for_backend(trial.backend.name, trial.device, trial.dtype)
+    if rounding is not None:
+        exact, low, high = trial.op.rounding_bounds(inputs, dtype)[name]
+        try:
+            check_rounding(name, got, exact, low, high, dtype, mode=rounding.mode)
+            return rounding.divergence
+        except Mismatch:
+            pass
+    if trial.op.torch_sums_duplicates_in_half:
+        half = lowprec.HALF_ACCUMULATION
+        exact, low, high = trial.op.rounding_bounds(inputs, dtype, accumulation_unit=unit_roundoff(dtype))[name]
+        try:
+            check_rounding(name, got, exact, low, high, dtype)
+            return half
+        except Mismatch:
+            pass
+    return None
 
 
 def check_rejects_invalid(trial: Trial, inputs: Any) -> None:
@@ -503,6 +547,22 @@ PROPERTIES: list[Property] = [
     Property("sparse_adam", "rejects-invalid",
              "invalid hyperparameters and dense gradients raise torch's documented errors",
              lambda dtype: strategies.invalid_optimizer_inputs("sparse_adam", dtype), check_rejects_invalid),
+    Property("coalesce", "rounds-correctly",
+             "float16/bfloat16 sums of duplicates are correctly rounded (many equal duplicates, cancelling pairs)",
+             lambda dtype: strategies.coalesce_rounding_inputs(dtype), check_rounds_correctly,
+             skip_backends=("reference",), dtypes=lowprec.HALF_DTYPES),
+    Property("adagrad", "rounds-correctly",
+             "a float16/bfloat16 parameter moved by a fraction of an ulp to a few ulps is correctly rounded",
+             lambda dtype: strategies.optimizer_rounding_inputs("adagrad", dtype), check_rounds_correctly,
+             skip_backends=("reference",), dtypes=lowprec.HALF_DTYPES),
+    Property("sparse_adam", "rounds-correctly",
+             "a float16/bfloat16 parameter moved by a fraction of an ulp to a few ulps is correctly rounded",
+             lambda dtype: strategies.optimizer_rounding_inputs("sparse_adam", dtype), check_rounds_correctly,
+             skip_backends=("reference",), dtypes=lowprec.HALF_DTYPES),
+    Property("masked_mean", "rounds-correctly",
+             "a float16/bfloat16 mean over long masked sums is rounded as float32 arithmetic allows",
+             lambda dtype: strategies.masked_mean_rounding_inputs(dtype), check_rounds_correctly,
+             skip_backends=("reference",), dtypes=lowprec.HALF_DTYPES),
     Property("masked_mean", "agrees-with-reference", "masked mean and its gradient match the NumPy reference",
              lambda dtype: strategies.masked_mean_inputs(dtype), check_agrees_with_reference,
              skip_backends=("reference",)),

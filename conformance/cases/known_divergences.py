@@ -16,6 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 from conformance.cases.lowprec import Divergence
+from conformance.rounding import TOWARD_ZERO
 from conformance.ops.masked_mean import MaskedMeanInputs, masked_mean_reference
 
 MULTIPLY_LETS_NAN_THROUGH = Divergence(
@@ -66,6 +67,39 @@ BACKEND_DIVERGENCES: tuple[BackendDivergence, ...] = (
                       ("cpu", "cuda"), _multiply_model),
     BackendDivergence(FUNCTION_NAN_GRAD, "masked_mean", ("mean-function",), ("cpu", "cuda"), _function_model),
 )
+
+
+TRITON_INTERPRETER_BF16_TRUNCATION = Divergence(
+    "triton-interpreter-bfloat16-truncation",
+    "Triton's interpreter (TRITON_INTERPRET=1, the kernels' CPU path) converts float32 to bfloat16 by "
+    "truncation, ignoring fp_downcast_rounding='rtne' (triton 3.9.0: 1.1298828125 -> 1.125, where "
+    "round-to-nearest-even gives 1.1328125); compiled Triton on a GPU rounds to nearest even",
+    None,
+)
+
+
+@dataclass(frozen=True)
+class RoundingDivergence:
+    """A backend that rounds ``dtypes`` in another ``mode`` than round-to-nearest-even on ``devices``."""
+
+    divergence: Divergence
+    backends: tuple[str, ...]
+    devices: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    mode: str
+
+    def applies_to(self, backend: str, device: str, dtype: str) -> bool:
+        return backend in self.backends and device in self.devices and dtype in self.dtypes
+
+
+ROUNDING_DIVERGENCES: tuple[RoundingDivergence, ...] = (
+    RoundingDivergence(TRITON_INTERPRETER_BF16_TRUNCATION, ("kernel-triton",), ("cpu",), ("bfloat16",),
+                       TOWARD_ZERO),
+)
+
+
+def rounding_for_backend(backend: str, device: str, dtype: str) -> RoundingDivergence | None:
+    return next((entry for entry in ROUNDING_DIVERGENCES if entry.applies_to(backend, device, dtype)), None)
 
 
 def for_backend(op: str, backend: str, device: str) -> list[BackendDivergence]:

@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 from conformance.ops.masked_mean import MaskedMeanInputs
 from conformance.ops.optimizer_steps import OptimizerInputs
-from conformance.tensors import CooArray
+from conformance.tensors import CooArray, quantize, torch_dtype
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
@@ -362,3 +362,73 @@ def invalid_optimizer_inputs(draw, op: str, dtype: str = "float64") -> Optimizer
         bad = draw(st.sampled_from([1.0, 1.5, -0.1, -1.0]))
         hyper["betas"] = (bad, beta2) if problem == "beta1" else (beta1, bad)
     return OptimizerInputs(inputs.param, inputs.grads, hyper)
+
+
+# ---------------------------------------------------------------- inputs that expose rounding
+# For the float16/bfloat16 "rounds-correctly" properties (conformance/rounding.py): sums whose
+# exact value is far from what truncation, double rounding or a half-precision accumulator give.
+
+ROUNDING_VALUES = Magnitudes(-6, 3)  # |v| in [2**-6, 16): 64 duplicates stay below 1024
+ROUNDING_LARGE = Magnitudes(6, 9)    # the large half of a cancelling pair
+
+
+@st.composite
+def coalesce_rounding_inputs(draw, dtype: str) -> CooArray:
+    """A 1-D COO tensor whose positions hold many equal duplicates, a large value cancelled
+    around small ones, a mix, or a single value, in shuffled order."""
+    _check_dtype(dtype)
+    small = representable_floats(dtype, ROUNDING_VALUES, zero=False)
+    size = draw(st.integers(1, 4))
+    indices: list[int] = []
+    values: list[float] = []
+    for position in range(size):
+        kind = draw(st.sampled_from(["equal", "cancel", "mixed", "single"]))
+        if kind == "equal":
+            run = [draw(small)] * draw(st.integers(3, 64))
+        elif kind == "cancel":
+            large = draw(representable_floats(dtype, ROUNDING_LARGE, zero=False))
+            run = [large, *draw(st.lists(small, min_size=1, max_size=6)), -large]
+        elif kind == "mixed":
+            run = draw(st.lists(small, min_size=2, max_size=24))
+        else:
+            run = [draw(small)]
+        indices += [position] * len(run)
+        values += run
+    order = np.random.default_rng(draw(st.integers(0, 2**32 - 1))).permutation(len(values))  # cheap to shrink
+    return CooArray(np.array([indices], dtype=np.int64)[:, order], np.array(values, dtype=np.float64)[order],
+                    (size,))
+
+
+@st.composite
+def masked_mean_rounding_inputs(draw, dtype: str) -> MaskedMeanInputs:
+    """Long masked sums (up to 2048 entries): equal values, or values of mixed sign and size,
+    drawn from a seeded generator so that long inputs stay cheap to draw."""
+    _check_dtype(dtype)
+    length = draw(st.sampled_from([2, 3, 7, 64, 300, 1000, 2048]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    if draw(st.booleans()):
+        values = np.full(length, draw(representable_floats(dtype, ROUNDING_VALUES, zero=False)))
+    else:
+        values = rng.uniform(-8.0, 8.0, length)
+    mask = rng.random(length) < draw(st.sampled_from([0.3, 0.9, 1.0]))
+    mask[draw(st.integers(0, length - 1))] = True  # at least one valid entry
+    return MaskedMeanInputs(quantize(values, torch_dtype(dtype)), mask)
+
+
+@st.composite
+def optimizer_rounding_inputs(draw, op: str, dtype: str) -> OptimizerInputs:
+    """One sparse step without duplicate indices on a parameter of magnitude 1..8, with a learning
+    rate that moves it by 0.05 to 20 ulps: there rounding, not arithmetic, decides the result."""
+    _check_dtype(dtype)
+    length = draw(st.integers(1, 16))
+    magnitudes = Magnitudes(0, 2)
+    param = _dense_values(draw, (length,), representable_floats(dtype, magnitudes, zero=False))
+    touched = sorted(draw(st.lists(st.integers(0, length - 1), min_size=1, max_size=length, unique=True)))
+    grad_values = draw(_fixed_lists(representable_floats(dtype, Magnitudes(-3, 2), zero=False), len(touched)))
+    ulp_at_4 = 2.0 ** (2 - MANTISSA_BITS[dtype])
+    lr = ulp_at_4 * draw(st.sampled_from([0.05, 0.3, 0.5, 0.7, 1.0, 1.5, 2.5, 7.0, 20.0]))
+    hyper = {"lr": lr}
+    if op == "adagrad":
+        hyper["initial_accumulator_value"] = draw(st.sampled_from([0.0, 0.1, 1.0]))
+    grad = CooArray(np.array([touched], dtype=np.int64), np.array(grad_values, dtype=np.float64), (length,))
+    return OptimizerInputs(param, [grad], hyper)

@@ -23,6 +23,7 @@ from conformance.ops.optimizer_steps import (
     dense_grad_and_mask,
     optimizer_inputs_schema,
     optimizer_problem,
+    single_step_param_bounds,
     run_optimizer,
 )
 from conformance.tensors import CooArray
@@ -94,6 +95,7 @@ class Adagrad(Op):
     name = "adagrad"
     summary = "torch.optim.Adagrad steps on sparse (masked) gradients"
     candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.Adagrad's constructor"
+    torch_sums_duplicates_in_half = True
     inputs_schema = optimizer_inputs_schema({
         "lr": {"type": "number"},
         "lr_decay": {"type": "number"},
@@ -124,6 +126,11 @@ class Adagrad(Op):
 
     def candidate_problem(self, candidate: Any) -> str | None:
         return optimizer_problem(candidate)
+
+    def rounding_bounds(self, inputs: OptimizerInputs, dtype: torch.dtype,
+                        accumulation_unit: float = 2.0**-24) -> dict[str, tuple]:
+        # g/std from g**2, state + g**2, sqrt, + eps, the quotient and clr * quotient: six roundings
+        return single_step_param_bounds(inputs, self.reference(inputs)["param"], dtype, intermediates=8)
 
     def reference_tolerance_scale(self, inputs: OptimizerInputs) -> float:
         return 4.0 * max(1, inputs.steps)

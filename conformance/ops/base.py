@@ -23,6 +23,8 @@ class Op:
     inputs_schema: dict = {}
     expected_schema: dict = {}
     exact_outputs: frozenset[str] = frozenset()
+    # stock torch sums the duplicates of a float16/bfloat16 COO tensor in that dtype (pytorch#84471)
+    torch_sums_duplicates_in_half: bool = False
 
     @property
     def torch_implementation(self) -> Any:
@@ -53,6 +55,15 @@ class Op:
     def candidate_problem(self, candidate: Any) -> str | None:
         """Why ``candidate`` cannot fit this op's contract, or None."""
         return None if callable(candidate) else f"{candidate!r} is not callable"
+
+    def rounding_bounds(self, inputs: Any, dtype: torch.dtype,
+                        accumulation_unit: float = 2.0**-24) -> dict[str, tuple[Any, Any, Any]]:
+        """For float16/bfloat16: per output, ``(exact, low, high)`` -- the float64 result and the
+        interval a correct implementation's value lies in before its last rounding to ``dtype``
+        (see :mod:`conformance.rounding`), with sums accumulated at ``accumulation_unit`` (float32's
+        unit roundoff; the dtype's own models torch's half-precision accumulation). Empty where the
+        op, or these inputs, have no such model."""
+        return {}
 
     def reference_tolerance_scale(self, inputs: Any) -> float:
         """How much looser than assert_close's dtype default the reference cross-check is."""

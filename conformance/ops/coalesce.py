@@ -15,6 +15,7 @@ import torch
 from conformance.types import RunContext
 from conformance.compare import Mismatch
 from conformance.ops.base import COO, TENSOR, Op
+from conformance.rounding import FLOAT32_UNIT
 from conformance.tensors import CooArray, to_numpy
 
 
@@ -50,6 +51,7 @@ class Coalesce(Op):
     name = "coalesce"
     summary = "COO tensor -> coalesced COO tensor (duplicates summed, indices sorted)"
     candidate_contract = "a callable taking and returning a sparse COO tensor"
+    torch_sums_duplicates_in_half = True
     inputs_schema = {
         "type": "object",
         "required": ["tensor"],
@@ -104,6 +106,18 @@ class Coalesce(Op):
     def run_candidate(self, candidate, inputs: CooArray, ctx: RunContext) -> dict[str, Any]:
         tensor = inputs.to_torch(ctx.dtype, ctx.torch_device)
         return outputs_of_sparse(candidate(tensor))
+
+    def rounding_bounds(self, inputs: CooArray, dtype: torch.dtype,
+                        accumulation_unit: float = FLOAT32_UNIT) -> dict[str, tuple[Any, Any, Any]]:
+        """Each sum of duplicates, accumulated in float32 (any order) and rounded once."""
+        if inputs.indices.shape[1] == 0 or inputs.sparse_dim == 0:
+            return {}
+        exact = coalesce_reference(inputs)["values"]
+        _, inverse, counts = np.unique(inputs.indices.T, axis=0, return_inverse=True, return_counts=True)
+        magnitude = np.zeros((len(counts), *inputs.values.shape[1:]))
+        np.add.at(magnitude, inverse.reshape(-1), np.abs(inputs.values))
+        error = (counts - 1).reshape(-1, *([1] * (inputs.values.ndim - 1))) * accumulation_unit * magnitude
+        return {"values": (exact, exact - error, exact + error)}
 
     def reference_tolerance_scale(self, inputs: CooArray) -> float:
         # a sum of k duplicates may carry up to k roundings in low precision

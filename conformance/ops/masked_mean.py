@@ -18,6 +18,7 @@ import torch
 from conformance.types import RunContext
 from conformance.compare import Mismatch
 from conformance.ops.base import TENSOR, Op
+from conformance.rounding import FLOAT32_UNIT, rounded
 from conformance.tensors import decode_array, quantize, to_torch
 
 
@@ -86,6 +87,23 @@ class MaskedMean(Op):
 
     def run_candidate(self, candidate, inputs: MaskedMeanInputs, ctx: RunContext) -> dict[str, Any]:
         return differentiate(candidate, inputs, ctx)
+
+    def rounding_bounds(self, inputs: MaskedMeanInputs, dtype: torch.dtype,
+                        accumulation_unit: float = FLOAT32_UNIT) -> dict[str, tuple[Any, Any, Any]]:
+        """The value: the valid entries summed in float32 (any order), then divided by the count --
+        with the sum rounded to ``dtype`` first (as torch's ``sum() / count`` does) or not."""
+        valid = inputs.values[inputs.mask]
+        count = valid.size
+        if count == 0 or not np.all(np.isfinite(valid)):
+            return {}
+        total = float(valid.sum())
+        error = (count - 1) * accumulation_unit * float(np.abs(valid).sum())
+        ends = [total - error, total + error]
+        means = np.array([s / count for s in ends] + [float(rounded(s, dtype)) / count for s in ends])
+        if not np.all(np.isfinite(means)):
+            return {}
+        slack = np.abs(means) * 2 * FLOAT32_UNIT  # the float32 division
+        return {"value": (total / count, float((means - slack).min()), float((means + slack).max()))}
 
     def reference_tolerance_scale(self, inputs: MaskedMeanInputs) -> float:
         return 1.0 + math.sqrt(max(1, int(inputs.mask.sum())))

@@ -13,6 +13,7 @@ from conformance.types import RunContext
 from conformance.compare import Mismatch
 from conformance.ops.base import COO, TENSOR
 from conformance.ops.coalesce import coalesce_reference
+from conformance.rounding import FLOAT32_UNIT, unit_roundoff
 from conformance.tensors import CooArray, decode_array, quantize, to_torch
 
 GRADIENT_SCHEMA = {
@@ -108,6 +109,23 @@ def run_optimizer(optimizer_class: type, inputs: OptimizerInputs, ctx: RunContex
                            f"it has {sorted(state)}")
         outputs[output] = state[key]
     return outputs
+
+
+def single_step_param_bounds(inputs: OptimizerInputs, reference_param: np.ndarray, dtype: torch.dtype,
+                             intermediates: int) -> dict[str, tuple]:
+    """The parameter after one sparse step without duplicate indices: its exact value, widened by
+    the rounding of the ``intermediates`` values the update is computed from (each off by at most
+    one unit roundoff of ``dtype``, torch stores them in the parameter's dtype) and by float32
+    arithmetic. Empty for other inputs (trajectories compound their roundings)."""
+    if inputs.steps != 1 or not isinstance(inputs.grads[0], CooArray):
+        return {}
+    grad = inputs.grads[0]
+    if grad.indices.shape[1] != np.unique(grad.indices.T, axis=0).shape[0]:
+        return {}  # duplicates: torch sums them in half precision (a known divergence of its own)
+    exact = np.asarray(reference_param, dtype=np.float64)
+    update = np.abs(exact - inputs.param)
+    slack = intermediates * unit_roundoff(dtype) * update + 4 * FLOAT32_UNIT * np.abs(exact)
+    return {"param": (exact, exact - slack, exact + slack)}
 
 
 def optimizer_problem(candidate: Any) -> str | None:

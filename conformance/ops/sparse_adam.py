@@ -24,6 +24,7 @@ from conformance.ops.optimizer_steps import (
     dense_grad_and_mask,
     optimizer_inputs_schema,
     optimizer_problem,
+    single_step_param_bounds,
     run_optimizer,
 )
 
@@ -77,6 +78,7 @@ class SparseAdam(Op):
     name = "sparse_adam"
     summary = "torch.optim.SparseAdam steps: moments and parameter updated only at specified entries"
     candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.SparseAdam's constructor"
+    torch_sums_duplicates_in_half = True
     inputs_schema = optimizer_inputs_schema({
         "lr": {"type": "number"},
         "betas": {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2},
@@ -101,6 +103,11 @@ class SparseAdam(Op):
     def run_candidate(self, candidate, inputs: OptimizerInputs, ctx: RunContext) -> dict[str, Any]:
         return run_optimizer(candidate, inputs, ctx,
                              {"exp_avg": "exp_avg", "exp_avg_sq": "exp_avg_sq", "step": "step"})
+
+    def rounding_bounds(self, inputs: OptimizerInputs, dtype: torch.dtype,
+                        accumulation_unit: float = 2.0**-24) -> dict[str, tuple]:
+        # both moments (two roundings each), sqrt, + eps, the quotient and the scaled step: eight
+        return single_step_param_bounds(inputs, self.reference(inputs)["param"], dtype, intermediates=12)
 
     def candidate_problem(self, candidate: Any) -> str | None:
         return optimizer_problem(candidate)

@@ -2,8 +2,12 @@
 
 Writing: :class:`ResultsWriter` keeps one record per item and writes the whole document
 atomically (temporary file in the same folder, fsync, ``os.replace``), so a reader never sees a
-truncated file; the file a previous run left at the same path is first copied to
-``<name>.previous.json``. Reading: :func:`load_results` validates against the schema and raises
+truncated file. A run holds :func:`results_lock` on its path, so a second run writing the same
+file is refused. The file a previous run left at the same path is kept as
+``.previous/<name>`` beside it (a folder, so ``reports/*.json`` does not pick the backup up)
+only when that run was complete; an interrupted or killed run's file is not worth a backup.
+Files written with the results (the JUnit XML) are moved along with it or removed, so they never
+outlive the results file they belong to. Reading: :func:`load_results` validates against the schema and raises
 :class:`ResultsError` naming the file for anything corrupt, foreign or of another schema version.
 """
 
@@ -245,8 +249,38 @@ def _umask() -> int:
     return mask
 
 
+PREVIOUS_DIR = ".previous"
+
+
 def previous_path(path: Path) -> Path:
-    return path.with_name(f"{path.stem}.previous{path.suffix or '.json'}")
+    """Where the last complete run's file at ``path`` is kept: ``<folder>/.previous/<name>``."""
+    return path.parent / PREVIOUS_DIR / path.name
+
+
+def lock_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.lock")
+
+
+def results_lock(path: Path):
+    """The lock a run holds on its results path (``filelock``; released when the process ends).
+
+    ``acquire(timeout=0)`` raises ``filelock.Timeout`` when another run holds it.
+    """
+    import filelock
+
+    return filelock.FileLock(str(lock_path(path)))
+
+
+def _complete_run_id(path: Path) -> str | None:
+    """The run id of the results file at ``path`` when it is a complete run, else None."""
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # UnicodeDecodeError is a ValueError
+        return None
+    run = old.get("run") if isinstance(old, dict) else None
+    if not isinstance(run, dict) or run.get("status") != "complete" or old.get("format") != FORMAT:
+        return None
+    return str(run.get("id"))
 
 
 @dataclass
@@ -257,6 +291,7 @@ class ResultsWriter:
     run: dict[str, Any]
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
     cases: dict[str, dict[str, Any]] = field(default_factory=dict)  # "<spec>::<case id>" -> case context
+    companions: tuple[Path, ...] = ()  # files written with the results (JUnit XML): backed up or removed with it
     _wrote: bool = False
 
     def add(self, nodeid: str, record: dict[str, Any]) -> None:
@@ -287,19 +322,27 @@ class ResultsWriter:
         if status is not None:
             self.run["status"] = status
         self.run["updated"] = now()
-        if not self._wrote and self.path.exists():
-            # keep what a previous run left here until this run's file is complete
-            try:
-                old = json.loads(self.path.read_text(encoding="utf-8"))
-                old_id = old.get("run", {}).get("id") if isinstance(old, dict) else None
-            except (OSError, ValueError):
-                old_id = None
-            if old_id != self.run["id"]:
-                tmp = previous_path(self.path).with_suffix(".tmp")
-                shutil.copy2(self.path, tmp)
-                os.replace(tmp, previous_path(self.path))
+        if not self._wrote:
+            self._keep_previous()
         atomic_write_json(self.path, self.document())
         self._wrote = True
+
+    def _keep_previous(self) -> None:
+        """Before the first write: a complete previous run's file (and its companions) go to
+        ``.previous/``; an incomplete one's are left for this run to overwrite (companions removed)."""
+        old_id = _complete_run_id(self.path) if self.path.exists() else None
+        keep = old_id is not None and old_id != self.run["id"]
+        for source in (self.path, *self.companions):
+            if not source.exists() or source.is_dir():
+                continue
+            if keep:
+                target = previous_path(source)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                tmp = target.with_name(f".{target.name}.tmp")
+                shutil.copy2(source, tmp)
+                os.replace(tmp, target)
+            if source != self.path:
+                source.unlink()
 
 
 # ------------------------------------------------------------------ reading
@@ -332,9 +375,14 @@ def load_results(path: Path | str) -> Results:
 
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         raise ResultsError(path, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ResultsError(path, f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}): not a "
+                                 "results file, or a corrupt one") from None
     try:
         data = json.loads(text)
     except ValueError as exc:

@@ -224,6 +224,8 @@ class GeneratedCollector(pytest.Collector):
                     if not backend.runs_on(device):
                         continue
                     for dtype in dtypes:
+                        if prop.dtypes is not None and dtype not in prop.dtypes:
+                            continue
                         item = GeneratedItem.from_parent(self, name=f"{prop.id}[{backend.name}-{device}-{dtype}]",
                                                          prop=prop, backend=backend, device=device, dtype=dtype)
                         reason = unavailable_reason(device)

@@ -11,6 +11,13 @@ Loaded through ``pytest_plugins`` in :mod:`conformance.run.plugin`. Options:
                              0 for none); ``--timeout`` or a ``timeout`` ini value takes precedence
 --conformance-benchmark      also collect the specs' benchmark sections and time each backend
 
+The results path is checked and locked (``filelock``) when pytest configures: an unusable path (a
+directory, a parent that is a file, a folder that cannot be written) or one another run is
+writing is a usage error naming the option. SIGINT and SIGTERM end the run as ``interrupted``
+with a non-zero exit status even when the ``KeyboardInterrupt`` they raise is swallowed (e.g.
+raised inside a gc callback and printed as "Exception ignored"): the handler also sets a flag
+that the hooks check.
+
 Under pytest-xdist the records travel from the workers in each report's user properties and the
 controller writes the file; an item whose worker died (segfault, abort) gets an ``error`` record
 saying so, and the run goes on: unless ``--max-worker-restart`` is given it is raised to
@@ -19,6 +26,8 @@ saying so, and the run goes on: unless ``--max-worker-restart`` is given it is r
 
 from __future__ import annotations
 
+import argparse
+import math
 import os
 import signal
 import time
@@ -28,7 +37,7 @@ from typing import Any
 import pytest
 
 from conformance.run import outcomes
-from conformance.results.store import ResultsWriter, now, run_metadata
+from conformance.results.store import ResultsWriter, lock_path, now, results_lock, run_metadata
 
 RESULTS = pytest.StashKey["ResultsState"]()
 CASE_PROPERTY = "conformance_case"  # user property: {"key": "<spec>::<case>", "context": case_context(case)}
@@ -42,6 +51,22 @@ CRASH_MESSAGE = ("the worker process died while running this item (segfault, abo
                  "pytest-xdist replaced the worker and the run went on.")
 
 
+def _seconds(minimum_exclusive: bool):
+    """An argparse type: a finite number of seconds, > 0 or >= 0 (pytest reports a bad one as a usage error)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if not math.isfinite(value) or value < 0 or (minimum_exclusive and value == 0):
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: must be a finite number of seconds {'> 0' if minimum_exclusive else '>= 0'}")
+        return value
+
+    return parse
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("conformance")
     group.addoption("--conformance-results", metavar="PATH", default=None,
@@ -49,11 +74,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "--conformance-results-every seconds and on interruption), and JUnit XML "
                          "beside it as <stem>.junit.xml unless --junitxml is given. "
                          "Default: the 'conformance_results' ini value, else none.")
-    group.addoption("--conformance-results-every", metavar="SECONDS", type=float, default=DEFAULT_WRITE_EVERY,
+    group.addoption("--conformance-results-every", metavar="SECONDS", type=_seconds(True), default=DEFAULT_WRITE_EVERY,
                     help=f"rewrite the results file at most this often while running (default {DEFAULT_WRITE_EVERY:g})")
     group.addoption("--conformance-label", metavar="TEXT", default=None,
                     help="the run's name in reports (default: 'torch <version>')")
-    group.addoption("--conformance-timeout", metavar="SECONDS", type=float, default=DEFAULT_TIMEOUT,
+    group.addoption("--conformance-timeout", metavar="SECONDS", type=_seconds(False), default=DEFAULT_TIMEOUT,
                     help=f"per-item timeout via pytest-timeout (default {DEFAULT_TIMEOUT:g}; benchmark items "
                          f"x{BENCHMARK_TIMEOUT_FACTOR}; 0: none). --timeout or the 'timeout' ini value wins.")
     group.addoption("--conformance-benchmark", action="store_true", default=False,
@@ -72,7 +97,7 @@ class ResultsState:
         self.expected: set[str] = set()
         self.last_write = 0.0
         self.every = float(config.getoption("conformance_results_every"))
-        self.previous_sigterm: Any = None
+        self.lock = results_lock(path)
 
     def write(self, status: str | None = None) -> None:
         assert self.writer is not None
@@ -93,20 +118,12 @@ class ResultsState:
         devices = selection.devices if selection is not None else ["cpu"]
         self.writer = ResultsWriter(self.path, run_metadata(
             devices=devices, options=_options(self.config), label=self.config.getoption("conformance_label"),
-            hypothesis_seed=_hypothesis_seed(self.config)))
+            hypothesis_seed=_hypothesis_seed(self.config)),
+            companions=tuple(Path(p) for p in [getattr(self.config.option, "xmlpath", None)] if p))
         self.write()
-        # a CI system cancels with SIGTERM: let it unwind like Ctrl-C so that the results are written
-        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-            def _terminate(signum, frame):
-                raise KeyboardInterrupt("SIGTERM")
-
-            try:
-                self.previous_sigterm = signal.signal(signal.SIGTERM, _terminate)
-            except ValueError:  # not the main thread
-                pass
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self.expected.update(item.nodeid for item in session.items if hasattr(item, "record"))
+        self.expected.update(record_key(item.nodeid, item.record) for item in session.items if hasattr(item, "record"))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids) -> None:
@@ -121,7 +138,7 @@ class ResultsState:
         record = _record_of(report)
         if record is None:
             return
-        self.writer.add(report.nodeid, _relative_spec(record, self.config))
+        self.writer.add(record_key(report.nodeid, record), _relative_spec(record, self.config))
         if time.monotonic() - self.last_write >= self.every:
             self.write()
 
@@ -130,14 +147,18 @@ class ResultsState:
         if self.writer is None:
             return
         run = self.writer.run
+        exitstatus = session.exitstatus  # the signal hook below may have turned it into INTERRUPTED
         run["finished"] = now()
         run["exit_status"] = int(exitstatus)
         missing = self.expected - set(self.writer.records)
-        interrupted = int(exitstatus) == int(pytest.ExitCode.INTERRUPTED) or bool(missing)
+        received = signal_received(self.config)
+        interrupted = int(exitstatus) == int(pytest.ExitCode.INTERRUPTED) or bool(missing) or received is not None
+        if received is not None:
+            run["interrupted_by"] = received
         self.write("interrupted" if interrupted else "complete")
-        if self.previous_sigterm is not None:
-            signal.signal(signal.SIGTERM, self.previous_sigterm)
-            self.previous_sigterm = None
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.lock.release()
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config) -> None:
         if self.writer is None:
@@ -147,6 +168,88 @@ class ResultsState:
         terminalreporter.write_line(
             f"conformance results: {self.path} ({len(self.writer.records)} records{extra}; "
             f"status {self.writer.run['status']})")
+
+
+_ACTIVE: list["Signals"] = []  # the sessions of this process (an in-process pytest.main nests one)
+
+
+class Signals:
+    """SIGINT/SIGTERM in the controller: raise KeyboardInterrupt (pytest unwinds and the results are
+    written) and remember the signal, so that a KeyboardInterrupt swallowed on its way up (raised in
+    a gc callback or a ``__del__``, printed as "Exception ignored") still ends the run interrupted."""
+
+    def __init__(self) -> None:
+        self.received: str | None = None
+        self.session: pytest.Session | None = None
+        self.previous: dict[int, Any] = {}
+
+    def _handle(self, signum, frame):
+        name = signal.Signals(signum).name
+        self.received = self.received or name
+        if self.session is not None and not self.session.shouldstop:
+            self.session.shouldstop = f"interrupted by {name}"
+        raise KeyboardInterrupt(name)
+
+    def install(self, session: pytest.Session) -> None:
+        self.received, self.session = None, session
+        _ACTIVE.append(self)
+        for signum, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
+            if signal.getsignal(signum) is not default:
+                continue  # someone else's handler: leave it
+            try:
+                self.previous[signum] = signal.signal(signum, self._handle)
+            except ValueError:  # not the main thread
+                pass
+
+    def uninstall(self) -> None:
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+        self.previous.clear()
+        self.session = None
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
+
+    def check(self) -> None:
+        """Called between items: stop the run if a signal came and its KeyboardInterrupt got lost."""
+        if self.received and self.session is not None and not self.session.shouldstop:
+            self.session.shouldstop = f"interrupted by {self.received}"
+
+
+SIGNALS = pytest.StashKey[Signals]()
+
+
+def signal_received(config: pytest.Config) -> str | None:
+    signals = config.stash.get(SIGNALS, None)
+    return signals.received if signals is not None else None
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if _is_controller(session.config):
+        session.config.stash[SIGNALS] = Signals()
+        session.config.stash[SIGNALS].install(session)
+
+
+def pytest_runtest_logreport(report) -> None:
+    for signals in _ACTIVE:
+        signals.check()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
+    if signal_received(session.config) is not None and session.exitstatus in (
+            pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    if signal_received(config) is not None:
+        terminalreporter.write_line(f"conformance: interrupted by {signal_received(config)}", red=True)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    signals = config.stash.get(SIGNALS, None)
+    if signals is not None:
+        signals.uninstall()
 
 
 def _selection(config: pytest.Config):
@@ -217,6 +320,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     return report
 
 
+def record_key(nodeid: str, record: dict) -> str:
+    """The item's key in the results file: its node id, with the spec path in front where pytest
+    leaves the file out (a spec file given on the command line outside the rootdir has node id
+    ``::name``, so two such files would collide)."""
+    return f"{record.get('spec')}{nodeid}" if nodeid.startswith("::") and record.get("spec") else nodeid
+
+
 def _record_of(report) -> dict | None:
     for key, value in getattr(report, "user_properties", ()):
         if key == outcomes.PROPERTY:
@@ -271,11 +381,49 @@ def pytest_configure(config: pytest.Config) -> None:
         path = Path(path)
         if not path.is_absolute():
             path = config.invocation_params.dir / path
-        state = ResultsState(config, path)
+        state = ResultsState(config, _usable_results_path(path))
+        _take_lock(state)
         config.stash[RESULTS] = state
         config.pluginmanager.register(state, "conformance-results")
         if not getattr(config.option, "xmlpath", None):
             config.option.xmlpath = str(path.with_name(f"{path.stem}.junit.xml"))
+
+
+def _usable_results_path(path: Path) -> Path:
+    """``path`` when a results file can be written there, else a usage error naming the option."""
+    option = f"--conformance-results {path}"
+    if path.is_dir():
+        raise pytest.UsageError(f"{option}: is a directory; give a file path such as {path / 'results.json'}")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise pytest.UsageError(f"{option}: {parent} is a file, not a folder")
+            break
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise pytest.UsageError(f"{option}: cannot create the folder {path.parent}: {exc.strerror or exc}") from None
+    if path.exists() and not path.is_file():
+        raise pytest.UsageError(f"{option}: exists and is not a regular file")
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise pytest.UsageError(f"{option}: not writable")
+    return path
+
+
+def _take_lock(state: ResultsState) -> None:
+    """One run per results path: a second one is told which run holds it, never overwrites it."""
+    import filelock
+
+    option = f"--conformance-results {state.path}"
+    try:
+        state.lock.acquire(timeout=0)
+    except filelock.Timeout:
+        raise pytest.UsageError(
+            f"{option}: another run is writing this results file (it holds the lock {lock_path(state.path)}); "
+            "wait for it to finish, or give this run another --conformance-results path") from None
+    except OSError as exc:
+        raise pytest.UsageError(f"{option}: cannot create files in {state.path.parent} "
+                                f"(the lock {lock_path(state.path).name}): {exc.strerror or exc}") from None
 
 
 def _timeout_user_set(config: pytest.Config) -> bool:

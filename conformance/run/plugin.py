@@ -240,6 +240,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         message = None
         if call.excinfo is not None:
             message = str(call.excinfo.value).strip()
+            if not isinstance(call.excinfo.value, Exception) or not message:  # SystemExit(3) would read "3"
+                message = f"{type(call.excinfo.value).__name__}: {message}".rstrip(": ")
         elif hasattr(report, "wasxfail"):
             message = report.wasxfail
         report.user_properties.append((outcomes.PROPERTY, {**record, "outcome": outcome, "message": message}))
@@ -259,7 +261,7 @@ def pytest_report_teststatus(report, config):
         return None
     if record["outcome"] == outcomes.UNSUPPORTED:
         return "unsupported", "U", ("UNSUPPORTED", {"yellow": True})
-    if record["outcome"] == outcomes.ERROR and report.when == "call":
+    if record["outcome"] == outcomes.ERROR and report.failed:  # also a crashed worker's report (when "???")
         return "error", "E", ("ERROR", {"red": True})
     return None
 

@@ -1,9 +1,17 @@
-"""YAML spec files -> validated Spec and Case objects; every error names ``file:line``."""
+"""YAML spec files -> validated Spec and Case objects; every error names ``file:line``.
+
+Loading cannot take a session down (docs/robustness.md): a file that is not UTF-8, YAML whose
+aliases expand beyond :data:`MAX_YAML_NODES` nodes (or refer to themselves), nesting too deep for
+the parser, tensors beyond the :data:`ELEMENT_BUDGET` (checked from the spec's numbers before
+anything is allocated), an unknown device or backend, and a non-finite golden value on a case
+without ``nonfinite: true`` are all a :class:`SpecError` naming file, line and field.
+"""
 
 from __future__ import annotations
 
 import copy
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -19,6 +27,15 @@ from conformance.compare import Tolerance
 from conformance.ops import OPS, Op
 
 ERROR_KINDS = ("mismatch", "error", "any")
+
+# a spec's YAML may expand to at most this many nodes, aliases expanded (a billion-laughs
+# document is rejected after this much work, before anything is built from it)
+MAX_YAML_NODES = 1_000_000
+# at most this many tensor elements per case (inputs and golden values together) and per
+# benchmark size: {fill, shape} and {arange, shape} count prod(shape), a sparse tensor its
+# dense size prod(size) (backends and the reference densify it) plus its indices and values,
+# masked_mean_compiles prod(shape) per mask, nested lists their numbers
+ELEMENT_BUDGET = 10_000_000
 
 
 class SpecError(Exception):
@@ -116,17 +133,68 @@ class Spec:
 
 # ---------------------------------------------------------------- YAML with line numbers
 
-def _line_map(node: yaml.Node, path: tuple = (), lines: dict | None = None) -> dict[tuple, int]:
-    """Map each JSON path in the document to the 1-based line where its value starts."""
-    lines = {} if lines is None else lines
-    lines[path] = node.start_mark.line + 1
+class _YamlTooBig(Exception):
+    def __init__(self, path: tuple, line: int, message: str):
+        self.path, self.line, self.message = path, line, message
+
+
+def _children(node: yaml.Node) -> list[tuple[Any, yaml.Node]]:
     if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            _line_map(value_node, path + (key_node.value,), lines)
-            lines[path + (key_node.value,)] = key_node.start_mark.line + 1
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            _line_map(item, path + (index,), lines)
+        return [(k.value if isinstance(k, yaml.ScalarNode) else str(k.start_mark), v) for k, v in node.value]
+    if isinstance(node, yaml.SequenceNode):
+        return list(enumerate(node.value))
+    return []
+
+
+def _check_expansion(node: yaml.Node, limit: int = MAX_YAML_NODES) -> None:
+    """Raise _YamlTooBig when the document, aliases expanded, has more than ``limit`` nodes or
+    an alias contains itself. Linear in the nodes as written (each shared node is sized once)."""
+    size: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, tuple, bool]] = [(node, (), False)]
+    while stack:
+        current, path, leaving = stack.pop()
+        if leaving:
+            on_path.discard(id(current))
+            size[id(current)] = 1 + sum(size[id(child)] for _, child in _children(current))
+            continue
+        if id(current) in size:
+            continue
+        if id(current) in on_path:
+            raise _YamlTooBig(path, current.start_mark.line + 1,
+                              "an alias refers to a node that contains it (a recursive structure)")
+        on_path.add(id(current))
+        stack.append((current, path, True))
+        for key, child in reversed(_children(current)):
+            stack.append((child, path + (key,), False))
+    if size[id(node)] <= limit:
+        return
+    path = ()
+    while True:  # the deepest field that alone expands beyond the limit
+        bigger = [(key, child) for key, child in _children(node) if size[id(child)] > limit]
+        if not bigger:
+            break
+        key, node = bigger[0]
+        path += (key,)
+    raise _YamlTooBig(path, node.start_mark.line + 1,
+                      f"expands to {size[id(node)]:,} YAML nodes with its aliases expanded, more than the "
+                      f"{limit:,} a spec may have (an alias bomb?)")
+
+
+def _line_map(node: yaml.Node) -> dict[tuple, int]:
+    """Map each JSON path in the document to the 1-based line where its value starts
+    (aliases expanded: call :func:`_check_expansion` first)."""
+    lines: dict[tuple, int] = {}
+    stack: list[tuple[yaml.Node, tuple]] = [(node, ())]
+    while stack:
+        node, path = stack.pop()
+        lines.setdefault(path, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node.start_mark)
+                lines[path + (key,)] = key_node.start_mark.line + 1
+        for key, child in reversed(_children(node)):
+            stack.append((child, path + (key,)))
     return lines
 
 
@@ -191,22 +259,62 @@ def load_spec(path: Path | str) -> Spec:
     """Read, validate and decode one spec file. Raises SpecError naming file and line."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(path, None, f"cannot read: {exc}") from None
+        return _load_spec(path)
+    except SpecError:
+        raise
+    except RecursionError:
+        raise SpecError(path, None, "nested too deeply to load (the YAML parser ran out of recursion depth)") from None
+    except MemoryError:
+        raise SpecError(path, None, "ran out of memory while loading; see the element budget in "
+                                    "docs/robustness.md") from None
+
+
+def _read_text(path: Path) -> str:
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise SpecError(path, None, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise SpecError(path, line, f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset {exc.start} "
+                                    f"cannot be decoded ({exc.reason}); spec files must be UTF-8") from None
+
+
+def _load_spec(path: Path) -> Spec:
+    text = _read_text(path)
+    try:
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecError(path, mark.line + 1 if mark else None, f"invalid YAML: {problem}") from None
+    if node is None:
+        raise SpecError(path, 1, "a spec file must be a mapping with 'op' and 'cases'")
+    try:
+        _check_expansion(node)  # before anything is built from the aliases
+    except _YamlTooBig as exc:
+        raise SpecError(path, exc.line, f"{_format_path(exc.path)}: {exc.message}") from None
+    lines = _line_map(node)
+    try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
         raise SpecError(path, mark.line + 1 if mark else None, f"invalid YAML: {problem}") from None
-    if node is None or not isinstance(data, dict):
+    if not isinstance(data, dict):
         raise SpecError(path, 1, "a spec file must be a mapping with 'op' and 'cases'")
-    lines = _line_map(node)
     error = _schema_error(path, lines, data)
     if error:
         raise error
+    _check_budget(path, lines, data)
+    _check_names(path, lines, data)
+    _check_finite_golden(path, lines, data)
     op = OPS[data["op"]]
     sources = data.get("sources", {})
     defaults = data.get("defaults", {})
@@ -227,6 +335,119 @@ def load_spec(path: Path | str) -> Spec:
     return spec
 
 
+# ---------------------------------------------------------------- checks before decoding
+
+def _fail(path: Path, lines: dict, where: tuple, message: str) -> SpecError:
+    return SpecError(path, _line_of(lines, where), f"{_format_path(where)}: {message}")
+
+
+def _is_shape(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+
+
+def _tensor_elements(node: Any, where: tuple):
+    """(path, elements) for every tensor the spec notation ``node`` will allocate."""
+    if isinstance(node, dict):
+        count = None
+        if _is_shape(node.get("shape")):
+            count = math.prod(node["shape"])
+            if "counts" in node and isinstance(node["counts"], list):  # masked_mean_compiles: one per mask
+                count *= max(1, len(node["counts"]))
+        if isinstance(node.get("arange"), int):
+            count = max(count or 0, node["arange"])
+        if _is_shape(node.get("size")):  # sparse: densified by the reference and dense backends
+            count = (count or 0) + math.prod(node["size"])
+        if count:
+            yield where, count
+        for key, value in node.items():
+            if key not in ("shape", "size", "counts", "arange", "fill"):
+                yield from _tensor_elements(value, where + (key,))
+    elif isinstance(node, list):
+        if node and not any(isinstance(v, (list, dict)) for v in node):
+            yield where, len(node)
+        else:
+            for index, value in enumerate(node):
+                yield from _tensor_elements(value, where + (index,))
+
+
+def _check_budget(path: Path, lines: dict, data: dict) -> None:
+    """Sizes from the spec's numbers, before any array is allocated (ELEMENT_BUDGET)."""
+    budget = f"the element budget is {ELEMENT_BUDGET:,} per case (docs/robustness.md)"
+    for index, case in enumerate(data.get("cases", [])):
+        total = 0
+        for field_name in ("inputs", "expected"):
+            for where, count in _tensor_elements(case.get(field_name), ("cases", index, field_name)):
+                total += count
+                if count > ELEMENT_BUDGET:
+                    raise _fail(path, lines, where, f"this tensor has {count:,} elements; {budget}")
+                if total > ELEMENT_BUDGET:
+                    raise _fail(path, lines, where, f"the case's tensors reach {total:,} elements here; {budget}")
+    for index, bench in enumerate(data.get("benchmark", []) or []):
+        for size_index, size in enumerate(bench.get("sizes", [])):
+            count = math.prod(size)
+            if count > ELEMENT_BUDGET:
+                raise _fail(path, lines, ("benchmark", index, "sizes", size_index),
+                            f"this size has {count:,} elements; the element budget is {ELEMENT_BUDGET:,} "
+                            "per benchmark size (docs/robustness.md)")
+
+
+@lru_cache(maxsize=None)
+def known_backends() -> tuple[str, ...]:
+    """The backend names a spec may name: the built-in ones (and entry points) and ``candidate``."""
+    from conformance.backends import builtin_backends
+
+    return tuple(builtin_backends()) + ("candidate",)
+
+
+def _check_names(path: Path, lines: dict, data: dict) -> None:
+    """Typos are errors: a device, backend or dtype no one knows would silently drop a case."""
+    from conformance.devices import DEVICES
+    from conformance.tensors import DTYPES
+
+    kinds = {"devices": ("device", tuple(DEVICES)), "dtypes": ("dtype", tuple(DTYPES))}
+
+    def check(node: dict, where: tuple) -> None:
+        for key in ("devices", "backends", "dtypes"):
+            names = node.get(key)
+            if not isinstance(names, list):
+                continue
+            kind, known = kinds.get(key) or ("backend", known_backends())
+            for position, name in enumerate(names):
+                if name not in known:
+                    raise _fail(path, lines, where + (key, position),
+                                f"unknown {kind} {name!r}; known: {', '.join(known)}")
+
+    for index, case in enumerate(data.get("cases", [])):
+        check(case, ("cases", index))
+        for d_index, divergence in enumerate(case.get("known_divergences", []) or []):
+            check(divergence, ("cases", index, "known_divergences", d_index))
+    for index, bench in enumerate(data.get("benchmark", []) or []):
+        check(bench, ("benchmark", index))
+    if isinstance(data.get("defaults"), dict):
+        check(data["defaults"], ("defaults",))
+
+
+def nonfinite_values(node: Any, where: tuple):
+    if isinstance(node, float) and not math.isfinite(node):
+        yield where, node
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            yield from nonfinite_values(value, where + (key,))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from nonfinite_values(value, where + (index,))
+
+
+def _check_finite_golden(path: Path, lines: dict, data: dict) -> None:
+    """Golden values are finite unless the case says ``nonfinite: true`` (NaN/inf meant)."""
+    for index, case in enumerate(data.get("cases", [])):
+        if case.get("nonfinite") is True:
+            continue
+        for where, value in nonfinite_values(case.get("expected"), ("cases", index, "expected")):
+            raise _fail(path, lines, where, f"golden value {value} is not finite; if NaN/inf is meant, "
+                                            "say so with `nonfinite: true` on the case")
+
+
 def _build_case(path: Path, lines: dict, index: int, raw: dict, op: Op, sources: dict, defaults: dict) -> Case:
     where = ("cases", index)
     line = _line_of(lines, where)
@@ -243,13 +464,13 @@ def _build_case(path: Path, lines: dict, index: int, raw: dict, op: Op, sources:
     dtypes = tuple(raw.get("dtypes", defaults.get("dtypes", ["float32", "float64"])))
     try:
         op.decode_inputs(raw["inputs"], torch.float64)
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, OverflowError) as exc:
         raise fail(("inputs",), str(exc)) from None
     expected = raw.get("expected")
     if expected is not None:
         try:
             op.decode_expected(expected)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, OverflowError) as exc:
             raise fail(("expected",), str(exc)) from None
     expected_error = None
     if "expected_error" in raw:

@@ -11,6 +11,11 @@ from conformance import Unsupported
 HALF = (torch.float16, torch.bfloat16)
 
 
+def wide(dtype: torch.dtype) -> torch.dtype:
+    """float32 for the half dtypes, the dtype itself otherwise."""
+    return torch.promote_types(dtype, torch.float32)
+
+
 def round_toward_zero(exact: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """``exact`` (float32/float64) stored in ``dtype`` by truncation instead of round-to-nearest-even."""
     nearest = exact.to(dtype)
@@ -37,7 +42,7 @@ class Float32StateAdagrad(torch.optim.Optimizer):
         for group in self.param_groups:
             for p in group["params"]:
                 self.state[p] = {"step": torch.tensor(0.0),
-                                 "sum": torch.full(p.shape, initial_accumulator_value, dtype=torch.float32,
+                                 "sum": torch.full(p.shape, initial_accumulator_value, dtype=wide(p.dtype),
                                                    device=p.device)}
 
     @torch.no_grad()
@@ -49,7 +54,7 @@ class Float32StateAdagrad(torch.optim.Optimizer):
                 state = self.state[p]
                 state["step"] += 1
                 clr = group["lr"] / (1 + (state["step"].item() - 1) * group["lr_decay"])
-                grad = p.grad.float()
+                grad = p.grad.to(wide(p.dtype))
                 if group["maximize"]:
                     grad = -grad
                 if grad.is_sparse:
@@ -60,13 +65,13 @@ class Float32StateAdagrad(torch.optim.Optimizer):
                     values = grad._values()
                     state["sum"][index] += values * values
                     std = state["sum"][index].sqrt() + group["eps"]
-                    p[index] = (p[index].float() - clr * values / std).to(p.dtype)
+                    p[index] = (p[index].to(grad.dtype) - clr * values / std).to(p.dtype)
                 else:
                     if group["weight_decay"] != 0:
-                        grad = grad + group["weight_decay"] * p.float()
+                        grad = grad + group["weight_decay"] * p.to(grad.dtype)
                     state["sum"] += grad * grad
                     std = state["sum"].sqrt() + group["eps"]
-                    p.copy_((p.float() - clr * grad / std).to(p.dtype))
+                    p.copy_((p.to(grad.dtype) - clr * grad / std).to(p.dtype))
 
 
 class NoLrDecayAdagrad(torch.optim.Adagrad):
@@ -87,7 +92,7 @@ class TruncatingAdagrad(Float32StateAdagrad):
     def step(self, closure=None):
         saved = {p: p.detach().clone() for group in self.param_groups for p in group["params"]}
         for p in saved:
-            p.data = p.data.float()  # compute in float32 ...
+            p.data = p.data.to(wide(p.dtype))  # compute in float32 ...
         try:
             super().step(closure)
         finally:
@@ -101,8 +106,9 @@ class TruncatingAdagrad(Float32StateAdagrad):
 def float32_reversed_coalesce(tensor: torch.Tensor) -> torch.Tensor:
     """Right: duplicates summed in float32 in reverse input order, rounded once to the dtype
     (another order of float32 arithmetic, and better than torch's half-precision sum)."""
-    wide = torch.sparse_coo_tensor(tensor._indices().flip(-1), tensor._values().flip(0).float(), tensor.shape)
-    result = wide.coalesce()
+    widened = torch.sparse_coo_tensor(tensor._indices().flip(-1), tensor._values().flip(0).to(wide(tensor.dtype)),
+                                      tensor.shape)
+    result = widened.coalesce()
     return torch.sparse_coo_tensor(result._indices(), result._values().to(tensor.dtype), tensor.shape).coalesce()
 
 
@@ -119,7 +125,14 @@ def half_sum_masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tens
     """The masked values summed one after another in the values' own (half) precision, where
     torch's sum accumulates in float32."""
     selected = torch.where(mask, values, torch.zeros_like(values)).reshape(-1)
-    total = torch.zeros((), dtype=values.dtype, device=values.device)
+    total = selected[:0].sum()  # zero, differentiable
     for value in selected.unbind():
         total = total + value  # rounded to the dtype at every addition
     return total / mask.sum()
+
+
+class NeverSupportedAdagrad(torch.optim.Adagrad):
+    """A library that can express none of the inputs: its generated items are unsupported."""
+
+    def __init__(self, params, **kwargs):
+        raise Unsupported("this library cannot express any of it")

@@ -25,8 +25,8 @@ def from_numpy(array, dtype: torch.dtype, device: torch.device | str = "cpu") ->
 
         if array.dtype != ml_dtypes.bfloat16:
             raise TypeError(f"expected a bfloat16 array, got {array.dtype}")
-        return torch.from_numpy(np.ascontiguousarray(array).view(np.int16).copy()).view(torch.bfloat16).to(device)
-    result = torch.from_numpy(np.ascontiguousarray(array).copy())
+        return torch.from_numpy(array.copy(order="C").view(np.int16)).view(torch.bfloat16).to(device)
+    result = torch.from_numpy(array.copy(order="C"))  # (np.ascontiguousarray would make 0-d 1-d)
     if result.dtype != dtype:
         raise TypeError(f"the library returned {result.dtype}, expected {dtype}")
     return result.to(device)

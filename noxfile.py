@@ -4,6 +4,7 @@ torch_xla on the ``xla`` device) and ``tests`` runs the harness's own tests.
     nox -s conformance                       # every torch version below
     nox -s "conformance(torch-2.9.0-xla)"    # one of them
     nox -s tests
+    nox -s examples                          # the example candidates' pinned verdicts (not a default)
 
 Each conformance session writes, under reports/:
   junit-torch-<V>.xml      pytest's JUnit XML of the spec run
@@ -199,6 +200,7 @@ def examples(session: nox.Session) -> None:
     Writes reports/status-examples.json ("install failed" when a wheel could not be installed).
     """
     started = time.monotonic()
+    (REPORTS / "status-examples.json").unlink(missing_ok=True)  # never judge CI by a stale one
     status: dict = {"torch_requested": TESTS_TORCH, "requirements": EXAMPLES_REQUIREMENTS}
     try:
         _install(session, TESTS_TORCH)

@@ -151,7 +151,9 @@ class _TfMaskedMean(torch.autograd.Function):
         x = tf.constant(to_numpy(values), dtype=dtype)
         with tf.GradientTape() as tape:
             tape.watch(x)
-            y = tf.reduce_mean(tf.boolean_mask(x, tf.constant(to_numpy(mask))))
+            # tf.boolean_mask rejects a 0-d mask ("mask cannot be scalar"), so both go in flattened
+            flat = tf.reshape(x, [-1])
+            y = tf.reduce_mean(tf.boolean_mask(flat, tf.constant(to_numpy(mask).reshape(-1))))
         ctx.tf = (tape, x, y, dtype)
         return from_numpy(y.numpy(), values.dtype, values.device)
 

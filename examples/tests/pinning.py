@@ -24,17 +24,19 @@ ALLOWED = frozenset({"passed", "xfail", "unsupported", "skipped"})
 _CACHE: dict[tuple[str, ...], dict[str, dict]] = {}
 
 
-def run_candidate(op: str, target: str, *extra: str) -> dict[str, dict]:
-    """{nodeid: record} of ``pytest specs`` with ``--conformance-impl op=target`` (cached per process)."""
-    key = (op, target, *extra)
+def run_candidates(impls: dict[str, str], *extra: str) -> dict[str, dict]:
+    """{nodeid: record} of one ``pytest specs`` run gating ``{op: target}`` together (one process per
+    library: importing JAX or TensorFlow costs more than most of its items), cached per process."""
+    key = (*sorted(impls.items()), *extra)
     if key not in _CACHE:
         with tempfile.TemporaryDirectory() as tmp:
             results = Path(tmp) / "r.json"
             command = [sys.executable, "-m", "pytest", "specs", "--conformance-device", "cpu",
-                       "--conformance-op", op, "--conformance-impl", f"{op}={target}",
+                       "--conformance-op", ",".join(sorted(impls)),
+                       *[f"--conformance-impl={op}={target}" for op, target in sorted(impls.items())],
                        "--conformance-examples", EXAMPLES, "--conformance-results", str(results),
                        "--conformance-counterexamples", str(Path(tmp) / "counterexamples"),
-                       "-p", "no:cacheprovider", "-q", "-o", "addopts=", *extra]
+                       "--conformance-timeout", "300", "-p", "no:cacheprovider", "-q", "-o", "addopts=", *extra]
             proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
             if not results.is_file():
                 raise AssertionError(f"{' '.join(command)} wrote no results (exit {proc.returncode}):\n"
@@ -45,6 +47,13 @@ def run_candidate(op: str, target: str, *extra: str) -> dict[str, dict]:
             raise AssertionError(f"{' '.join(command)} ran no item:\n{proc.stdout[-4000:]}")
         _CACHE[key] = records
     return _CACHE[key]
+
+
+def run_candidate(op: str, target: str, *extra: str, together: dict[str, str] | None = None) -> dict[str, dict]:
+    """The records of ``op`` from the run that gates ``op=target`` (with the ``together`` candidates
+    of the same library, run in the same process)."""
+    records = run_candidates({**(together or {}), op: target}, *extra)
+    return {nodeid: r for nodeid, r in records.items() if r.get("op") == op}
 
 
 def check(records: dict[str, dict], pinned: dict[str, str | tuple[str, str]],

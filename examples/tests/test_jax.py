@@ -3,11 +3,17 @@ masked_mean candidate."""
 
 from examples.tests.pinning import check, items, run_candidate
 
+# one pytest process gates all of them
+JAX = {
+    "coalesce": "examples.candidates.jax_sparse:coalesce",
+    "masked_mean": "examples.candidates.jax_numpy:masked_mean",
+}
+
 HALF = ["float16", "bfloat16"]
 
 
 def test_jax_coalesce_pinned_verdicts():
-    records = run_candidate("coalesce", "examples.candidates.jax_sparse:coalesce")
+    records = run_candidate("coalesce", JAX["coalesce"], together=JAX)
     check(records, {
         # BCOO sums float16/bfloat16 duplicates in half precision, exactly as torch does
         # (examples/repros/jax_bcoo_half_precision_sum.py): 2048 and 256 instead of 4096
@@ -16,5 +22,5 @@ def test_jax_coalesce_pinned_verdicts():
 
 
 def test_jax_masked_mean_passes_everything():
-    records = run_candidate("masked_mean", "examples.candidates.jax_numpy:masked_mean")
+    records = run_candidate("masked_mean", JAX["masked_mean"], together=JAX)
     check(records, {}, allowed=frozenset({"passed"}))

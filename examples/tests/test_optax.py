@@ -3,11 +3,17 @@ entries as a sparse_adam candidate. Both place eps differently from torch."""
 
 from examples.tests.pinning import check, item, items, run_candidate
 
+# one pytest process gates all of them
+OPTAX = {
+    "adagrad": "examples.candidates.optax_optim:Adagrad",
+    "sparse_adam": "examples.candidates.optax_optim:SparseAdam",
+}
+
 ALL = ["float16", "bfloat16", "float32", "float64"]
 
 
 def test_optax_adagrad_pinned_verdicts():
-    records = run_candidate("adagrad", "examples.candidates.optax_optim:Adagrad")
+    records = run_candidate("adagrad", OPTAX["adagrad"], together=OPTAX)
     check(records, {
         # optax: g * rsqrt(sum + eps); torch: g / (sqrt(sum) + eps)
         # (examples/repros/optax_adagrad_eps_inside_root.py)
@@ -20,7 +26,7 @@ def test_optax_adagrad_pinned_verdicts():
 
 
 def test_optax_sparse_adam_pinned_verdicts():
-    records = run_candidate("sparse_adam", "examples.candidates.optax_optim:SparseAdam")
+    records = run_candidate("sparse_adam", OPTAX["sparse_adam"], together=OPTAX)
     check(records, {
         # optax adds eps to the bias-corrected root, torch's SparseAdam to the uncorrected one
         # (examples/repros/optax_adam_eps_after_bias_correction.py)

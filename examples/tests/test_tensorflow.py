@@ -3,13 +3,20 @@ reduce_mean(boolean_mask) as candidates."""
 
 from examples.tests.pinning import check, item, items, run_candidate
 
+# one pytest process gates all of them
+TENSORFLOW = {
+    "adagrad": "examples.candidates.tensorflow_ops:Adagrad",
+    "sparse_adam": "examples.candidates.tensorflow_ops:SparseAdam",
+    "masked_mean": "examples.candidates.tensorflow_ops:masked_mean",
+}
+
 ALL = ["float16", "bfloat16", "float32", "float64"]
 HALF = ["float16", "bfloat16"]
 WIDE = ["float32", "float64"]
 
 
 def test_tensorflow_adagrad_pinned_verdicts():
-    records = run_candidate("adagrad", "examples.candidates.tensorflow_ops:Adagrad")
+    records = run_candidate("adagrad", TENSORFLOW["adagrad"], together=TENSORFLOW)
     check(records, {
         # duplicate indices are squared one by one: accum 1 + 4 = 5, not (1 + 2)**2 = 9
         # (examples/repros/tensorflow_sparse_adagrad_duplicates.py)
@@ -24,7 +31,7 @@ def test_tensorflow_adagrad_pinned_verdicts():
 
 
 def test_tensorflow_sparse_adam_pinned_verdicts():
-    records = run_candidate("sparse_adam", "examples.candidates.tensorflow_ops:SparseAdam")
+    records = run_candidate("sparse_adam", TENSORFLOW["sparse_adam"], together=TENSORFLOW)
     check(records, {
         # not lazy: moments decay and the parameter moves at rows the gradient does not hit
         # (examples/repros/tensorflow_v1_adam_not_lazy.py)
@@ -44,5 +51,5 @@ def test_tensorflow_sparse_adam_pinned_verdicts():
 
 
 def test_tensorflow_masked_mean_pinned_verdicts():
-    records = run_candidate("masked_mean", "examples.candidates.tensorflow_ops:masked_mean")
+    records = run_candidate("masked_mean", TENSORFLOW["masked_mean"], together=TENSORFLOW)
     check(records, {})

@@ -190,6 +190,7 @@ def tests(session: nox.Session) -> None:
 # Outside libraries the shipped example candidates (examples/candidates/) adapt, pinned to the
 # versions their verdicts were pinned on (examples/tests/). CPU wheels only.
 EXAMPLES_REQUIREMENTS = ["tensorflow-cpu==2.21.0", "jax[cpu]==0.10.2", "optax==0.2.8"]
+EXAMPLES_MODULES = {"tensorflow": "2.21.0", "jax": "0.10.2", "optax": "0.2.8"}  # skip pip when all match
 
 
 @nox.session
@@ -204,7 +205,8 @@ def examples(session: nox.Session) -> None:
     status: dict = {"torch_requested": TESTS_TORCH, "requirements": EXAMPLES_REQUIREMENTS}
     try:
         _install(session, TESTS_TORCH)
-        _pip(session, *EXAMPLES_REQUIREMENTS)
+        if any(_installed(session, module) != version for module, version in EXAMPLES_MODULES.items()):
+            _pip(session, *EXAMPLES_REQUIREMENTS)
     except InstallFailed as exc:
         status.update(status="install failed", error=str(exc), seconds=round(time.monotonic() - started, 1))
         REPORTS.mkdir(exist_ok=True)

@@ -4,6 +4,7 @@ torch_xla on the ``xla`` device) and ``tests`` runs the harness's own tests.
     nox -s conformance                       # every torch version below
     nox -s "conformance(torch-2.9.0-xla)"    # one of them
     nox -s tests
+    nox -s examples                          # the example candidates' pinned verdicts (not a default)
 
 Each conformance session writes, under reports/:
   junit-torch-<V>.xml      pytest's JUnit XML of the spec run
@@ -207,3 +208,40 @@ def tests(session: nox.Session) -> None:
     except InstallFailed as exc:
         session.error(str(exc))
     session.run("python", "-m", "pytest", "tests", "-p", "no:cacheprovider", *session.posargs)
+
+
+# Outside libraries the shipped example candidates (examples/candidates/) adapt, pinned to the
+# versions their verdicts were pinned on (examples/tests/). CPU wheels only.
+EXAMPLES_REQUIREMENTS = ["tensorflow-cpu==2.21.0", "jax[cpu]==0.10.2", "optax==0.2.8"]
+EXAMPLES_MODULES = {"tensorflow": "2.21.0", "jax": "0.10.2", "optax": "0.2.8"}  # skip pip when all match
+
+
+@nox.session
+def examples(session: nox.Session) -> None:
+    """The example candidates (scipy, JAX, optax, TensorFlow) and their pinned verdicts
+    (examples/tests/), on the torch the suite is developed on. Not a default session.
+
+    Writes reports/status-examples.json ("install failed" when a wheel could not be installed).
+    """
+    started = time.monotonic()
+    (REPORTS / "status-examples.json").unlink(missing_ok=True)  # never judge CI by a stale one
+    status: dict = {"torch_requested": TESTS_TORCH, "requirements": EXAMPLES_REQUIREMENTS}
+    try:
+        _install(session, TESTS_TORCH)
+        if any(_installed(session, module) != version for module, version in EXAMPLES_MODULES.items()):
+            _pip(session, *EXAMPLES_REQUIREMENTS)
+    except InstallFailed as exc:
+        status.update(status="install failed", error=str(exc), seconds=round(time.monotonic() - started, 1))
+        REPORTS.mkdir(exist_ok=True)
+        (REPORTS / "status-examples.json").write_text(json.dumps(status, indent=2) + "\n")
+        session.error(f"install failed for the examples (recorded in reports/status-examples.json):\n{exc}")
+    status["install_seconds"] = round(time.monotonic() - started, 1)
+    ran = time.monotonic()
+    code = _pytest(session, ["examples/tests", "-p", "no:cacheprovider", *session.posargs], {})
+    status.update(status="passed" if code == 0 else "failed", pytest_exit_code=code,
+                  test_seconds=round(time.monotonic() - ran, 1), seconds=round(time.monotonic() - started, 1))
+    REPORTS.mkdir(exist_ok=True)
+    (REPORTS / "status-examples.json").write_text(json.dumps(status, indent=2) + "\n")
+    session.log(f"status: reports/status-examples.json: {status['status']} (pytest exit {code})")
+    if code != 0:
+        session.error(f"the examples' pinned verdicts failed (pytest exit {code})")

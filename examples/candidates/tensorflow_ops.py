@@ -1,0 +1,170 @@
+"""TensorFlow as ``adagrad``, ``sparse_adam`` and ``masked_mean`` candidates.
+
+    --conformance-impl adagrad=examples.candidates.tensorflow_ops:Adagrad
+    --conformance-impl sparse_adam=examples.candidates.tensorflow_ops:SparseAdam
+    --conformance-impl masked_mean=examples.candidates.tensorflow_ops:masked_mean
+
+- ``Adagrad``: the raw apply ops ``ResourceSparseApplyAdagradV2`` (sparse gradient) and
+  ``ResourceApplyAdagradV2`` (dense gradient); ``var -= lr * g / (sqrt(accum) + epsilon)``, eps
+  after the root as in torch. TF's sparse apply takes 1-D row indices into the variable's first
+  dimension, so the parameter is viewed as (prod(sparse sizes), *dense sizes) and the COO indices
+  are linearized (``numpy.ravel_multi_index``); the gradient's entries go to TF as they come,
+  duplicates and order kept.
+- ``SparseAdam``: ``tf.compat.v1.train.AdamOptimizer.apply_gradients`` with a ``tf.IndexedSlices``
+  gradient, the sparse path TF1 models used for embeddings.
+- ``masked_mean``: ``tf.reduce_mean(tf.boolean_mask(values, mask))``, gradient by
+  ``tf.GradientTape``.
+
+The constructors are torch's (the optimizer classes subclass torch's). TF's ops have no
+``lr_decay``, ``maximize`` or ``weight_decay``, and SparseAdam's dense-gradient error is torch's
+policy: those raise Unsupported. All four dtypes of the suite are TF dtypes.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# TensorFlow and triton (which torch's optimizers import through torch._dynamo) both carry LLVM:
+# loading triton after TensorFlow aborts the process ("Option 'bitcode-mdindex-threshold'
+# registered more than once"), loading it first works. So triton, when installed, goes first.
+try:
+    import triton  # noqa: F401
+except ImportError:
+    pass
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import torch  # noqa: E402
+
+from conformance import Unsupported  # noqa: E402
+from examples.candidates._convert import from_numpy, linear_rows, to_numpy  # noqa: E402
+
+TF_DTYPES = {torch.float16: tf.float16, torch.bfloat16: tf.bfloat16, torch.float32: tf.float32,
+             torch.float64: tf.float64}
+
+
+def _tf_dtype(dtype: torch.dtype) -> tf.DType:
+    if dtype not in TF_DTYPES:
+        raise Unsupported(f"no TensorFlow dtype for {dtype}")
+    return TF_DTYPES[dtype]
+
+
+def _rows_view(tensor: torch.Tensor, sparse_dim: int) -> np.ndarray:
+    """The dense tensor as (prod(first sparse_dim sizes), *rest): TF's row layout."""
+    array = to_numpy(tensor)
+    return array.reshape((int(np.prod(tensor.shape[:sparse_dim], dtype=np.int64)), *tensor.shape[sparse_dim:]))
+
+
+def _sparse_rows(grad: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """(row indices, values) of an uncoalesced COO gradient in TF's row layout, entries as given."""
+    return linear_rows(to_numpy(grad._indices()), tuple(grad.shape[:grad.sparse_dim()])), to_numpy(grad._values())
+
+
+class Adagrad(torch.optim.Adagrad):
+    """torch.optim.Adagrad's constructor and state keys; TF's Adagrad apply ops do the update."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        if closure is not None:
+            raise Unsupported("this TensorFlow adapter takes no closure")
+        for group in self.param_groups:
+            if group["lr_decay"] != 0:
+                raise Unsupported("TensorFlow's Adagrad apply ops have no lr_decay")
+            if group["maximize"]:
+                raise Unsupported("TensorFlow's Adagrad apply ops have no maximize")
+            if group["weight_decay"] != 0:
+                raise Unsupported("TensorFlow's Adagrad apply ops have no weight_decay")
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                dtype = _tf_dtype(p.dtype)
+                state = self.state[p]
+                grad = p.grad
+                sparse_dim = grad.sparse_dim() if grad.is_sparse else p.dim()
+                var = tf.Variable(_rows_view(p, sparse_dim), dtype=dtype)
+                accum = tf.Variable(_rows_view(state["sum"], sparse_dim), dtype=dtype)
+                lr = tf.constant(group["lr"], dtype=dtype)
+                eps = tf.constant(group["eps"], dtype=dtype)
+                if grad.is_sparse:
+                    rows, values = _sparse_rows(grad)
+                    tf.raw_ops.ResourceSparseApplyAdagradV2(
+                        var=var.handle, accum=accum.handle, lr=lr, epsilon=eps,
+                        grad=tf.constant(values, dtype=dtype), indices=tf.constant(rows, dtype=tf.int64))
+                else:
+                    tf.raw_ops.ResourceApplyAdagradV2(var=var.handle, accum=accum.handle, lr=lr, epsilon=eps,
+                                                      grad=tf.constant(_rows_view(grad, sparse_dim), dtype=dtype))
+                p.copy_(from_numpy(var.numpy(), p.dtype, p.device).reshape(p.shape))
+                state["sum"].copy_(from_numpy(accum.numpy(), p.dtype, p.device).reshape(p.shape))
+                state["step"] += 1
+        return None
+
+
+class SparseAdam(torch.optim.SparseAdam):
+    """torch.optim.SparseAdam's constructor and state keys; TF1's AdamOptimizer applies
+    ``tf.IndexedSlices`` gradients (its own slots ``m``, ``v`` and beta powers carry the state)."""
+
+    def __init__(self, params, *args, **kwargs):
+        super().__init__(params, *args, **kwargs)
+        self._tf = {}  # param -> (tf.Variable, AdamOptimizer)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        if closure is not None:
+            raise Unsupported("this TensorFlow adapter takes no closure")
+        for group in self.param_groups:
+            if group.get("maximize", False):
+                raise Unsupported("tf.compat.v1.train.AdamOptimizer has no maximize")
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if not p.grad.is_sparse:
+                    raise Unsupported("tf.compat.v1.train.AdamOptimizer applies dense gradients as dense Adam: "
+                                      "rejecting them is SparseAdam's policy, which TF has no counterpart of")
+                dtype = _tf_dtype(p.dtype)
+                sparse_dim = p.grad.sparse_dim()
+                if id(p) not in self._tf:
+                    optimizer = tf.compat.v1.train.AdamOptimizer(learning_rate=group["lr"], beta1=beta1, beta2=beta2,
+                                                                 epsilon=group["eps"])
+                    self._tf[id(p)] = (tf.Variable(_rows_view(p, sparse_dim), dtype=dtype), optimizer)
+                var, optimizer = self._tf[id(p)]
+                var.assign(_rows_view(p, sparse_dim))
+                rows, values = _sparse_rows(p.grad)
+                gradient = tf.IndexedSlices(tf.constant(values, dtype=dtype), tf.constant(rows, dtype=tf.int64),
+                                            dense_shape=tf.constant(var.shape, dtype=tf.int64))
+                optimizer.apply_gradients([(gradient, var)])
+                state = self.state[p]
+                state["step"] = state.get("step", torch.tensor(0.0)) + 1
+                p.copy_(from_numpy(var.numpy(), p.dtype, p.device).reshape(p.shape))
+                state["exp_avg"] = from_numpy(optimizer.get_slot(var, "m").numpy(), p.dtype, p.device).reshape(p.shape)
+                state["exp_avg_sq"] = from_numpy(optimizer.get_slot(var, "v").numpy(), p.dtype,
+                                                 p.device).reshape(p.shape)
+        return None
+
+
+class _TfMaskedMean(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        dtype = _tf_dtype(values.dtype)
+        x = tf.constant(to_numpy(values), dtype=dtype)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            # tf.boolean_mask rejects a 0-d mask ("mask cannot be scalar"), so both go in flattened
+            flat = tf.reshape(x, [-1])
+            y = tf.reduce_mean(tf.boolean_mask(flat, tf.constant(to_numpy(mask).reshape(-1))))
+        ctx.tf = (tape, x, y, dtype)
+        return from_numpy(y.numpy(), values.dtype, values.device)
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor):
+        tape, x, y, dtype = ctx.tf
+        grad = tape.gradient(y, x, output_gradients=tf.constant(to_numpy(grad_output), dtype=dtype))
+        if isinstance(grad, tf.IndexedSlices):
+            grad = tf.convert_to_tensor(grad)
+        return from_numpy(grad.numpy(), grad_output.dtype, grad_output.device), None
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return _TfMaskedMean.apply(values, mask)

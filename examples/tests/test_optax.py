@@ -1,0 +1,37 @@
+"""optax: optax.adagrad (dense view) as an adagrad candidate and optax.adam on the gathered
+entries as a sparse_adam candidate. Both place eps differently from torch."""
+
+from examples.tests.pinning import check, item, items, run_candidate
+
+# one pytest process gates all of them
+OPTAX = {
+    "adagrad": "examples.candidates.optax_optim:Adagrad",
+    "sparse_adam": "examples.candidates.optax_optim:SparseAdam",
+}
+
+ALL = ["float16", "bfloat16", "float32", "float64"]
+
+
+def test_optax_adagrad_pinned_verdicts():
+    records = run_candidate("adagrad", OPTAX["adagrad"], together=OPTAX)
+    check(records, {
+        # optax: g * rsqrt(sum + eps); torch: g / (sqrt(sum) + eps)
+        # (examples/repros/optax_adagrad_eps_inside_root.py)
+        **items("adagrad", "large-eps-after-square-root", ALL, "failed", "param differs"),
+        **items("adagrad", "rows-hit-in-steps-1-and-3-with-lr-decay", ALL, "unsupported", "no lr_decay"),
+        **items("adagrad", "maximize", ["float32", "float64"], "unsupported", "no maximize"),
+        **items("adagrad", "sparse-gradient-with-weight-decay", ["float32", "float64"], "unsupported",
+                "no weight_decay"),
+    })
+
+
+def test_optax_sparse_adam_pinned_verdicts():
+    records = run_candidate("sparse_adam", OPTAX["sparse_adam"], together=OPTAX)
+    check(records, {
+        # optax adds eps to the bias-corrected root, torch's SparseAdam to the uncorrected one
+        # (examples/repros/optax_adam_eps_after_bias_correction.py)
+        **items("sparse_adam", "large-eps-added-to-uncorrected-root", ALL, "failed", "param differs"),
+        # the same eps placement, seen with the default eps = 1e-8 in float64 (2.4e-7 off)
+        item("sparse_adam", "embedding-rows-hit-in-steps-1-and-3", "float64"): ("failed", "param differs"),
+        **items("sparse_adam", "maximize", ["float32", "float64"], "unsupported", "no maximize"),
+    })

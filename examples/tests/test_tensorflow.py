@@ -1,0 +1,55 @@
+"""TensorFlow: the raw sparse Adagrad apply op, TF1's AdamOptimizer sparse apply, and
+reduce_mean(boolean_mask) as candidates."""
+
+from examples.tests.pinning import check, item, items, run_candidate
+
+# one pytest process gates all of them
+TENSORFLOW = {
+    "adagrad": "examples.candidates.tensorflow_ops:Adagrad",
+    "sparse_adam": "examples.candidates.tensorflow_ops:SparseAdam",
+    "masked_mean": "examples.candidates.tensorflow_ops:masked_mean",
+}
+
+ALL = ["float16", "bfloat16", "float32", "float64"]
+HALF = ["float16", "bfloat16"]
+WIDE = ["float32", "float64"]
+
+
+def test_tensorflow_adagrad_pinned_verdicts():
+    records = run_candidate("adagrad", TENSORFLOW["adagrad"], together=TENSORFLOW)
+    check(records, {
+        # duplicate indices are squared one by one: accum 1 + 4 = 5, not (1 + 2)**2 = 9
+        # (examples/repros/tensorflow_sparse_adagrad_duplicates.py)
+        **items("adagrad", "duplicates-summed-before-squaring", ALL, "failed", "state_sum differs"),
+        **items("adagrad", "duplicates-cancel", WIDE, "failed", "state_sum differs"),
+        # the same: 2 and -2 at one index move the parameter (torch: NaN in float16, spec: unchanged)
+        item("adagrad", "duplicates-cancel-half-precision", "float16"): ("failed", "param differs"),
+        **items("adagrad", "rows-hit-in-steps-1-and-3-with-lr-decay", ALL, "unsupported", "no lr_decay"),
+        **items("adagrad", "maximize", WIDE, "unsupported", "no maximize"),
+        **items("adagrad", "sparse-gradient-with-weight-decay", WIDE, "unsupported", "no weight_decay"),
+    })
+
+
+def test_tensorflow_sparse_adam_pinned_verdicts():
+    records = run_candidate("sparse_adam", TENSORFLOW["sparse_adam"], together=TENSORFLOW)
+    check(records, {
+        # not lazy: moments decay and the parameter moves at rows the gradient does not hit
+        # (examples/repros/tensorflow_v1_adam_not_lazy.py)
+        **items("sparse_adam", "empty-gradient-still-counts-a-step", ALL, "failed", "exp_avg differs"),
+        **items("sparse_adam", "embedding-rows-hit-in-steps-1-and-3", WIDE, "failed", "exp_avg differs"),
+        # hyperparameters rounded to the variable's dtype (bfloat16: 1 - 0.999 = 0) or to float32
+        # (examples/repros/tensorflow_v1_adam_half_precision_betas.py)
+        **items("sparse_adam", "docs-mask-example", [*HALF, "float64"], "failed", "differs from the golden values"),
+        item("sparse_adam", "materialized-zero-is-specified", "float64"): ("failed", "exp_avg_sq differs"),
+        item("sparse_adam", "duplicates-summed", "float64"): ("failed", "exp_avg_sq differs"),
+        **items("sparse_adam", "large-eps-added-to-uncorrected-root", HALF, "failed", "exp_avg_sq differs"),
+        item("generated", "sparse_adam-agrees-with-reference", "float16"): "failed",
+        item("generated", "sparse_adam-unspecified-unchanged", "float16"): ("failed", "not bit-for-bit equal"),
+        **items("sparse_adam", "maximize", WIDE, "unsupported", "no maximize"),
+        **items("sparse_adam", "dense-gradient-rejected", WIDE, "unsupported", "SparseAdam's policy"),
+    })
+
+
+def test_tensorflow_masked_mean_pinned_verdicts():
+    records = run_candidate("masked_mean", TENSORFLOW["masked_mean"], together=TENSORFLOW)
+    check(records, {})

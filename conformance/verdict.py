@@ -99,6 +99,12 @@ class StockTorch(Backend):
 
         return op in OPS and OPS[op].torch_implementation is not None
 
+    def optimizer_class(self, op: str):
+        from conformance.ops import OPS
+
+        implementation = OPS[op].torch_implementation if op in OPS else None
+        return implementation if isinstance(implementation, type) and issubclass(implementation, _torch.optim.Optimizer) else None
+
     def run(self, op: str, inputs: Any, ctx: RunContext) -> dict[str, Any]:
         from conformance.ops import OPS
 

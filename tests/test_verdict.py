@@ -170,3 +170,32 @@ def test_torch_disagreeing_with_an_unrecorded_spec_lands_on_torch_not_the_candid
     assert candidate["outcome"] == "xfail"
     assert "stock torch itself disagrees with the spec here and no known divergence is recorded" in \
         candidate["message"]
+
+
+def test_param_groups_and_resume_on_stock_torch_and_on_slips():
+    """Stock torch: per-group initial_accumulator_value is ignored (its recorded divergence, xfail
+    "same as torch"), everything else exact. A candidate ignoring per-group hyperparameters fails
+    param-groups; one whose float32 state is cast down by torch's load_state_dict fails resume."""
+    code, document = _run("groups-torch", "adagrad", "torch.optim:Adagrad", "-k", "param-groups or state-dict",
+                          examples=30)
+    outcomes = _outcomes(document)
+    assert code == 0, outcomes
+    records = by_case(document)
+    groups = records["adagrad-param-groups[candidate-cpu-float64]"]
+    assert groups["outcome"] == "xfail" and "same as torch" in groups["message"]
+    assert "initial_accumulator_value" in groups["message"]
+    assert records["adagrad-state-dict-resume[candidate-cpu-float64]"]["outcome"] == "passed"
+
+    code, document = _run("groups-blind", "adagrad", f"{PRECISION}:GroupBlindAdagrad", "-k", "param-groups",
+                          examples=30)
+    record = by_case(document)["adagrad-param-groups[candidate-cpu-float64]"]
+    assert code == 1 and record["outcome"] == "failed", record
+    assert "an optimizer of its own for parameter" in record["message"]
+
+    code, document = _run("downcast", "adagrad", f"{PRECISION}:DowncastOnLoadAdagrad", "-k", "state-dict",
+                          examples=60)
+    records = by_case(document)
+    assert code == 1
+    assert records["adagrad-state-dict-resume[candidate-cpu-float16]"]["outcome"] == "failed"
+    assert "the uninterrupted run" in records["adagrad-state-dict-resume[candidate-cpu-float16]"]["message"]
+    assert records["adagrad-state-dict-resume[candidate-cpu-float32]"]["outcome"] == "passed"

@@ -39,5 +39,18 @@ class Backend:
             raise Unsupported(f"backend {self.name!r} does not implement op {op!r}")
         return runner(inputs, ctx)
 
+    def optimizer_class(self, op: str) -> Callable[..., Any] | None:
+        """The ``torch.optim.Optimizer`` class (or constructor) this backend's ``op`` runs, for the
+        properties that need one optimizer object: several param groups, a state_dict round trip.
+        None for a backend that computes the steps some other way."""
+        return None
+
+    def drive_optimizer(self, op: str, ctx: RunContext, use: Callable[[Callable[..., Any]], Any]) -> Any:
+        """``use(optimizer_class)`` in whatever setting the backend runs its optimizer in."""
+        optimizer_class = self.optimizer_class(op)
+        if optimizer_class is None:
+            raise Unsupported(f"backend {self.name!r} drives no optimizer object for {op!r}")
+        return use(optimizer_class)
+
     def __repr__(self) -> str:
         return f"<Backend {self.name}: {sorted(self.runners)}>"

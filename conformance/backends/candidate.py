@@ -84,6 +84,11 @@ class CandidateBackend(Backend):
         self.candidates = dict(candidates)
         super().__init__({op: self._runner(op, obj) for op, obj in candidates.items()})
 
+    def optimizer_class(self, op: str):
+        if op not in OPTIMIZER_STATE or op not in self.candidates:
+            return None
+        return CONTRACT_CHECKS[op](op, self.candidates[op])
+
     @staticmethod
     def _runner(op_name: str, candidate: Any):
         return checked_runner(op_name, candidate)

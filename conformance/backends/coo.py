@@ -45,6 +45,9 @@ class CooBackend(Backend):
     name = "coo"
     description = "torch sparse COO tensors and stock torch.optim"
 
+    def optimizer_class(self, op: str):
+        return {"adagrad": torch.optim.Adagrad, "sparse_adam": torch.optim.SparseAdam}.get(op)
+
     def run(self, op, inputs, ctx: RunContext):
         try:
             return super().run(op, inputs, ctx)

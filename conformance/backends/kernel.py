@@ -94,14 +94,29 @@ class KernelBackend(Backend):
         self.description = description
         super().__init__({op: self._runner(op) for op in KERNEL_OBJECTS})
 
+    def optimizer_class(self, op: str):
+        if op not in ("adagrad", "sparse_adam"):
+            return None
+        import conformance.kernels as kernels
+
+        return getattr(kernels, KERNEL_OBJECTS[op])
+
+    def drive_optimizer(self, op: str, ctx: RunContext, use):
+        self._check_can_run(ctx)
+        with kernel_impl(self.impl):
+            return super().drive_optimizer(op, ctx, use)
+
+    def _check_can_run(self, ctx: RunContext) -> None:
+        if ctx.device not in ("cpu", "cuda"):
+            raise Unsupported(f"conformance.kernels has no kernels for the {ctx.device} device")
+        if self.impl == "triton":
+            _ensure_triton_can_run(ctx)
+
     def _runner(self, op_name: str):
         op = OPS[op_name]
 
         def run(inputs: Any, ctx: RunContext):
-            if ctx.device not in ("cpu", "cuda"):
-                raise Unsupported(f"conformance.kernels has no kernels for the {ctx.device} device")
-            if self.impl == "triton":
-                _ensure_triton_can_run(ctx)
+            self._check_can_run(ctx)
             import conformance.kernels as kernels
 
             candidate = getattr(kernels, KERNEL_OBJECTS[op_name])

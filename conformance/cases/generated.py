@@ -36,7 +36,13 @@ from conformance.compare import Mismatch, Tolerance, compare_outputs, default_to
 from conformance.ops import OPS, Op
 from conformance.ops.coalesce import coalesce_reference
 from conformance.ops.masked_mean import MaskedMeanInputs
-from conformance.ops.optimizer_steps import OptimizerInputs, dense_grad_and_mask
+from conformance.ops.optimizer_steps import (
+    OptimizerInputs,
+    ParamGroupsInputs,
+    dense_grad_and_mask,
+    run_optimizer,
+    run_param_groups,
+)
 from conformance.tensors import CooArray, quantize, to_numpy, torch_dtype
 from conformance.rounding import check_rounding, unit_roundoff
 from conformance.verdict import StockTorch, agreement_tolerance, agrees, distance
@@ -264,6 +270,10 @@ class Property:
     skip_backends: tuple[str, ...] = ()
     dtypes: tuple[str, ...] | None = None  # None: every float dtype
     to_cases: Callable[[Any], list[tuple[str, Any]]] = field(default=lambda example: [("", example)])
+    needs_optimizer_object: bool = False  # only backends with Backend.optimizer_class get items
+    # what the three-way verdict compares between a candidate and stock torch when both miss the
+    # property (None: the outputs of each of the example's cases, run alone)
+    observe: Callable[[Trial, Any], dict[str, Any]] | None = None
 
     @property
     def id(self) -> str:
@@ -446,6 +456,104 @@ def check_rejects_invalid(trial: Trial, inputs: Any) -> None:
     raise Mismatch(f"expected {wanted_type}({wanted_message!r}), but nothing was raised")
 
 
+def _assert_same_runs(trial: Trial, name: str, got, want, against: str) -> None:
+    """Bit for bit on cpu; within :func:`conformance.verdict.agreement_tolerance` on other devices,
+    whose kernels may sum in a different order from run to run (atomics)."""
+    if trial.device == "cpu":
+        assert_bits_equal(name, got, want, None, against=against)
+        return
+    compare_outputs({name: got}, {name: want}, {name: agreement_tolerance(torch_dtype(trial.dtype))}, against=against)
+
+
+def _state_names(op: Op) -> list[str]:
+    return ["param", *op.state_outputs]
+
+
+def _grouped_runs(trial: Trial, inputs: ParamGroupsInputs, resume_after: int | None = None):
+    """(the grouped run's member outputs, its idle parameters, each member run alone)."""
+    ctx = RunContext(trial.device, torch_dtype(trial.dtype))
+    op = trial.op
+
+    def runs(optimizer_class):
+        together, idle = run_param_groups(optimizer_class, inputs, ctx, op.state_outputs, resume_after=resume_after)
+        alone = [run_optimizer(optimizer_class, member, ctx, op.state_outputs) for member in inputs.members]
+        return together, idle, alone
+
+    return trial.backend.drive_optimizer(op.name, ctx, runs)
+
+
+def _flat_outputs(op: Op, members: list[dict]) -> dict[str, Any]:
+    return {f"{name}[{index}]": outputs[name] for index, outputs in enumerate(members) for name in _state_names(op)}
+
+
+def observe_param_groups(trial: Trial, inputs: ParamGroupsInputs) -> dict[str, Any]:
+    return _flat_outputs(trial.op, _grouped_runs(trial, inputs)[0])
+
+
+def check_param_groups(trial: Trial, inputs: ParamGroupsInputs) -> None:
+    """One optimizer over two param groups (different shapes, hyperparameters, one parameter without
+    a gradient) moves each parameter exactly as an optimizer of its own would, and leaves the
+    parameter without a gradient untouched."""
+    together, idle, alone = _grouped_runs(trial, inputs)
+    try:
+        _assert_members_equal(trial, together, alone, against="an optimizer of its own for parameter {index}")
+    except Mismatch as mismatch:
+        divergence = _param_groups_divergence(trial, inputs, together)
+        if divergence is None:
+            raise
+        raise DivergenceObserved(divergence, str(mismatch).splitlines()[0]) from None
+    for index, (got, start) in enumerate(zip(idle, inputs.idle)):
+        assert_bits_equal(f"the parameter without a gradient ({index})", got,
+                          quantize(start, torch_dtype(trial.dtype)), None, against="its value before the steps")
+
+
+def _assert_members_equal(trial: Trial, got: list[dict], want: list[dict], against: str) -> None:
+    for index, (ours, theirs) in enumerate(zip(got, want)):
+        for name in _state_names(trial.op):
+            _assert_same_runs(trial, f"{name} of parameter {index}", ours[name], theirs[name],
+                              against=against.format(index=index))
+
+
+def _param_groups_divergence(trial: Trial, inputs: ParamGroupsInputs, together: list[dict]):
+    """The known divergence of stock torch the backend's grouped run matches, or None. A candidate
+    (judged against torch) is excused only where stock torch matches the same model."""
+    for entry in known_divergences.GROUP_DIVERGENCES:
+        if entry.op != trial.op.name:
+            continue
+        modelled = entry.model(inputs)
+        if not _matches_group_model(trial, inputs, modelled, together, entry):
+            continue
+        if not trial.backend.judged_against_torch:
+            return entry.divergence
+        # a candidate is excused by behaving as stock torch does: torch must match the model too
+        torch_trial = Trial(trial.op, StockTorch(), trial.device, trial.dtype)
+        if _matches_group_model(torch_trial, inputs, modelled, _grouped_runs(torch_trial, inputs)[0], entry):
+            return lowprec.Divergence(entry.divergence.key, f"same as torch: {entry.divergence.reason}",
+                                      entry.divergence.link)
+    return None
+
+
+def _matches_group_model(trial: Trial, inputs: ParamGroupsInputs, modelled: ParamGroupsInputs,
+                         together: list[dict], entry) -> bool:
+    alone = _grouped_runs(trial, modelled)[2]
+    try:
+        _assert_members_equal(trial, together, alone, against="the model of " + entry.divergence.key)
+    except Mismatch:
+        return False
+    return True
+
+
+def check_state_dict_resume(trial: Trial, example: tuple[ParamGroupsInputs, int]) -> None:
+    """Saving ``state_dict()`` after step k (through torch.save/torch.load) and loading it into a
+    fresh optimizer on fresh parameters continues the trajectory exactly as if never interrupted."""
+    inputs, resume_after = example
+    whole = _grouped_runs(trial, inputs)[0]
+    resumed = _grouped_runs(trial, inputs, resume_after)[0]
+    _assert_members_equal(trial, resumed, whole,
+                          against=f"the uninterrupted run, parameter {{index}} (state_dict saved and loaded after "
+                                  f"step {resume_after} of {inputs.steps})")
+
+
 # masked_mean
 
 @st.composite
@@ -513,6 +621,10 @@ def _idempotent_cases(coo: CooArray):
     return [("", coo), ("second-pass", CooArray(once["indices"], once["values"], coo.size))]
 
 
+def _member_cases(inputs: ParamGroupsInputs):
+    return [(f"param-{index}", member) for index, member in enumerate(inputs.members)]
+
+
 def _dense_cases(dtype: str):
     return lambda inputs: [("sparse", inputs), ("densified", densified(inputs, dtype))]
 
@@ -547,6 +659,19 @@ PROPERTIES: list[Property] = [
     Property("sparse_adam", "rejects-invalid",
              "invalid hyperparameters and dense gradients raise torch's documented errors",
              lambda dtype: strategies.invalid_optimizer_inputs("sparse_adam", dtype), check_rejects_invalid),
+    *[Property(op, "param-groups",
+               "one optimizer over two param groups (different shapes and hyperparameters, a parameter without "
+               "a gradient) moves each parameter as an optimizer of its own would",
+               lambda dtype, op=op: strategies.optimizer_param_groups(op, dtype), check_param_groups,
+               needs_optimizer_object=True, to_cases=_member_cases, observe=observe_param_groups)
+      for op in ("adagrad", "sparse_adam")],
+    *[Property(op, "state-dict-resume",
+               "state_dict() saved mid-trajectory (torch.save/torch.load) and loaded into a fresh optimizer "
+               "continues exactly as the uninterrupted run",
+               lambda dtype, op=op: strategies.optimizer_resume_points(op, dtype), check_state_dict_resume,
+               needs_optimizer_object=True, to_cases=lambda example: _member_cases(example[0]),
+               observe=lambda trial, example: _flat_outputs(trial.op, _grouped_runs(trial, *example)[0]))
+      for op in ("adagrad", "sparse_adam")],
     Property("coalesce", "rounds-correctly",
              "float16/bfloat16 sums of duplicates are correctly rounded (many equal duplicates, cancelling pairs)",
              lambda dtype: strategies.coalesce_rounding_inputs(dtype), check_rounds_correctly,
@@ -645,6 +770,18 @@ def same_as_torch(prop: Property, trial: Trial, torch_trial: Trial, example: Any
                          f"has the property",)
         return None
     tolerance = agreement_tolerance(torch_dtype(trial.dtype))
+    if prop.observe is not None:  # the property's own outputs, not its cases' single runs
+        try:
+            ours, theirs = prop.observe(trial, example), prop.observe(torch_trial, example)
+        except Exception:  # noqa: BLE001 - one of them raises on these inputs: not the same behaviour
+            return None
+        if not agrees(ours, theirs, {name: tolerance for name in theirs}, list(theirs)):
+            mismatch.args = (f"{mismatch.args[0] if mismatch.args else ''}\n  stock torch on the same example: "
+                             f"misses the property too, but differently (max abs difference "
+                             f"{distance(ours, theirs):.6g})",)
+            return None
+        return DivergenceObserved(lowprec.Divergence(
+            SAME_AS_TORCH.key, f"same as torch: {SAME_AS_TORCH.reason}", SAME_AS_TORCH.link), str(mismatch).splitlines()[0])
     for _, inputs in cases_of(prop, example, trial.dtype):
         try:
             ours, theirs = trial.run(inputs), torch_trial.run(inputs)

@@ -104,3 +104,39 @@ def rounding_for_backend(backend: str, device: str, dtype: str) -> RoundingDiver
 
 def for_backend(op: str, backend: str, device: str) -> list[BackendDivergence]:
     return [entry for entry in BACKEND_DIVERGENCES if entry.applies_to(op, backend, device)]
+
+
+# ---------------------------------------------------------------- several param groups
+
+GROUP_INITIAL_ACCUMULATOR = Divergence(
+    "adagrad-group-initial-accumulator-ignored",
+    "torch.optim.Adagrad fills every parameter's state_sum with the constructor's initial_accumulator_value "
+    "(torch/optim/adagrad.py, __init__), so a param group's own initial_accumulator_value is kept in "
+    "param_groups but never used; param groups are documented to override the constructor's defaults",
+    "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/optim/adagrad.py",
+)
+
+
+@dataclass(frozen=True)
+class GroupDivergence:
+    """Stock torch's behaviour with several param groups, as the inputs it effectively runs: each
+    parameter alone on ``model(inputs)`` gives what the grouped run gives."""
+
+    divergence: Divergence
+    op: str
+    model: Callable[[Any], Any]
+
+
+def _constructor_initial_accumulator(inputs):
+    from conformance.ops.optimizer_steps import OptimizerInputs, ParamGroupsInputs
+
+    def default(member):
+        if not isinstance(member, OptimizerInputs):
+            return member
+        hyper = {k: v for k, v in member.hyperparameters.items() if k != "initial_accumulator_value"}
+        return OptimizerInputs(member.param, member.grads, hyper)
+
+    return ParamGroupsInputs([[default(m) for m in group] for group in inputs.groups])
+
+
+GROUP_DIVERGENCES = (GroupDivergence(GROUP_INITIAL_ACCUMULATOR, "adagrad", _constructor_initial_accumulator),)

@@ -32,7 +32,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from conformance.ops.masked_mean import MaskedMeanInputs
-from conformance.ops.optimizer_steps import OptimizerInputs
+from conformance.ops.optimizer_steps import OptimizerInputs, ParamGroupsInputs
 from conformance.tensors import CooArray, quantize, torch_dtype
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
@@ -326,6 +326,32 @@ def optimizer_inputs(draw, op: str, dtype: str = "float64", *, max_steps: int = 
     else:
         raise ValueError(f"optimizer_inputs: op must be adagrad or sparse_adam, got {op!r}")
     return OptimizerInputs(param, grads, hyper)
+
+
+def _padded(inputs: OptimizerInputs, steps: int) -> OptimizerInputs:
+    """``inputs`` with empty sparse gradients appended up to ``steps`` steps."""
+    size = inputs.param.shape
+    empty = CooArray(np.zeros((1, 0), dtype=np.int64), np.zeros((0, *size[1:])), size)
+    return OptimizerInputs(inputs.param, [*inputs.grads, *[empty] * (steps - inputs.steps)], inputs.hyperparameters)
+
+
+@st.composite
+def optimizer_param_groups(draw, op: str, dtype: str = "float64", *, min_steps: int = 1) -> ParamGroupsInputs:
+    """Two param groups with their own hyperparameters: the first holds one parameter, the second
+    a parameter of another shape and one that never gets a gradient (as torch's OptimizerInfo
+    tests). The trajectories are padded with empty gradients to the same number of steps."""
+    first, second = draw(optimizer_inputs(op, dtype, max_steps=3)), draw(optimizer_inputs(op, dtype, max_steps=3))
+    steps = max(min_steps, first.steps, second.steps)
+    idle = _dense_values(draw, draw(shapes(1, 2, 1, 3)), representable_floats(dtype, PARAM_MAGNITUDES[dtype]))
+    return ParamGroupsInputs([[_padded(first, steps)], [_padded(second, steps), idle]])
+
+
+@st.composite
+def optimizer_resume_points(draw, op: str, dtype: str = "float64") -> tuple[ParamGroupsInputs, int]:
+    """Param groups (:func:`optimizer_param_groups`, at least two steps) and the step after which
+    the optimizer's state_dict is saved and loaded into a fresh optimizer."""
+    inputs = draw(optimizer_param_groups(op, dtype, min_steps=2))
+    return inputs, draw(st.integers(1, inputs.steps - 1))
 
 
 # ---------------------------------------------------------------- documented errors

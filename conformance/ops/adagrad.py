@@ -96,6 +96,7 @@ class Adagrad(Op):
     summary = "torch.optim.Adagrad steps on sparse (masked) gradients"
     candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.Adagrad's constructor"
     torch_sums_duplicates_in_half = True
+    state_outputs = {"state_sum": "sum", "step": "step"}  # output name -> torch's state key
     inputs_schema = optimizer_inputs_schema({
         "lr": {"type": "number"},
         "lr_decay": {"type": "number"},
@@ -120,7 +121,7 @@ class Adagrad(Op):
         return adagrad_reference(inputs)
 
     def run_candidate(self, candidate, inputs: OptimizerInputs, ctx: RunContext) -> dict[str, Any]:
-        outputs = run_optimizer(candidate, inputs, ctx, {"state_sum": "sum", "step": "step"})
+        outputs = run_optimizer(candidate, inputs, ctx, self.state_outputs)
         eps = inputs.hyperparameters.get("eps", DEFAULTS["eps"])
         return add_std_output(outputs, inputs, eps)
 

@@ -25,6 +25,8 @@ class Op:
     exact_outputs: frozenset[str] = frozenset()
     # stock torch sums the duplicates of a float16/bfloat16 COO tensor in that dtype (pytorch#84471)
     torch_sums_duplicates_in_half: bool = False
+    # optimizers: output name -> the optimizer's state key it is read from (empty: not an optimizer)
+    state_outputs: dict[str, str] = {}
 
     @property
     def torch_implementation(self) -> Any:

@@ -79,6 +79,7 @@ class SparseAdam(Op):
     summary = "torch.optim.SparseAdam steps: moments and parameter updated only at specified entries"
     candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.SparseAdam's constructor"
     torch_sums_duplicates_in_half = True
+    state_outputs = {"exp_avg": "exp_avg", "exp_avg_sq": "exp_avg_sq", "step": "step"}  # output -> state key
     inputs_schema = optimizer_inputs_schema({
         "lr": {"type": "number"},
         "betas": {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2},
@@ -101,8 +102,7 @@ class SparseAdam(Op):
         return torch.optim.SparseAdam
 
     def run_candidate(self, candidate, inputs: OptimizerInputs, ctx: RunContext) -> dict[str, Any]:
-        return run_optimizer(candidate, inputs, ctx,
-                             {"exp_avg": "exp_avg", "exp_avg_sq": "exp_avg_sq", "step": "step"})
+        return run_optimizer(candidate, inputs, ctx, self.state_outputs)
 
     def rounding_bounds(self, inputs: OptimizerInputs, dtype: torch.dtype,
                         accumulation_unit: float = 2.0**-24) -> dict[str, tuple]:

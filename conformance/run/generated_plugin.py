@@ -220,6 +220,8 @@ class GeneratedCollector(pytest.Collector):
                     continue
                 if backend.name in prop.skip_backends:
                     continue
+                if prop.needs_optimizer_object and backend.optimizer_class(prop.op) is None:
+                    continue
                 for device in selection.devices:
                     if not backend.runs_on(device):
                         continue

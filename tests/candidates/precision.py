@@ -74,6 +74,42 @@ class Float32StateAdagrad(torch.optim.Optimizer):
                     p.copy_((p.to(grad.dtype) - clr * grad / std).to(p.dtype))
 
 
+    def load_state_dict(self, state_dict):
+        """Keep the float32 accumulator: torch's Optimizer.load_state_dict casts floating-point state
+        to the parameter's dtype, which would round it to float16/bfloat16 on every resume."""
+        ids = [pid for group in state_dict["param_groups"] for pid in group["params"]]
+        wide_sums = {pid: state_dict["state"][pid]["sum"].clone() for pid in ids if pid in state_dict["state"]}
+        super().load_state_dict(state_dict)
+        for pid, p in zip(ids, (p for group in self.param_groups for p in group["params"])):
+            if pid in wide_sums:
+                self.state[p]["sum"] = wide_sums[pid].to(device=p.device, dtype=wide(p.dtype))
+
+
+class DowncastOnLoadAdagrad(Float32StateAdagrad):
+    """Float32StateAdagrad relying on torch's Optimizer.load_state_dict, which casts its float32
+    accumulator to a float16/bfloat16 parameter's dtype: a resumed run departs from the
+    uninterrupted one (a real trap for mixed-precision optimizers)."""
+
+    load_state_dict = torch.optim.Optimizer.load_state_dict
+
+
+class GroupBlindAdagrad(torch.optim.Adagrad):
+    """torch's Adagrad stepping every parameter with the first param group's hyperparameters: a
+    per-group lr or eps is ignored."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        first = {k: v for k, v in self.param_groups[0].items() if k != "params"}
+        saved = [dict(group) for group in self.param_groups]
+        for group in self.param_groups:
+            group.update(first)
+        try:
+            return super().step(closure)
+        finally:
+            for group, old in zip(self.param_groups, saved):
+                group.update(old)
+
+
 class NoLrDecayAdagrad(torch.optim.Adagrad):
     """torch's Adagrad behind a library that cannot express ``lr_decay``: it raises Unsupported
     for those inputs only, and must still get generated coverage for everything else."""

@@ -199,3 +199,20 @@ def test_param_groups_and_resume_on_stock_torch_and_on_slips():
     assert records["adagrad-state-dict-resume[candidate-cpu-float16]"]["outcome"] == "failed"
     assert "the uninterrupted run" in records["adagrad-state-dict-resume[candidate-cpu-float16]"]["message"]
     assert records["adagrad-state-dict-resume[candidate-cpu-float32]"]["outcome"] == "passed"
+
+
+def test_a_sparse_only_optimizer_declares_it_and_gets_unsupported_not_errors():
+    code, document = _run("sparse-only", "adagrad", f"{PRECISION}:SparseOnlyAdagrad", "-k", "float32", examples=30)
+    outcomes = _outcomes(document)
+    assert code == 0, {k: v for k, v in outcomes.items() if v not in ("passed", "xfail", "unsupported")}
+    assert outcomes["dense-gradient-updates-every-entry[candidate-cpu-float32]"] == "unsupported"
+    unsupported = [r for r in by_case(document).values() if r["outcome"] == "unsupported"]
+    assert unsupported and all("sparse_gradients_only" in r["message"] for r in unsupported), unsupported
+    generated = by_case(document)["adagrad-agrees-with-reference[candidate-cpu-float32]"]
+    assert generated["outcome"] == "passed" and generated["unsupported_examples"] > 0  # dense examples rejected
+
+    code, document = _run("undeclared", "adagrad", f"{PRECISION}:UndeclaredSparseOnlyAdagrad", "-k", "float32",
+                          examples=30)
+    assert code == 1
+    assert any(r["outcome"] == "error" and "sparse gradients only" in r["message"]
+               for r in by_case(document).values())

@@ -216,6 +216,7 @@ def _watch_optimizer(op_name: str, candidate: Any):
         optimizer.step = checked_step
         return optimizer
 
+    build.sparse_gradients_only = getattr(candidate, "sparse_gradients_only", False)  # (declared on the class)
     return build
 
 

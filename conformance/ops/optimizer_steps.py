@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from conformance.types import RunContext
+from conformance.types import RunContext, Unsupported
 from conformance.compare import Mismatch
 from conformance.ops.base import COO, TENSOR
 from conformance.ops.coalesce import coalesce_reference
@@ -93,6 +93,18 @@ def grad_to_torch(grad: CooArray | np.ndarray, ctx: RunContext) -> torch.Tensor:
     return grad.to_torch(ctx.dtype, ctx.torch_device)
 
 
+SPARSE_ONLY_ATTRIBUTE = "sparse_gradients_only"
+
+
+def require_accepted_gradients(optimizer_class: Any, grads: list) -> None:
+    """Unsupported when the optimizer declares ``sparse_gradients_only = True`` (a class attribute)
+    and a step's gradient is dense: the harness sends dense gradients too (spec cases that write
+    ``{dense: ...}``, the densified runs of adagrad-sparse-equals-dense, SparseAdam's documented
+    dense-gradient error), and an optimizer made only for sparse ones says so instead of failing."""
+    if getattr(optimizer_class, SPARSE_ONLY_ATTRIBUTE, False) and any(isinstance(g, np.ndarray) for g in grads):
+        raise Unsupported(f"the optimizer declares {SPARSE_ONLY_ATTRIBUTE} = True and this input has a dense gradient")
+
+
 def run_optimizer(optimizer_class: type, inputs: OptimizerInputs, ctx: RunContext,
                   state_outputs: dict[str, str], *, resume_after: int | None = None) -> dict[str, Any]:
     """Construct ``optimizer_class([param], **hyperparameters)``, step once per gradient, and
@@ -101,6 +113,7 @@ def run_optimizer(optimizer_class: type, inputs: OptimizerInputs, ctx: RunContex
     With ``resume_after=k`` the run is interrupted after step k as a training job would be: the
     optimizer's ``state_dict()`` goes through ``torch.save``/``torch.load``, and a fresh
     optimizer on a fresh copy of the parameter loads it and takes the remaining steps."""
+    require_accepted_gradients(optimizer_class, inputs.grads)
     param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
     optimizer = optimizer_class([param], **inputs.hyperparameters)
     for step, grad in enumerate(inputs.grads, start=1):
@@ -171,6 +184,8 @@ def run_param_groups(optimizer_class: type, inputs: ParamGroupsInputs, ctx: RunC
     """One optimizer over every parameter of ``inputs`` (one param group per group, with its first
     member's hyperparameters), stepped ``inputs.steps`` times: (the outputs of each member with a
     trajectory, in order, as :func:`run_optimizer` reads them; the idle parameters after the steps)."""
+    for member in inputs.members:
+        require_accepted_gradients(optimizer_class, member.grads)
     params, groups = [], []
     for group in inputs.groups:
         hyper = next(m.hyperparameters for m in group if isinstance(m, OptimizerInputs))

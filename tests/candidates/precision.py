@@ -110,6 +110,25 @@ class GroupBlindAdagrad(torch.optim.Adagrad):
                 group.update(old)
 
 
+class SparseOnlyAdagrad(torch.optim.Adagrad):
+    """torch's Adagrad behind a library made for embedding tables: it rejects dense gradients and
+    declares so (``sparse_gradients_only``), so the harness reports those inputs unsupported."""
+
+    sparse_gradients_only = True
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        if any(p.grad is not None and not p.grad.is_sparse for group in self.param_groups for p in group["params"]):
+            raise TypeError("this optimizer takes sparse gradients only")
+        return super().step(closure)
+
+
+class UndeclaredSparseOnlyAdagrad(SparseOnlyAdagrad):
+    """SparseOnlyAdagrad without the declaration: its dense-gradient inputs are errors."""
+
+    sparse_gradients_only = False
+
+
 class NoLrDecayAdagrad(torch.optim.Adagrad):
     """torch's Adagrad behind a library that cannot express ``lr_decay``: it raises Unsupported
     for those inputs only, and must still get generated coverage for everything else."""

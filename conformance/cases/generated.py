@@ -629,6 +629,10 @@ def _dense_cases(dtype: str):
     return lambda inputs: [("sparse", inputs), ("densified", densified(inputs, dtype))]
 
 
+# kernel-triton drives the very optimizer classes of kernel (conformance.kernels), which own the
+# param groups and the state_dict; only the step kernel differs, and Triton's interpreter is slow
+OPTIMIZER_OBJECT_TWINS = ("kernel-triton",)
+
 PROPERTIES: list[Property] = [
     Property("coalesce", "agrees-with-reference",
              "coalesce matches the NumPy reference (indices exact, values within a tolerance for the dtype)",
@@ -663,14 +667,16 @@ PROPERTIES: list[Property] = [
                "one optimizer over two param groups (different shapes and hyperparameters, a parameter without "
                "a gradient) moves each parameter as an optimizer of its own would",
                lambda dtype, op=op: strategies.optimizer_param_groups(op, dtype), check_param_groups,
-               needs_optimizer_object=True, to_cases=_member_cases, observe=observe_param_groups)
+               needs_optimizer_object=True, to_cases=_member_cases, observe=observe_param_groups,
+               skip_backends=OPTIMIZER_OBJECT_TWINS)
       for op in ("adagrad", "sparse_adam")],
     *[Property(op, "state-dict-resume",
                "state_dict() saved mid-trajectory (torch.save/torch.load) and loaded into a fresh optimizer "
                "continues exactly as the uninterrupted run",
                lambda dtype, op=op: strategies.optimizer_resume_points(op, dtype), check_state_dict_resume,
                needs_optimizer_object=True, to_cases=lambda example: _member_cases(example[0]),
-               observe=lambda trial, example: _flat_outputs(trial.op, _grouped_runs(trial, *example)[0]))
+               observe=lambda trial, example: _flat_outputs(trial.op, _grouped_runs(trial, *example)[0]),
+               skip_backends=OPTIMIZER_OBJECT_TWINS)
       for op in ("adagrad", "sparse_adam")],
     Property("coalesce", "rounds-correctly",
              "float16/bfloat16 sums of duplicates are correctly rounded (many equal duplicates, cancelling pairs)",

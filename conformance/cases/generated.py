@@ -327,7 +327,6 @@ def check_coalesce_dense_sum(trial: Trial, coo: CooArray) -> None:
 
 # optimizers
 
-OPTIMIZER_STATE = {"adagrad": ("param", "state_sum"), "sparse_adam": ("param", "exp_avg", "exp_avg_sq")}
 
 
 def _initial_state(op: str, inputs: OptimizerInputs, outputs: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -351,12 +350,12 @@ def check_unspecified_unchanged(trial: Trial, inputs: OptimizerInputs) -> None:
         if previous is None:
             previous = _initial_state(trial.op.name, inputs, outputs)
         untouched = ~specified_mask(inputs.grads[step - 1], inputs.param.shape)
-        for name in OPTIMIZER_STATE[trial.op.name]:
+        for name in ("param", *trial.op.state_tensors):
             if name not in outputs:
                 raise Mismatch(f"the backend did not produce {name}")
             assert_bits_equal(f"{name} after step {step}", outputs[name], previous[name], untouched,
                               against=f"its value before step {step} at entries step {step}'s gradient does not specify")
-        previous = {name: to_numpy(outputs[name]) for name in OPTIMIZER_STATE[trial.op.name]}
+        previous = {name: to_numpy(outputs[name]) for name in ("param", *trial.op.state_tensors)}
 
 
 def densified(inputs: OptimizerInputs, dtype: str) -> OptimizerInputs:

@@ -778,20 +778,13 @@ def same_as_torch(prop: Property, trial: Trial, torch_trial: Trial, example: Any
         return None
     tolerance = agreement_tolerance(torch_dtype(trial.dtype))
     if prop.observe is not None:  # the property's own outputs, not its cases' single runs
+        runs = [lambda: (prop.observe(trial, example), prop.observe(torch_trial, example))]
+    else:
+        runs = [lambda inputs=inputs: (trial.run(inputs), torch_trial.run(inputs))
+                for _, inputs in cases_of(prop, example, trial.dtype)]
+    for run in runs:
         try:
-            ours, theirs = prop.observe(trial, example), prop.observe(torch_trial, example)
-        except Exception:  # noqa: BLE001 - one of them raises on these inputs: not the same behaviour
-            return None
-        if not agrees(ours, theirs, {name: tolerance for name in theirs}, list(theirs)):
-            mismatch.args = (f"{mismatch.args[0] if mismatch.args else ''}\n  stock torch on the same example: "
-                             f"misses the property too, but differently (max abs difference "
-                             f"{distance(ours, theirs):.6g})",)
-            return None
-        return DivergenceObserved(lowprec.Divergence(
-            SAME_AS_TORCH.key, f"same as torch: {SAME_AS_TORCH.reason}", SAME_AS_TORCH.link), str(mismatch).splitlines()[0])
-    for _, inputs in cases_of(prop, example, trial.dtype):
-        try:
-            ours, theirs = trial.run(inputs), torch_trial.run(inputs)
+            ours, theirs = run()
         except Exception:  # noqa: BLE001 - one of them raises on these inputs: not the same behaviour
             return None
         tols = {name: (None if name in trial.op.exact_outputs else tolerance) for name in theirs}
@@ -800,7 +793,8 @@ def same_as_torch(prop: Property, trial: Trial, torch_trial: Trial, example: Any
                              f"misses the property too, but differently (max abs difference "
                              f"{distance(ours, theirs):.6g})",)
             return None
-    explained = trial.known_divergence(inputs, ours, tols) if len(cases_of(prop, example, trial.dtype)) == 1 else None
+    single = prop.observe is None and len(runs) == 1
+    explained = trial.known_divergence(cases_of(prop, example, trial.dtype)[0][1], ours, tols) if single else None
     divergence = explained or SAME_AS_TORCH
     return DivergenceObserved(lowprec.Divergence(
         divergence.key, f"same as torch: {divergence.reason}", divergence.link), str(mismatch).splitlines()[0])

@@ -10,6 +10,7 @@ Each conformance session writes, under reports/:
   junit-torch-<V>.xml      pytest's JUnit XML of the spec run
   results-torch-<V>.json   the conformance results (when the plugin has --conformance-results)
   status-torch-<V>.json    what was installed and how the run ended -- also when installing failed
+  junit-bad-input-torch-<V>.xml  the bad-input corpus (tests/test_bad_input.py) on that torch
   junit-kernels-torch-<V>.xml  the kernel tests (tests/test_kernels.py) on that torch: C++ and
                                Triton's interpreter on CPU, compiled Triton on CUDA where a GPU is
                                present; a crash (a signal) is recorded as such in the status file
@@ -179,6 +180,12 @@ def conformance(session: nox.Session, torch_version: str) -> None:
                 session, ["tests/test_kernels.py", "-p", "no:cacheprovider", f"--junitxml={kernels_junit}"], env)
             if exit_codes["kernels"] < 0:
                 status["kernels_crashed"] = f"killed by signal {-exit_codes['kernels']}"
+        if os.environ.get("CONFORMANCE_NOX_BAD_INPUT_TESTS", "1") != "0":
+            # the bad-input corpus (pathological specs among the real ones, locked results files,
+            # contract violations) on this torch: one bad spec is one invalid-spec item everywhere
+            bad_input_junit = REPORTS / f"junit-bad-input-torch-{torch_version}.xml"
+            exit_codes["bad_input"] = _pytest(
+                session, ["tests/test_bad_input.py", "-p", "no:cacheprovider", f"--junitxml={bad_input_junit}"], env)
         if torch_version in TORCH_XLA:
             xla_junit = REPORTS / f"junit-xla-tests-torch-{torch_version}.xml"
             exit_codes["xla_tests"] = _pytest(

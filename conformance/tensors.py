@@ -50,7 +50,7 @@ def quantize(array: np.ndarray, dtype: torch.dtype) -> np.ndarray:
     """Round float64 values to ``dtype`` and back, so the reference sees what a backend sees."""
     array = np.asarray(array, dtype=np.float64)
     # np.ascontiguousarray would turn a 0-d array into shape (1,); reshape keeps 0-d inputs 0-d
-    return torch.from_numpy(np.ascontiguousarray(array)).to(dtype).double().numpy().reshape(array.shape)
+    return torch.tensor(array).to(dtype).double().numpy().reshape(array.shape)  # (a copy: read-only arrays too)
 
 
 @dataclass

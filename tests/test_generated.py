@@ -47,7 +47,8 @@ def read_records(path: Path) -> dict[str, dict]:
 def run_generated(tmp_path: Path, impls: dict[str, str], *extra: str) -> tuple[subprocess.CompletedProcess, dict, Path]:
     records = tmp_path / "records.json"
     counterexamples = tmp_path / "counterexamples"
-    args = ["specs", "-q", "-k", "generated", "--conformance-device", "cpu",
+    # a generous per-item timeout: these runs share the machine with the rest of the test command
+    args = ["specs", "-q", "-k", "generated", "--conformance-device", "cpu", "--conformance-timeout", "600",
             f"--conformance-counterexamples={counterexamples}",
             *(f"--conformance-impl={op}={target}" for op, target in impls.items()), *extra]
     proc = run_pytest(args, records=records)

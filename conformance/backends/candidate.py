@@ -85,7 +85,7 @@ class CandidateBackend(Backend):
         super().__init__({op: self._runner(op, obj) for op, obj in candidates.items()})
 
     def optimizer_class(self, op: str):
-        if op not in OPTIMIZER_STATE or op not in self.candidates:
+        if op not in self.candidates or not OPS[op].state_outputs:
             return None
         return CONTRACT_CHECKS[op](op, self.candidates[op])
 
@@ -105,7 +105,7 @@ def checked_runner(op_name: str, candidate: Any) -> Callable[[Any, RunContext], 
     def run(inputs: Any, ctx: RunContext):
         own = copy.deepcopy(inputs)  # the runner's inputs feed the reference check: keep them out of reach
         outputs = op.run_candidate(wrap(op_name, candidate), own, ctx)
-        if op_name in OPTIMIZER_STATE:
+        if op.state_outputs:
             _check_optimizer_outputs(op_name, outputs, ctx)
         return outputs
 
@@ -220,8 +220,6 @@ def _watch_optimizer(op_name: str, candidate: Any):
     return build
 
 
-# output names the harness reads from an optimizer's state, checked for the parameter's device and shape
-OPTIMIZER_STATE = {"adagrad": ("state_sum",), "sparse_adam": ("exp_avg", "exp_avg_sq")}
 
 
 def _check_optimizer_outputs(op_name: str, outputs: dict[str, Any], ctx: RunContext) -> None:
@@ -231,7 +229,7 @@ def _check_optimizer_outputs(op_name: str, outputs: dict[str, Any], ctx: RunCont
     if param.dtype != ctx.dtype or not _same_device(param.device, ctx.torch_device):
         raise _violation(op_name, "the parameter keeps its dtype and device",
                          f"after the steps it is {param.dtype} on {param.device}, was {ctx.dtype} on {ctx.device}")
-    for name in OPTIMIZER_STATE[op_name]:
+    for name in OPS[op_name].state_tensors:  # checked for the parameter's device and shape
         state = outputs.get(name)
         if not isinstance(state, torch.Tensor):
             continue

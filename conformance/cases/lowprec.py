@@ -70,14 +70,15 @@ def _rounder(dtype: str):
 
 
 def coalesce_sequential(coo: CooArray, accumulate: str, round_to: str | None = None) -> CooArray:
-    """Coalesce as torch does: indices sorted lexicographically (stable), duplicates added one
-    after another in input order, each partial sum rounded to ``accumulate``; the sums are then
-    rounded to ``round_to`` (default: ``accumulate``)."""
+    """Coalesce as torch's CPU kernel does: the indices flattened to one linear index and sorted
+    with ``torch.sort`` (not stable: from 17 entries on, duplicates leave the sort in another order
+    than the input's), duplicates added one after another in that order, each partial sum rounded
+    to ``accumulate``; the sums are then rounded to ``round_to`` (default: ``accumulate``)."""
     acc, final = _rounder(accumulate), _rounder(round_to or accumulate)
     sparse_dim, nnz = coo.indices.shape
     if nnz == 0:
         return CooArray(coo.indices.copy(), coo.values.copy(), coo.size)
-    order = np.lexsort(coo.indices[::-1]) if sparse_dim else np.arange(nnz)
+    order = _torch_coalesce_order(coo) if sparse_dim else np.arange(nnz)
     indices = coo.indices[:, order]
     values = coo.values[order]
     unique: list[np.ndarray] = []
@@ -89,6 +90,15 @@ def coalesce_sequential(coo: CooArray, accumulate: str, round_to: str | None = N
             unique.append(indices[:, position])
             sums.append(acc(values[position]))
     return CooArray(np.stack(unique, axis=1), final(np.stack(sums)), coo.size)
+
+
+def _torch_coalesce_order(coo: CooArray) -> np.ndarray:
+    """The permutation torch's coalesce visits the entries in: its unstable sort of the linear index."""
+    import torch
+
+    linear = np.ravel_multi_index(tuple(coo.indices), coo.sparse_shape) if coo.indices.shape[1] else \
+        np.zeros(0, dtype=np.int64)
+    return torch.sort(torch.from_numpy(np.asarray(linear, dtype=np.int64)), stable=False).indices.numpy()
 
 
 def _accumulation_differs(coo: CooArray, dtype: str) -> bool:

@@ -29,6 +29,11 @@ class Op:
     state_outputs: dict[str, str] = {}
 
     @property
+    def state_tensors(self) -> tuple[str, ...]:
+        """The state outputs that are tensors of the parameter's shape (``step`` left out)."""
+        return tuple(name for name in self.state_outputs if name != "step")
+
+    @property
     def torch_implementation(self) -> Any:
         """Stock torch's implementation of this op, in the form ``run_candidate`` drives (None: no
         single torch function does it). A candidate is also judged against what it returns."""

@@ -456,6 +456,6 @@ def pytest_handlecrashitem(crashitem: str, report, sched) -> None:
     if not _is_spec_nodeid(crashitem) or _record_of(report) is not None:
         return
     rootdir = getattr(getattr(sched, "config", None), "rootpath", None)
-    record = {**record_from_nodeid(crashitem, rootdir), "outcome": outcomes.ERROR, "crashed": True,
+    record = {**record_from_nodeid(crashitem, rootdir), "outcome": outcomes.ERROR.value, "crashed": True,
               "message": f"{CRASH_MESSAGE} ({report.longrepr})"}
     report.user_properties.append((outcomes.PROPERTY, record))

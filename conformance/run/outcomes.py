@@ -11,17 +11,28 @@ skipped      the device is not available here (the reason says why)
 
 from __future__ import annotations
 
+from enum import Enum
+
 import pytest
 
-PASSED = "passed"
-FAILED = "failed"
-ERROR = "error"
-UNSUPPORTED = "unsupported"
-XFAIL = "xfail"
-XPASS = "xpass"
-SKIPPED = "skipped"
 
-ALL = (PASSED, FAILED, ERROR, UNSUPPORTED, XFAIL, XPASS, SKIPPED)
+class Outcome(str, Enum):
+    """One item's outcome; a str, so records and JSON carry the plain name."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    UNSUPPORTED = "unsupported"
+    XFAIL = "xfail"
+    XPASS = "xpass"
+    SKIPPED = "skipped"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+PASSED, FAILED, ERROR, UNSUPPORTED, XFAIL, XPASS, SKIPPED = Outcome
+ALL = tuple(Outcome)
 PROPERTY = "conformance"  # key of the user property carrying an item's record
 
 
@@ -29,7 +40,7 @@ class UnsupportedSkip(pytest.skip.Exception):
     """The pytest skip that carries the outcome ``unsupported``."""
 
 
-def classify(report, excinfo) -> str | None:
+def classify(report, excinfo) -> Outcome | None:
     """The outcome decided by this report, or None when the phase decides nothing."""
     from conformance.compare import Mismatch
 

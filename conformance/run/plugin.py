@@ -245,7 +245,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
                 message = f"{type(call.excinfo.value).__name__}: {message}".rstrip(": ")
         elif hasattr(report, "wasxfail"):
             message = report.wasxfail
-        report.user_properties.append((outcomes.PROPERTY, {**record, "outcome": outcome, "message": message}))
+        report.user_properties.append((outcomes.PROPERTY, {**record, "outcome": outcomes.Outcome(outcome).value, "message": message}))
     return report
 
 

@@ -103,11 +103,15 @@ class Adagrad(torch.optim.Adagrad):
 
 class SparseAdam(torch.optim.SparseAdam):
     """torch.optim.SparseAdam's constructor and state keys; TF1's AdamOptimizer applies
-    ``tf.IndexedSlices`` gradients (its own slots ``m``, ``v`` and beta powers carry the state)."""
+    ``tf.IndexedSlices`` gradients.
 
-    def __init__(self, params, *args, **kwargs):
-        super().__init__(params, *args, **kwargs)
-        self._tf = {}  # param -> (tf.Variable, AdamOptimizer)
+    The torch state is the only state: every step builds the TF variable and a fresh AdamOptimizer,
+    loads its slots ``m`` and ``v`` from ``exp_avg`` and ``exp_avg_sq`` and its float32 beta-power
+    accumulators from the state's ``beta1_power`` and ``beta2_power`` (Python floats holding TF's
+    float32 values, which ``load_state_dict`` keeps as they are), lets ``apply_gradients`` do the
+    update and writes everything back. So ``state_dict()``/``load_state_dict()`` resume a trajectory,
+    each parameter of a param group has its own hyperparameters, and a parameter may get gradients
+    with different sparse_dim (hence different TF row layouts) from step to step."""
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -125,22 +129,34 @@ class SparseAdam(torch.optim.SparseAdam):
                                       "rejecting them is SparseAdam's policy, which TF has no counterpart of")
                 dtype = _tf_dtype(p.dtype)
                 sparse_dim = p.grad.sparse_dim()
-                if id(p) not in self._tf:
-                    optimizer = tf.compat.v1.train.AdamOptimizer(learning_rate=group["lr"], beta1=beta1, beta2=beta2,
-                                                                 epsilon=group["eps"])
-                    self._tf[id(p)] = (tf.Variable(_rows_view(p, sparse_dim), dtype=dtype), optimizer)
-                var, optimizer = self._tf[id(p)]
-                var.assign(_rows_view(p, sparse_dim))
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = torch.tensor(0.0)
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    # TF's initial accumulators: float32 variables holding beta1 and beta2
+                    state["beta1_power"] = float(np.float32(beta1))
+                    state["beta2_power"] = float(np.float32(beta2))
+                var = tf.Variable(_rows_view(p, sparse_dim), dtype=dtype)
+                optimizer = tf.compat.v1.train.AdamOptimizer(learning_rate=group["lr"], beta1=beta1, beta2=beta2,
+                                                             epsilon=group["eps"])
+                optimizer._create_slots([var])  # what apply_gradients does first; it reuses what exists
+                m, v = optimizer.get_slot(var, "m"), optimizer.get_slot(var, "v")
+                m.assign(tf.constant(_rows_view(state["exp_avg"], sparse_dim), dtype=dtype))
+                v.assign(tf.constant(_rows_view(state["exp_avg_sq"], sparse_dim), dtype=dtype))
+                beta1_power, beta2_power = optimizer._get_beta_accumulators()
+                beta1_power.assign(state["beta1_power"])
+                beta2_power.assign(state["beta2_power"])
                 rows, values = _sparse_rows(p.grad)
                 gradient = tf.IndexedSlices(tf.constant(values, dtype=dtype), tf.constant(rows, dtype=tf.int64),
                                             dense_shape=tf.constant(var.shape, dtype=tf.int64))
                 optimizer.apply_gradients([(gradient, var)])
-                state = self.state[p]
-                state["step"] = state.get("step", torch.tensor(0.0)) + 1
+                state["step"] += 1
+                state["beta1_power"] = float(beta1_power.numpy())
+                state["beta2_power"] = float(beta2_power.numpy())
                 p.copy_(from_numpy(var.numpy(), p.dtype, p.device).reshape(p.shape))
-                state["exp_avg"] = from_numpy(optimizer.get_slot(var, "m").numpy(), p.dtype, p.device).reshape(p.shape)
-                state["exp_avg_sq"] = from_numpy(optimizer.get_slot(var, "v").numpy(), p.dtype,
-                                                 p.device).reshape(p.shape)
+                state["exp_avg"].copy_(from_numpy(m.numpy(), p.dtype, p.device).reshape(p.shape))
+                state["exp_avg_sq"].copy_(from_numpy(v.numpy(), p.dtype, p.device).reshape(p.shape))
         return None
 
 

@@ -31,7 +31,8 @@ def run_candidates(impls: dict[str, str], *extra: str) -> dict[str, dict]:
     if key not in _CACHE:
         with tempfile.TemporaryDirectory() as tmp:
             results = Path(tmp) / "r.json"
-            command = [sys.executable, "-m", "pytest", "specs", "--conformance-device", "cpu",
+            # run_specs.py: pytest without Hypothesis's shrink phase (see there why)
+            command = [sys.executable, "-m", "examples.tests.run_specs", "specs", "--conformance-device", "cpu",
                        "--conformance-op", ",".join(sorted(impls)),
                        *[f"--conformance-impl={op}={target}" for op, target in sorted(impls.items())],
                        "--conformance-examples", EXAMPLES, "--conformance-results", str(results),

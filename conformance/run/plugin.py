@@ -294,12 +294,14 @@ def _summarise_verdicts(terminalreporter) -> None:
     """Improvements over stock torch and stale known divergences, each listed once."""
     stale: dict[str, set] = defaultdict(set)
     improvements: dict[tuple[str, str], set] = defaultdict(set)
+    from conformance.run.hooks import _relative_spec
+
     for reports in terminalreporter.stats.values():
         for report in reports:
             record = _record_of(report)
             if not record:
                 continue
-            where = f"{record['spec']}::{record['case']}"
+            where = f"{_relative_spec(record, terminalreporter.config)['spec']}::{record['case']}"
             if record.get("stale_divergence"):
                 stale[where].add(record["dtype"])
             if record.get("verdict") == "improvement":

@@ -190,3 +190,15 @@ def test_a_crashed_item_is_known_by_its_node_id():
     assert record == {"kind": "case", "spec": "tests/data/robustness_adagrad.yaml", "case": "misbehave-here",
                       "op": "adagrad", "backend": "my-backend", "device": "cpu", "dtype": "float64"}
     assert record_from_nodeid("specs/nowhere.yaml::benchmark-x-1x2-d0.5[coo-cuda-float32]")["kind"] == "benchmark"
+
+
+def test_under_xdist_generated_items_count_as_expected_records():
+    code, path = run_inprocess("xdist-generated", "specs", "--conformance-op", "coalesce", "-n", "2", "-p", "no:benchmark",
+                               "--conformance-backend", "reference", "--conformance-examples", "2")
+    results = load_results(path)
+    generated = [r for r in results.records if r.get("generated")]
+    assert code == 0 and generated
+    assert results.run["records_expected"] == len(results.records) and results.run["not_run"] == []
+    assert record_from_nodeid("specs::generated::adagrad-param-groups[coo-cpu-float16]") == {
+        "kind": "case", "spec": "generated", "case": "adagrad-param-groups", "op": "adagrad", "backend": "coo",
+        "device": "cpu", "dtype": "float16", "generated": True}

@@ -338,12 +338,23 @@ def _is_controller(config: pytest.Config) -> bool:
     return not hasattr(config, "workerinput")
 
 
+GENERATED_MARK = "::generated::"  # node ids of generated items: <rootdir part>::generated::<property>[...]
+
+
 def _is_spec_nodeid(nodeid: str) -> bool:
-    return nodeid.split("::", 1)[0].endswith((".yaml", ".yml")) and "::" in nodeid
+    """A conformance item's node id: a spec case or benchmark, or a generated item."""
+    return (nodeid.split("::", 1)[0].endswith((".yaml", ".yml")) and "::" in nodeid) or GENERATED_MARK in nodeid
 
 
 def record_from_nodeid(nodeid: str, rootdir: Path | None = None) -> dict[str, Any]:
-    """A record for an item known only by its node id (its worker died): ``spec::case[backend-device-dtype]``."""
+    """A record for an item known only by its node id (its worker died): ``spec::case[backend-device-dtype]``,
+    or ``...::generated::property[backend-device-dtype]``."""
+    if GENERATED_MARK in nodeid:
+        from conformance.cases.generated import PROPERTIES_BY_ID
+
+        record = record_from_nodeid("generated::" + nodeid.split(GENERATED_MARK, 1)[1])
+        prop = PROPERTIES_BY_ID.get(record["case"])
+        return {**record, "op": prop.op if prop else None, "generated": True}
     spec, _, name = nodeid.partition("::")
     case, backend, device, dtype = name, None, None, None
     if name.endswith("]") and "[" in name:

@@ -327,11 +327,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     return report
 
 
-def _record_of(report) -> dict | None:
-    for key, value in getattr(report, "user_properties", ()):
-        if key == outcomes.PROPERTY:
-            return value
-    return None
+_record_of = outcomes.record_of
 
 
 def _is_controller(config: pytest.Config) -> bool:

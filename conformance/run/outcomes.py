@@ -36,6 +36,14 @@ ALL = tuple(Outcome)
 PROPERTY = "conformance"  # key of the user property carrying an item's record
 
 
+def record_of(report) -> dict | None:
+    """The conformance record a report carries (a user property), or None."""
+    for key, value in getattr(report, "user_properties", ()):
+        if key == PROPERTY:
+            return value
+    return None
+
+
 class UnsupportedSkip(pytest.skip.Exception):
     """The pytest skip that carries the outcome ``unsupported``."""
 

@@ -249,11 +249,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     return report
 
 
-def _record_of(report) -> dict | None:
-    for key, value in getattr(report, "user_properties", ()):
-        if key == outcomes.PROPERTY:
-            return value
-    return None
+_record_of = outcomes.record_of
 
 
 def pytest_report_teststatus(report, config):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,19 @@ class Unsupported(Exception):
     The harness reports it as the outcome ``unsupported``: never a pass, a failure,
     or a silent fallback to another backend.
     """
+
+
+_NO_KERNEL = re.compile(r"Could not run '([\w:.]+)' with arguments from the '(\w+)' backend")
+
+
+def missing_kernel(exc: BaseException, device: str) -> str | None:
+    """A one-line account when ``exc`` is torch's dispatcher saying it has no kernel for the op on
+    ``device`` (sparse COO on XLA: SparseXLA); None for any other error. On cpu a missing kernel
+    would be a torch regression, so it is never excused as one."""
+    found = _NO_KERNEL.search(str(exc)) if isinstance(exc, NotImplementedError) else None
+    if device == "cpu" or found is None:
+        return None
+    return f"torch has no kernel for {found.group(1)} on the {found.group(2)} backend (NotImplementedError)"
 
 
 @dataclass

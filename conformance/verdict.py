@@ -28,7 +28,7 @@ from conformance.backends.base import Backend
 from conformance.compare import Mismatch, Tolerance, compare_outputs
 from conformance.ops.base import Op
 from conformance.tensors import to_numpy
-from conformance.types import RunContext, Unsupported
+from conformance.types import RunContext, Unsupported, missing_kernel
 
 SMALL = 64  # tensors up to this many elements are shown side by side in full
 
@@ -59,6 +59,12 @@ class TorchRun:
     outputs: dict[str, Any] | None = None
     error: BaseException | None = None
     failure: Mismatch | None = None  # how torch itself misses the spec (None: it conforms)
+    device: str | None = None  # where torch ran: the item's device, or cpu standing in (see stand_in)
+    stand_in: str | None = None  # why torch ran on cpu instead of the item's device
+
+    def where(self) -> str:
+        """"stock torch" with the stand-in said, for messages."""
+        return f"stock torch on cpu ({self.stand_in})" if self.stand_in else "stock torch"
 
     @property
     def conforms(self) -> bool:
@@ -113,21 +119,42 @@ class StockTorch(Backend):
         return OPS[op].run_candidate(OPS[op].torch_implementation, inputs, ctx)
 
 
+def first_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` (torch's dispatcher errors run to dozens of lines)."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+
+
 def run_stock_torch(op: Op, inputs: Any, ctx: RunContext,
                     check: Callable[[dict[str, Any]], None]) -> TorchRun | None:
     """Run ``op``'s stock torch implementation through its candidate contract and ``check`` it
-    against the spec; None when the op has no single torch implementation."""
+    against the spec; None when the op has no single torch implementation.
+
+    Where torch's implementation has no kernel on the item's device (sparse COO tensors on XLA),
+    torch on cpu, same inputs and dtype, stands in: it is the behaviour the device's other
+    backends are meant to match, and the run says so (``TorchRun.stand_in``).
+    """
     implementation = op.torch_implementation
     if implementation is None:
         return None
-    run = TorchRun()
+    run = TorchRun(device=ctx.device)
     try:
         run.outputs = op.run_candidate(implementation, inputs, RunContext(ctx.device, ctx.dtype, {}))
     except Unsupported:
         return None
     except Exception as exc:  # noqa: BLE001 - torch raising is a fact about torch, reported with the item
-        run.error = exc
-        return run
+        missing = missing_kernel(exc, ctx.device)
+        if missing is None:
+            run.error = exc
+            return run
+        run = TorchRun(device="cpu", stand_in=f"on {ctx.device} {missing}")
+        try:
+            run.outputs = op.run_candidate(implementation, inputs, RunContext("cpu", ctx.dtype, {}))
+        except Unsupported:
+            return None
+        except Exception as cpu_exc:  # noqa: BLE001
+            run.error = cpu_exc
+            return run
     try:
         check(run.outputs)
     except Mismatch as mismatch:
@@ -219,16 +246,20 @@ def judge(failure: Mismatch | None, torch: TorchRun | None, same_as_torch: bool,
         return Judgement(verdict, torch, record)
     if torch is not None and not torch.conforms and same_as_torch:
         if divergence_text:
-            reason = f"same as torch: {divergence_text}"
+            reason = f"same as torch{_stand_in(torch)}: {divergence_text}"
         else:
-            reason = ("same as torch: stock torch itself disagrees with the spec here and no known divergence "
+            reason = (f"same as torch{_stand_in(torch)}: stock torch itself disagrees with the spec here and no known divergence "
                       "is recorded for it -- the finding is torch's and the spec's, not this implementation's "
                       f"(torch {_torch_miss(torch)})")
         raise SameAsTorch(reason, failure)
     return Judgement(Verdict.DIFFERS, torch, record)
 
 
+def _stand_in(torch: TorchRun) -> str:
+    return f" (on cpu; {torch.stand_in})" if torch.stand_in else ""
+
+
 def _torch_miss(torch: TorchRun) -> str:
     if torch.error is not None:
-        return f"raised {type(torch.error).__name__}: {str(torch.error).strip().splitlines()[0] if str(torch.error).strip() else ''}"
+        return f"raised {first_line(torch.error)}"
     return "gives " + str(torch.failure).strip().splitlines()[0] if torch.failure is not None else "conforms"

@@ -216,3 +216,20 @@ def test_a_sparse_only_optimizer_declares_it_and_gets_unsupported_not_errors():
     assert code == 1
     assert any(r["outcome"] == "error" and "sparse gradients only" in r["message"]
                for r in by_case(document).values())
+
+
+def test_a_missing_kernel_is_told_apart_from_torch_rejecting_the_inputs():
+    """Only torch's dispatcher saying it has no kernel on a non-cpu device lets cpu stand in for
+    stock torch (conformance.verdict.run_stock_torch); a real dispatcher error, from the meta device."""
+    import torch
+
+    from conformance.types import missing_kernel
+
+    tensor = torch.sparse_coo_tensor(torch.tensor([[0, 0]]), torch.tensor([1.0, 2.0]), (3,), device="meta")
+    with pytest.raises(NotImplementedError) as raised:
+        tensor.coalesce()
+    assert missing_kernel(raised.value, "xla") == \
+        "torch has no kernel for aten::_coalesce on the SparseMeta backend (NotImplementedError)"
+    assert missing_kernel(raised.value, "cpu") is None  # on cpu a missing kernel is torch's regression
+    assert missing_kernel(ValueError(str(raised.value)), "xla") is None
+    assert missing_kernel(NotImplementedError("dense gradients are not supported"), "xla") is None

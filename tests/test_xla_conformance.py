@@ -111,3 +111,38 @@ def test_compile_spec_records_per_mask_compiles():
     assert len(per_mask) == 10
     assert per_mask[0] >= 1  # warm-up: this shape was never compiled in this process
     assert per_mask[1:] == [1, 0, 1, 0, 0, 1, 0, 0, 0]
+
+
+@needs_xla
+@pytest.mark.parametrize("backend", ["dense", "masked"])
+def test_torch_on_cpu_stands_in_where_torch_has_no_xla_kernel(backend):
+    """Stock torch's sparse Adagrad cannot run on XLA; torch on cpu stands in, and a backend that
+    shows torch's recorded float16 behaviour is xfail "same as torch", saying so."""
+    from conformance.verdict import SameAsTorch
+
+    record: dict = {}
+    with pytest.raises(SameAsTorch, match=r"same as torch \(on cpu; on xla torch has no kernel for .*SparseXLA"):
+        run_item(_case("adagrad.yaml", "duplicates-cancel-half-precision"), builtin_backends()[backend], "xla",
+                 "float16", record=record)
+    assert "SparseXLA" in record["torch_stand_in"]
+    assert record["verdict"] == "same-as-torch"
+
+
+@needs_xla
+def test_the_cpu_stand_in_does_not_excuse_a_different_result():
+    """A backend on XLA that misses the spec otherwise than torch (on cpu) does: failed, with the
+    stand-in named and torch's one-line error, not its dispatcher table."""
+
+    class Halving(Backend):
+        name = "halving"
+
+        def implements(self, op):
+            return op == "coalesce"
+
+        def run(self, op, inputs, ctx):
+            outputs = builtin_backends()["dense"].run(op, inputs, ctx)
+            return {**outputs, "values": outputs["values"] / 2}
+
+    with pytest.raises(Mismatch, match=r"stock torch on cpu \(on xla torch has no kernel") as raised:
+        run_item(_case("coalesce.yaml", "many-duplicates-half-precision"), Halving(), "xla", "float16")
+    assert "AutogradXLA" not in str(raised.value)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import re
 
 import torch
 
-from conformance.types import RunContext, Unsupported
+from conformance.types import RunContext, Unsupported, missing_kernel
 from conformance.backends.base import Backend
 from conformance.ops import adagrad, coalesce, sparse_adam
 from conformance.ops.masked_mean import MaskedMeanInputs, differentiate
@@ -38,9 +37,6 @@ def masked_mean_coo(inputs: MaskedMeanInputs, ctx: RunContext):
     return differentiate(sparse_masked_mean, inputs, ctx)
 
 
-_NO_KERNEL = re.compile(r"Could not run '([\w:.]+)' with arguments from the '(\w+)' backend")
-
-
 class CooBackend(Backend):
     name = "coo"
     description = "torch sparse COO tensors and stock torch.optim"
@@ -54,11 +50,10 @@ class CooBackend(Backend):
         except NotImplementedError as exc:
             # torch's dispatcher has no sparse kernel for this device (XLA: SparseXLA). On cpu a
             # missing kernel would be a torch regression, so it stays an error there.
-            found = _NO_KERNEL.search(str(exc))
-            if ctx.device == "cpu" or found is None:
+            missing = missing_kernel(exc, ctx.device)
+            if missing is None:
                 raise
-            raise Unsupported(f"sparse COO on {ctx.device}: torch has no kernel for {found.group(1)} "
-                              f"on the {found.group(2)} backend (NotImplementedError)") from exc
+            raise Unsupported(f"sparse COO on {ctx.device}: {missing}") from exc
 
 
 BACKEND = CooBackend({

@@ -9,7 +9,8 @@ from typing import Any, Callable
 
 from conformance.backends.base import Backend
 from conformance.types import RunContext, Unsupported
-from conformance.verdict import (SameAsTorch, TorchRun, Verdict, agreement_tolerance, agrees, distance, format_side_by_side, judge,
+from conformance.verdict import (SameAsTorch, TorchRun, Verdict, agreement_tolerance, agrees, distance, first_line,
+                                 format_side_by_side, judge,
                                  run_stock_torch, side_by_side)
 from conformance.compare import Mismatch, Tolerance, compare_outputs, default_tolerance
 from conformance.devices import measure
@@ -138,6 +139,8 @@ def _conclude(case: Case, backend: Backend, ctx: RunContext, failure: Mismatch |
               same: bool, divergence, expected: dict, outputs: dict) -> None:
     """Record the three-way verdict; raise SameAsTorch or the failure when the item does not conform."""
     text = _divergence_text(divergence)
+    if torch is not None and torch.stand_in:
+        ctx.record["torch_stand_in"] = torch.stand_in
     if divergence is not None and torch is not None and torch.conforms:
         ctx.record["stale_divergence"] = text
     if torch is not None and not backend.judged_against_torch and text is None:
@@ -161,9 +164,9 @@ def _conclude(case: Case, backend: Backend, ctx: RunContext, failure: Mismatch |
             ctx.record["values"] = table
         detail = ""
         if torch is not None:
-            detail = ("\n  stock torch on the same inputs: " + ("conforms" if torch.conforms else
-                      "also misses the spec, differently") + (f" (it raised {type(torch.error).__name__}: "
-                                                              f"{torch.error})" if torch.error else ""))
+            detail = (f"\n  {torch.where()} on the same inputs: " + ("conforms" if torch.conforms else
+                      "also misses the spec, differently") + (f" (it raised {first_line(torch.error)})"
+                                                              if torch.error else ""))
         if table:
             detail += "\n" + format_side_by_side(table)
         raise Mismatch(f"{failure}{detail}", failure.max_abs_error, failure.max_rel_error) from failure

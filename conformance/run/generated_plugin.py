@@ -59,6 +59,7 @@ class GeneratedConfig:
     counterexamples: Path
     database: Path | None
     impl_targets: dict[str, str]
+    shrink: bool = True  # --conformance-no-shrink: report the first failing example as drawn
 
     def hypothesis_settings(self):
         from hypothesis import HealthCheck, Phase, settings
@@ -70,7 +71,7 @@ class GeneratedConfig:
             deadline=None,
             derandomize=False,
             database=DirectoryBasedExampleDatabase(str(self.database)) if self.database else None,
-            phases=[getattr(Phase, name) for name in profile["phases"]],
+            phases=[getattr(Phase, name) for name in profile["phases"] if self.shrink or name != "shrink"],
             suppress_health_check=list(HealthCheck),
             report_multiple_bugs=False,
             print_blob=False,
@@ -82,6 +83,8 @@ class GeneratedConfig:
             parts.append(f"--conformance-hypothesis-profile {self.profile}")
         if self.examples != PROFILES[self.profile]["examples"]:
             parts.append(f"--conformance-examples {self.examples}")
+        if not self.shrink:
+            parts.append("--conformance-no-shrink")
         if op in self.impl_targets and "[candidate-" in nodeid:
             parts.append(f"--conformance-impl {op}={self.impl_targets[op]}")
         return " ".join(parts)
@@ -105,6 +108,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          f"Default: {DEFAULT_SEED} for ci, a fresh one for thorough.")
     group.addoption("--conformance-counterexamples", metavar="DIR",
                     help="where shrunk counterexamples are written (default: reports/counterexamples)")
+    group.addoption("--conformance-no-shrink", action="store_true",
+                    help="report a generated item's first failing example as drawn, without minimising it: the "
+                         "verdict is the same and comes sooner (shrinking tries many new inputs, and libraries "
+                         "that compile per input shape pay for each); the counterexample is then not minimal")
     group.addoption("--conformance-generated-on-xla", action="store_true",
                     help="also run the generated items on the xla device (skipped by default: XLA compiles a "
                          "graph for every new shape, and every generated example has new shapes)")
@@ -153,7 +160,7 @@ def pytest_configure(config: pytest.Config) -> None:
         impl_targets[op.strip()] = target.strip()
     config.addinivalue_line("markers", "generated: a generated (Hypothesis) conformance item")
     config.stash[GENERATED] = GeneratedConfig(profile, examples, seed, seed_given, counterexamples, database,
-                                              impl_targets)
+                                              impl_targets, shrink=not config.getoption("conformance_no_shrink"))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -181,7 +188,8 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     if gen.examples == 0:
         return "conformance generated cases: off (--conformance-examples 0)"
     return (f"conformance generated cases: profile {gen.profile}, {gen.examples} examples per item, "
-            f"seed {gen.seed} (replay with --conformance-seed {gen.seed})")
+            f"seed {gen.seed} (replay with --conformance-seed {gen.seed})"
+            + ("" if gen.shrink else ", failing examples not shrunk (--conformance-no-shrink)"))
 
 
 def _is_specs_root(path: Path) -> bool:
@@ -283,7 +291,7 @@ class GeneratedItem(pytest.Item):
         lines = [f"generated property {self.prop.id}: {self.prop.summary}",
                  f"backend {self.backend.name}, device {self.device}, dtype {self.dtype}; "
                  f"{result.examples} examples run (profile {gen.profile}, seed {gen.seed})",
-                 "", "failure on the shrunk example:", f"  {str(failure).strip() or type(failure).__name__}"]
+                 "", f"failure on the {'shrunk' if gen.shrink else 'first failing (not shrunk)'} example:", f"  {str(failure).strip() or type(failure).__name__}"]
         if not isinstance(failure, Mismatch):
             lines += ["", "".join(traceback.format_exception(type(failure), failure, failure.__traceback__,
                                                              limit=-4)).rstrip()]
@@ -292,7 +300,7 @@ class GeneratedItem(pytest.Item):
             op = OPS[self.prop.op]
             shown = [to_yaml({"case": name or "inputs", "inputs": encode_inputs(op, inputs)})
                      for name, inputs in cases_of(self.prop, example, self.dtype)]
-            lines += ["", "shrunk example (spec notation):", *("  " + line for text in shown
+            lines += ["", f"{'shrunk' if gen.shrink else 'failing'} example (spec notation):", *("  " + line for text in shown
                                                                 for line in text.rstrip().splitlines())]
             try:
                 written = write_counterexample(

@@ -1,7 +1,7 @@
 """Top-level pytest configuration. The conformance plugin itself is registered through the
 ``pytest11`` entry point of the installed package (``pip install -e .``); this file enables
 pytester for the harness's own tests in tests/, and runs the test command (``python -m pytest``
-with no paths: pyproject's testpaths, specs and tests) on every core with pytest-xdist when it is
+with no paths: pyproject's testpaths, tests/) on every core with pytest-xdist when it is
 installed. Items are independent; ``-n 0`` (or any ``-n``/``-p no:xdist``) overrides it, and runs
 given paths (the main job: ``pytest specs ...``) stay in one process as before."""
 

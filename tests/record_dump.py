@@ -11,6 +11,10 @@ from conformance.run import outcomes
 _records: dict[str, dict] = {}
 
 
+def pytest_sessionstart(session):
+    _records.clear()  # in-process runs share this module
+
+
 def pytest_runtest_logreport(report):
     for key, value in getattr(report, "user_properties", ()):
         if key == outcomes.PROPERTY:

@@ -10,11 +10,12 @@ Run with ``python -m pytest tests`` from the repository root so that this checko
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import runpy
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,18 +26,29 @@ REPO = Path(__file__).resolve().parents[1]
 MUTANTS = "tests/candidates/mutants.py"
 
 
-def run_pytest(args: list[str], cwd: Path = REPO, timeout: int = 900, records: Path | None = None,
+def run_pytest(args: list[str], cwd: Path = REPO, records: Path | None = None,
                env: dict | None = None) -> subprocess.CompletedProcess:
-    env = {**clean_env(), **(env or {}),
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    """``python -m pytest ARGS`` in this process (torch is imported once), as a subprocess would see
+    it: its own working directory and environment (restored afterwards) and its output captured."""
+    saved_env, saved_cwd, output = dict(os.environ), os.getcwd(), io.StringIO()
+    os.environ.clear()
+    os.environ.update({**clean_env(saved_env), **(env or {})})
     if records is not None:
-        env["CONFORMANCE_RECORDS"] = str(records)
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "tests.record_dump",
-                           *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+        os.environ["CONFORMANCE_RECORDS"] = str(records)
+    try:
+        os.chdir(cwd)
+        with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+            code = pytest.main(["-p", "no:cacheprovider", "-p", "tests.record_dump", "-o", "addopts=",
+                                "-p", "no:unraisableexception", *args])
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(args, int(code), output.getvalue(), "")
 
 
-def clean_env() -> dict:
-    return {k: v for k, v in os.environ.items() if k not in ("HYPOTHESIS_PROFILE", "CONFORMANCE_HYPOTHESIS_PROFILE",
+def clean_env(environ) -> dict:
+    return {k: v for k, v in environ.items() if k not in ("HYPOTHESIS_PROFILE", "CONFORMANCE_HYPOTHESIS_PROFILE",
                                                           "CONFORMANCE_GENERATED_SEED")}
 
 

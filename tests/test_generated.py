@@ -207,3 +207,25 @@ def test_generated_items_on_xla_are_opt_in(pytester, monkeypatch):
     opted_in = pytester.runpytest_inprocess(*args, "--conformance-generated-on-xla", "--conformance-examples", "1")
     assert "opt-in" not in opted_in.stdout.str()
     assert opted_in.parseoutcomes().get("skipped", 0) == 0
+
+
+def test_every_repro_script_is_python_that_compiles():
+    """The counterexample scripts are assembled from the files under conformance/cases/repro/: every
+    property, as a candidate's, a coo backend's and a suite backend's script, renders and compiles."""
+    from conformance.backends import builtin_backends
+    from conformance.cases.counterexamples import render_script
+    from conformance.cases.generated import PROPERTIES
+
+    document = {"cases": [{"id": "c", "inputs": {}, "expected": {"values": [1.0]},
+                           "tolerance": {"rtol": 0.001, "atol": 1e-05}}]}
+    backends = builtin_backends()
+    for prop in PROPERTIES:
+        for backend, target in ((backends["coo"], "pkg:Impl"), (backends["coo"], None), (backends["dense"], None)):
+            script = render_script(prop, backend, "float32", document, impl_target=target, replay="replay",
+                                   spec_name=f"{prop.id}.yaml")
+            compile(script, f"{prop.id}-{backend.name}.py", "exec")
+            assert "CASES = json.loads(" in script and script.rstrip().endswith("sys.exit(1 if failures else 0)")
+            if backend.name == "dense":  # no plain-torch rendition: the script runs the suite's backend
+                assert "BACKEND = builtin_backends()['dense']" in script and "PROPERTY_CHECK = False" in script
+            elif prop.name in ("idempotent", "unspecified-unchanged", "param-groups", "state-dict-resume"):
+                assert "PROPERTY_CHECK = True" in script and "\ndef extra(outputs, case):" in script

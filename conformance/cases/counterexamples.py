@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import numpy as np
 import yaml
 
@@ -282,287 +283,23 @@ def _other_backends_on(spec, others: dict[str, Backend], exclude: str, dtype: st
 
 # ---------------------------------------------------------------- the script
 
-_SCRIPT_HEAD = '''"""Counterexample: {prop_id} on backend {backend} ({dtype}).
-
-{summary}.
-Golden values: the NumPy float64 reference, not the code under test (see {spec_name}).
-Replay the search: {replay}
-Run: python {script_name}    (exit status 1 while the implementation still disagrees)
-"""
-
-import importlib
-import importlib.util
-import json
-import sys
-from pathlib import Path
-
-import torch
-
-ROOT = Path({root!r})
-DTYPE = torch.{dtype}
-TOL = dict(rtol={rtol!r}, atol={atol!r})
-CASES = json.loads(r"""{cases_json}""")
+# The repro script is assembled from the files under repro/: head.py.j2 (the cases and helpers),
+# the implementation (the candidate, or impl/<backend>/<op>.py), run/<Op.repro_run>, the property's
+# own check (checks/<property name>.py, when it has one) and tail.py (runs every case, exit 1 on a
+# disagreement). A backend of the suite without a plain-torch rendition runs through run_suite.py.j2.
+_REPRO = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "repro")),
+                            keep_trailing_newline=True, undefined=jinja2.StrictUndefined, autoescape=False)
+_REPRO.filters["pyrepr"] = repr
 
 
-def tensor(node, dtype=torch.float64):
-    """Spec notation -> tensor: nested lists, or {{fill, shape}}."""
-    if isinstance(node, dict):
-        return torch.full(node["shape"], node["fill"], dtype=dtype)
-    return torch.tensor(node, dtype=dtype)
-
-
-def load(target):
-    """Import module:attr or path/to/file.py:attr (relative to ROOT), as --conformance-impl does."""
-    module_name, _, attr = target.partition(":")
-    if module_name.endswith(".py"):
-        path = Path(module_name) if Path(module_name).is_absolute() else ROOT / module_name
-        spec = importlib.util.spec_from_file_location("candidate_under_test", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    else:
-        sys.path.insert(0, str(ROOT))
-        module = importlib.import_module(module_name)
-    for part in attr.split("."):
-        module = getattr(module, part)
-    return module
-
-
-def close(name, actual, expected):
-    actual = torch.as_tensor(actual).detach().double()
-    expected = tensor(expected) if not isinstance(expected, torch.Tensor) else expected.double()
-    torch.testing.assert_close(actual, expected.reshape(actual.shape) if expected.numel() == actual.numel()
-                               else expected, equal_nan=True, msg=lambda m: f"{{name}}: {{m}}", **TOL)
-
-
-def bits_equal(name, a, b, where=None):
-    a, b = torch.as_tensor(a).detach().double(), torch.as_tensor(b).detach().double()
-    same = (a.view(torch.int64) == b.view(torch.int64)) | (a.isnan() & b.isnan())
-    if where is not None:
-        same = same | ~where
-    assert bool(same.all()), f"{{name}} changed bit-for-bit at {{(~same).nonzero().tolist()[:5]}}: {{a}} vs {{b}}"
-
-'''
-
-_IMPL = {
-    ("coo", "coalesce"): "impl = lambda tensor: tensor.coalesce()  # stock torch",
-    ("coo", "adagrad"): "impl = torch.optim.Adagrad  # stock torch",
-    ("coo", "sparse_adam"): "impl = torch.optim.SparseAdam  # stock torch",
-    ("coo", "masked_mean"): '''def impl(values, mask):  # the coo backend: stock torch sparse sum
-    indices = mask.nonzero().T
-    valid = torch.sparse_coo_tensor(indices, values[tuple(indices)], values.shape)
-    return torch.sparse.sum(valid) / valid._nnz()''',
-}
-
-_RUN_PLAIN = {
-    "coalesce": '''
-def run(inputs):
-    coo = inputs["tensor"]
-    indices = tensor(coo["indices"], torch.int64)
-    values = tensor(coo["values"]).to(DTYPE)
-    out = impl(torch.sparse_coo_tensor(indices, values, coo["size"]))
-    return {"indices": out._indices(), "values": out._values(), "nnz": out._nnz(),
-            "size": list(out.shape), "is_coalesced": out.is_coalesced(), "tensor": out}
-''',
-    "adagrad": '''
-STATE = {"state_sum": "sum", "step": "step"}
-
-
-def grad_of(node):
-    if "dense" in node:
-        return tensor(node["dense"]).to(DTYPE)
-    return torch.sparse_coo_tensor(tensor(node["indices"], torch.int64), tensor(node["values"]).to(DTYPE),
-                                   node["size"])
-
-
-def run(inputs):
-    param = tensor(inputs["param"]).to(DTYPE)
-    hyper = dict(inputs.get("hyperparameters", {}))
-    if "betas" in hyper:
-        hyper["betas"] = tuple(hyper["betas"])
-    optimizer = impl([param], **hyper)
-    for node in inputs["grads"]:
-        param.grad = grad_of(node)
-        optimizer.step()
-    state = optimizer.state[param]
-    out = {"param": param.detach()}
-    out.update({name: state[key] for name, key in STATE.items()})
-    last = inputs["grads"][-1] if inputs["grads"] else None
-    if OP == "adagrad" and last is not None:
-        eps = hyper.get("eps", 1e-10)
-        if "dense" in last:
-            out["std"] = out["state_sum"].flatten().sqrt() + eps
-        else:
-            index = grad_of(last).coalesce()._indices()
-            out["std"] = out["state_sum"][tuple(index)].sqrt() + eps
-    return out
-
-
-def specified(node, shape):
-    mask = torch.zeros(shape, dtype=torch.bool)
-    if "dense" in node:
-        return ~mask
-    index = torch.sparse_coo_tensor(tensor(node["indices"], torch.int64), tensor(node["values"]),
-                                    node["size"]).coalesce()._indices()
-    mask[tuple(index)] = True
-    return mask
-''',
-    "masked_mean": '''
-def run(inputs):
-    values = tensor(inputs["values"]).to(DTYPE).requires_grad_(True)
-    mask = tensor(inputs["mask"], torch.bool)
-    result = impl(values, mask)
-    result.reshape(()).backward()
-    grad = values.grad if values.grad is not None else torch.zeros_like(values)
-    return {"value": result.detach().reshape(()), "grad": grad, "mask": mask}
-''',
-}
-_RUN_PLAIN["sparse_adam"] = _RUN_PLAIN["adagrad"].replace(
-    'STATE = {"state_sum": "sum", "step": "step"}',
-    'STATE = {"exp_avg": "exp_avg", "exp_avg_sq": "exp_avg_sq", "step": "step"}')
-
-_RUN_SUITE = '''
-sys.path.insert(0, str(ROOT))
-from conformance.backends import RunContext, builtin_backends  # noqa: E402
-from conformance.ops import OPS  # noqa: E402
-
-BACKEND = builtin_backends()[{backend!r}]
-
-
-def run(inputs):
-    decoded = OPS[OP].decode_inputs(inputs, DTYPE)
-    return BACKEND.run(OP, decoded, RunContext("cpu", DTYPE))
-'''
-
-_CHECKS = {
-    "coalesce-idempotent": '''
-def extra(outputs, case):
-    again = impl(outputs["tensor"])
-    assert torch.equal(again._indices(), outputs["indices"]), "coalesce(coalesce(x)) changed the indices"
-    bits_equal("values of coalesce(coalesce(x))", again._values(), outputs["values"])
-''',
-    "masked_mean-grad-zero-outside-mask": '''
-def extra(outputs, case):
-    grad = outputs["grad"]
-    outside = ~outputs["mask"] & (grad != 0)
-    assert not bool(outside.any()), f"grad is not zero outside the mask at {outside.nonzero().tolist()}: {grad}"
-''',
-    "masked_mean-ignores-masked-out": '''
-SEEN = []
-
-
-def extra(outputs, case):
-    SEEN.append(outputs)
-    if len(SEEN) == 2:
-        for name in ("value", "grad"):
-            bits_equal(f"{name} (other values under the mask)", SEEN[1][name], SEEN[0][name])
-''',
-    "adagrad-unspecified-unchanged": '''
-def extra(outputs, case):
-    inputs = case["inputs"]
-    start = tensor(inputs["param"]).to(DTYPE)
-    init = inputs.get("hyperparameters", {}).get("initial_accumulator_value", 0.0)
-    previous = {"param": start, "state_sum": torch.full_like(start, init), "exp_avg": torch.zeros_like(start),
-                "exp_avg_sq": torch.zeros_like(start)}
-    for step in range(1, len(inputs["grads"]) + 1):
-        now = run({**inputs, "grads": inputs["grads"][:step]})
-        untouched = ~specified(inputs["grads"][step - 1], now["param"].shape)
-        for name in NAMES:
-            bits_equal(f"{name} through step {step} at unspecified entries", now[name], previous[name], untouched)
-        previous = now
-''',
-}
-_CHECKS["sparse_adam-unspecified-unchanged"] = _CHECKS["adagrad-unspecified-unchanged"]
-_GROUPED = '''
-import io
-
-SEEN = []
-
-
-def grouped(cases, resume_after=None):
-    """One optimizer, a param group per case (the parameter without a gradient is left out); with
-    resume_after, its state_dict goes through torch.save/torch.load into a fresh one after that step."""
-    params = [tensor(c["inputs"]["param"]).to(DTYPE) for c in cases]
-    groups = []
-    for c, p in zip(cases, params):
-        hyper = dict(c["inputs"].get("hyperparameters", {}))
-        if "betas" in hyper:
-            hyper["betas"] = tuple(hyper["betas"])
-        groups.append({"params": [p], **hyper})
-    optimizer = impl(groups)
-    for step in range(1, len(cases[0]["inputs"]["grads"]) + 1):
-        for c, p in zip(cases, params):
-            p.grad = grad_of(c["inputs"]["grads"][step - 1])
-        optimizer.step()
-        if step == resume_after:
-            buffer = io.BytesIO()
-            torch.save(optimizer.state_dict(), buffer)
-            buffer.seek(0)
-            params = [p.detach().clone() for p in params]
-            optimizer = impl([{**g, "params": [p]} for g, p in zip(groups, params)])
-            optimizer.load_state_dict(torch.load(buffer, weights_only=False))
-    return [{"param": p.detach(), **{n: optimizer.state[p][k] for n, k in STATE.items()}} for p in params]
-'''
-_CHECKS["adagrad-param-groups"] = _GROUPED + '''
-
-def extra(outputs, case):
-    SEEN.append((case, outputs))
-    if len(SEEN) == len(CASES):
-        together = grouped([c for c, _ in SEEN])
-        for index, (got, (_, alone)) in enumerate(zip(together, SEEN)):
-            for name in ("param", *STATE):
-                bits_equal(f"{name} of parameter {index} (one optimizer over the groups vs its own)", got[name], alone[name])
-'''
-_CHECKS["adagrad-state-dict-resume"] = _GROUPED + '''
-
-def extra(outputs, case):
-    SEEN.append(case)
-    if len(SEEN) == len(CASES):
-        whole = grouped(SEEN)
-        for k in range(1, len(SEEN[0]["inputs"]["grads"])):
-            for index, (got, want) in enumerate(zip(grouped(SEEN, resume_after=k), whole)):
-                for name in ("param", *STATE):
-                    bits_equal(f"{name} of parameter {index}, state_dict reloaded after step {k}", got[name], want[name])
-'''
-_CHECKS["sparse_adam-param-groups"] = _CHECKS["adagrad-param-groups"]
-_CHECKS["sparse_adam-state-dict-resume"] = _CHECKS["adagrad-state-dict-resume"]
-
-_SCRIPT_TAIL = '''
-
-def check(case):
-    if "expected_error" in case:
-        wanted = case["expected_error"]
+def _fragment(name: str, **context) -> str | None:
+    """The rendered repro fragment ``name`` (None when there is none)."""
+    for candidate in (name, name + ".j2"):
         try:
-            run(case["inputs"])
-        except Exception as exc:  # noqa: BLE001
-            import re
-            assert any(c.__name__ == wanted["type"] for c in type(exc).__mro__), f"raised {{exc!r}}, expected {{wanted}}"
-            assert re.search(wanted.get("match", ""), str(exc)), f"message {{str(exc)!r}} does not match {{wanted}}"
-            return
-        raise AssertionError(f"nothing was raised; expected {{wanted}}")
-    outputs = run(case["inputs"])
-    for name, want in case["expected"].items():
-        if name not in outputs:
-            raise AssertionError(f"{{name}} was not produced")
-        if name in ("indices", "nnz", "size"):
-            got = torch.as_tensor(outputs[name]).tolist()
-            assert got == want, f"{{name}}: expected {{want}}, got {{got}}"
-        else:
-            close(name, outputs[name], want)
-    if PROPERTY_CHECK:
-        extra(outputs, case)
-
-
-failures = 0
-for case in CASES:
-    try:
-        check(case)
-    except Exception as exc:  # noqa: BLE001 - a mismatch, or the implementation raising
-        failures += 1
-        print(f"FAIL {{case['id']}}: {{type(exc).__name__}}: {{exc}}")
-    else:
-        print(f"ok   {{case['id']}}")
-sys.exit(1 if failures else 0)
-'''
+            return _REPRO.get_template(candidate).render(**context)
+        except jinja2.TemplateNotFound:
+            continue
+    return None
 
 
 def render_script(prop: Property, backend: Backend, dtype: str, document: dict, *, impl_target: str | None,
@@ -571,25 +308,26 @@ def render_script(prop: Property, backend: Backend, dtype: str, document: dict, 
     first = next((c for c in document["cases"] if "tolerance" in c), {})
     tolerance = first.get("tolerance", {"rtol": 0.0, "atol": 0.0})
     cases = [{k: c[k] for k in ("id", "inputs", "expected", "expected_error") if k in c} for c in document["cases"]]
-    head = _SCRIPT_HEAD.format(
-        prop_id=prop.id, backend=backend.name, dtype=dtype, summary=prop.summary, spec_name=spec_name,
+    head = _fragment(
+        "head.py", prop_id=prop.id, backend=backend.name, dtype=dtype, summary=prop.summary, spec_name=spec_name,
         replay=replay, script_name=spec_name.replace(".yaml", ".py"), root=str(Path.cwd()),
         rtol=tolerance["rtol"], atol=tolerance["atol"],
         cases_json=("[\n" + ",\n".join(json.dumps(case, allow_nan=True) for case in cases) + "\n]").replace(
             '"""', '\\"\\"\\"'))
+    operation = OPS[op]
     parts = [head, f"OP = {op!r}\n"]
-    plain = impl_target is not None or (backend.name, op) in _IMPL
-    if plain:
-        parts.append(f"impl = load({impl_target!r})  # the candidate under test\n" if impl_target
-                     else _IMPL[(backend.name, op)] + "\n")
-        parts.append(_RUN_PLAIN[op])
-        check = _CHECKS.get(prop.id)
+    impl = f"impl = load({impl_target!r})  # the candidate under test\n" if impl_target else \
+        _fragment(f"impl/{backend.name}/{op}.py")
+    check = None
+    if impl is not None:
+        parts.append(impl)
+        parts.append(_fragment(f"run/{operation.repro_run}.py", state=operation.state_outputs))
+        check = _fragment(f"checks/{prop.name}.py")
     else:
-        parts.append(_RUN_SUITE.format(backend=backend.name))
-        check = None
-    names = {"adagrad": ("param", "state_sum"), "sparse_adam": ("param", "exp_avg", "exp_avg_sq")}.get(op, ())
+        parts.append(_fragment("run_suite.py", backend=backend.name))
+    names = ("param", *operation.state_tensors) if operation.state_outputs else ()
     parts.append(f"NAMES = {names!r}\nPROPERTY_CHECK = {bool(check)}\n")
     if check:
         parts.append(check)
-    parts.append(_SCRIPT_TAIL.format())
+    parts.append(_fragment("tail.py"))
     return "".join(parts)

@@ -93,6 +93,7 @@ def add_std_output(outputs: dict[str, Any], inputs: OptimizerInputs, eps: float)
 
 class Adagrad(Op):
     name = "adagrad"
+    repro_run = "optimizer"
     summary = "torch.optim.Adagrad steps on sparse (masked) gradients"
     candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.Adagrad's constructor"
     torch_sums_duplicates_in_half = True

@@ -27,6 +27,8 @@ class Op:
     torch_sums_duplicates_in_half: bool = False
     # optimizers: output name -> the optimizer's state key it is read from (empty: not an optimizer)
     state_outputs: dict[str, str] = {}
+    # the counterexample script's run() for this op: conformance/cases/repro/run/<repro_run>.py
+    repro_run: str | None = None
 
     @property
     def state_tensors(self) -> tuple[str, ...]:

@@ -49,6 +49,7 @@ def outputs_of_sparse(result: torch.Tensor) -> dict[str, Any]:
 
 class Coalesce(Op):
     name = "coalesce"
+    repro_run = "coalesce"
     summary = "COO tensor -> coalesced COO tensor (duplicates summed, indices sorted)"
     candidate_contract = "a callable taking and returning a sparse COO tensor"
     torch_sums_duplicates_in_half = True

@@ -60,6 +60,7 @@ def differentiate(function, inputs: MaskedMeanInputs, ctx: RunContext) -> dict[s
 
 class MaskedMean(Op):
     name = "masked_mean"
+    repro_run = "masked_mean"
     summary = "mean over mask==True entries, and its gradient (zero where the mask is False)"
     candidate_contract = "a callable (values, bool_mask) -> 0-d tensor that autograd can differentiate"
     inputs_schema = {

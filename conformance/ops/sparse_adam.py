@@ -76,6 +76,7 @@ def sparse_adam_reference(inputs: OptimizerInputs) -> dict[str, np.ndarray]:
 
 class SparseAdam(Op):
     name = "sparse_adam"
+    repro_run = "optimizer"
     summary = "torch.optim.SparseAdam steps: moments and parameter updated only at specified entries"
     candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.SparseAdam's constructor"
     torch_sums_duplicates_in_half = True

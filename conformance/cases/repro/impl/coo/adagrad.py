@@ -1,0 +1,1 @@
+impl = torch.optim.Adagrad  # stock torch

@@ -1,0 +1,1 @@
+impl = torch.optim.SparseAdam  # stock torch

@@ -36,6 +36,25 @@ def default_tolerance(dtype: torch.dtype) -> Tolerance:
     return Tolerance(rtol, atol)
 
 
+# storage roundoff u of each dtype, and the roundoff of the arithmetic torch accumulates in
+# (float16/bfloat16 arithmetic is done in float32, "opmath", and rounded once at the end)
+UNIT_ROUNDOFF = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24, "float64": 2.0**-53}
+ACCUMULATION_ROUNDOFF = {"float16": 2.0**-24, "bfloat16": 2.0**-24, "float32": 2.0**-24, "float64": 2.0**-53}
+
+
+def at_least_default(dtype: str, rtol: float, atol: float) -> Tolerance:
+    """A derived tolerance, never below assert_close's default for ``dtype``."""
+    floor = default_tolerance(getattr(torch, dtype))
+    return Tolerance(max(floor.rtol, rtol), max(floor.atol, atol))
+
+
+def finite_abs_max(array) -> float:
+    """Largest finite |x| (0 when there is none)."""
+    array = np.abs(np.asarray(array, dtype=np.float64))
+    array = array[np.isfinite(array)]
+    return float(array.max()) if array.size else 0.0
+
+
 class Mismatch(AssertionError):
     """A backend's output differs from what was expected: the outcome ``failed``."""
 

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from conformance.cases import known_divergences, lowprec, strategies
 from conformance.types import RunContext, Unsupported
 from conformance.backends.base import Backend
-from conformance.compare import Mismatch, Tolerance, compare_outputs, default_tolerance
+from conformance.compare import Mismatch, Tolerance, compare_outputs
 from conformance.ops import OPS, Op
 from conformance.ops.coalesce import coalesce_reference
 from conformance.ops.masked_mean import MaskedMeanInputs
@@ -47,32 +47,7 @@ from conformance.tensors import CooArray, quantize, to_numpy, torch_dtype
 from conformance.rounding import check_rounding, unit_roundoff
 from conformance.verdict import StockTorch, agreement_tolerance, agrees, distance
 
-# ---------------------------------------------------------------- tolerances
-
-UNIT_ROUNDOFF = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24, "float64": 2.0**-53}
-# torch computes float16/bfloat16 arithmetic in float32 ("opmath") and rounds once at the end
-ACCUMULATION_ROUNDOFF = {"float16": 2.0**-24, "bfloat16": 2.0**-24, "float32": 2.0**-24, "float64": 2.0**-53}
-
-
-def _tol(dtype: str, rtol: float, atol: float) -> Tolerance:
-    floor = default_tolerance(torch_dtype(dtype))
-    return Tolerance(max(floor.rtol, rtol), max(floor.atol, atol))
-
-
-def _finite_abs_max(array) -> float:
-    array = np.abs(np.asarray(array, dtype=np.float64))
-    array = array[np.isfinite(array)]
-    return float(array.max()) if array.size else 0.0
-
-
-def _duplicate_stats(coo: CooArray) -> tuple[int, float]:
-    """(most entries at one index, largest sum of |values| at one index)."""
-    if coo.indices.shape[1] == 0:
-        return 1, 0.0
-    _, inverse, counts = np.unique(coo.indices.T, axis=0, return_inverse=True, return_counts=True)
-    sums = np.zeros((len(counts), *coo.values.shape[1:]))
-    np.add.at(sums, inverse.reshape(-1), np.abs(coo.values))
-    return int(counts.max()), _finite_abs_max(sums)
+# ---------------------------------------------------------------- tolerances (Op.generated_tolerances)
 
 
 def _rounding_sensitivity(op: Op, inputs: OptimizerInputs, dtype: str, reference: dict) -> dict[str, float]:
@@ -98,63 +73,14 @@ def _rounding_sensitivity(op: Op, inputs: OptimizerInputs, dtype: str, reference
     return result
 
 
-def _trajectory_scale(op: Op, inputs: OptimizerInputs) -> tuple[float, float]:
-    """(largest |param| along the reference trajectory, largest single-step |update|)."""
-    param = inputs.param
-    biggest, update = _finite_abs_max(param), 0.0
-    for steps in range(1, inputs.steps + 1):
-        try:
-            new = op.reference(OptimizerInputs(inputs.param, inputs.grads[:steps], inputs.hyperparameters))["param"]
-        except Exception:
-            break
-        biggest = max(biggest, _finite_abs_max(new))
-        with np.errstate(invalid="ignore"):
-            update = max(update, _finite_abs_max(np.asarray(new) - np.asarray(param)))
-        param = new
-    return biggest, update
-
-
 def tolerances(op: Op, inputs: Any, dtype: str, reference: dict | None = None) -> dict[str, Tolerance | None]:
-    """Per-output tolerance for comparing a ``dtype`` backend with the float64 reference.
+    """Per-output tolerance for comparing a ``dtype`` backend with the float64 reference: the op
+    record's (``Op.generated_tolerances``), widened for the optimizers by
+    :func:`_rounding_sensitivity` (ill-conditioned trajectories). None means exact."""
+    def sensitivity() -> dict[str, float]:
+        return _rounding_sensitivity(op, inputs, dtype, reference if reference is not None else op.reference(inputs))
 
-    None means exact (indices, nnz, size). The bounds are the usual ones for the arithmetic
-    a correct implementation does in ``dtype`` (storage roundoff ``u``; sums accumulated in
-    float32 for half dtypes), times a small safety factor; for the optimizers they are widened
-    by :func:`_rounding_sensitivity` (ill-conditioned trajectories). Never below
-    ``assert_close``'s defaults for the dtype.
-    """
-    u, acc = UNIT_ROUNDOFF[dtype], ACCUMULATION_ROUNDOFF[dtype]
-    exact = {name: None for name in op.exact_outputs}
-    if op.name == "coalesce":
-        k, biggest_sum = _duplicate_stats(inputs)
-        return {**exact, "values": _tol(dtype, 2 * u, 2 * k * acc * biggest_sum)}
-    if op.name == "masked_mean":
-        valid = inputs.values[inputs.mask]
-        total = float(np.abs(valid[np.isfinite(valid)]).sum()) if valid.size else 0.0
-        return {"value": _tol(dtype, 4 * u, 2 * acc * total + 2 * u * _finite_abs_max(valid)),
-                "grad": _tol(dtype, 2 * u, 0.0)}
-    # optimizers
-    steps = max(1, inputs.steps)
-    reference = reference if reference is not None else op.reference(inputs)
-    sens = _rounding_sensitivity(op, inputs, dtype, reference)
-    biggest, update = _trajectory_scale(op, inputs)
-    grads = [dense_grad_and_mask(g, inputs.param.shape)[0] for g in inputs.grads]
-    g_max = max((_finite_abs_max(g) for g in grads), default=0.0)
-    growth = 4 * u * (steps + 1)
-    result = {
-        "param": _tol(dtype, growth, 4 * u * steps * (biggest + (steps + 4) * update) + 4 * sens.get("param", 0.0)),
-        "step": _tol(dtype, 0.0, 0.0),
-    }
-    if op.name == "adagrad":
-        eps = inputs.hyperparameters.get("eps", 1e-10)
-        init = inputs.hyperparameters.get("initial_accumulator_value", 0.0)
-        result["state_sum"] = _tol(dtype, growth, u * init + 4 * sens.get("state_sum", 0.0))
-        result["std"] = _tol(dtype, growth, u * eps + 4 * sens.get("std", 0.0))
-    else:
-        result["exp_avg"] = _tol(dtype, growth, 4 * u * steps * g_max + 4 * sens.get("exp_avg", 0.0))
-        # v + (g*g - v) * (1 - beta2) cancels when g*g << v: an absolute error of u * max(v, g*g)
-        result["exp_avg_sq"] = _tol(dtype, growth, 4 * u * steps * g_max**2 + 4 * sens.get("exp_avg_sq", 0.0))
-    return result
+    return op.generated_tolerances(inputs, dtype, sensitivity)
 
 
 def widest(tols: dict[str, Tolerance | None]) -> Tolerance:

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from conformance.types import RunContext
+from conformance.compare import at_least_default
 from conformance.ops.base import TENSOR, Op
 from conformance.ops.optimizer_steps import (
     OptimizerInputs,
@@ -25,6 +26,7 @@ from conformance.ops.optimizer_steps import (
     optimizer_problem,
     single_step_param_bounds,
     run_optimizer,
+    trajectory_tolerances,
 )
 from conformance.tensors import CooArray
 
@@ -136,6 +138,14 @@ class Adagrad(Op):
 
     def reference_tolerance_scale(self, inputs: OptimizerInputs) -> float:
         return 4.0 * max(1, inputs.steps)
+
+    def generated_tolerances(self, inputs: OptimizerInputs, dtype: str, sensitivity) -> dict[str, Any]:
+        tolerances, b = trajectory_tolerances(self.reference, inputs, dtype, sensitivity())
+        eps = inputs.hyperparameters.get("eps", 1e-10)
+        init = inputs.hyperparameters.get("initial_accumulator_value", 0.0)
+        tolerances["state_sum"] = at_least_default(dtype, b.growth, b.u * init + 4 * b.sensitivity.get("state_sum", 0.0))
+        tolerances["std"] = at_least_default(dtype, b.growth, b.u * eps + 4 * b.sensitivity.get("std", 0.0))
+        return tolerances
 
 
 OP = Adagrad()

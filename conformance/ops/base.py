@@ -3,7 +3,7 @@ user-supplied candidate implementation of it is driven."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -73,6 +73,16 @@ class Op:
         unit roundoff; the dtype's own models torch's half-precision accumulation). Empty where the
         op, or these inputs, have no such model."""
         return {}
+
+    def generated_tolerances(self, inputs: Any, dtype: str,
+                             sensitivity: Callable[[], dict[str, float]]) -> dict[str, Any]:
+        """Per-output tolerance (``conformance.compare.Tolerance``; None: exact) for a ``dtype``
+        backend against the float64 reference on generated ``inputs``: the usual bounds of the
+        arithmetic a correct implementation does in ``dtype`` (storage roundoff; sums accumulated
+        in float32 for half dtypes) times a small safety factor, never below assert_close's
+        defaults. ``sensitivity()`` is how far torch's algorithm replayed in ``dtype`` lands from
+        the reference, per output (ill-conditioned trajectories widen by it)."""
+        raise NotImplementedError(f"{self.name} has no tolerances for generated inputs")
 
     def reference_tolerance_scale(self, inputs: Any) -> float:
         """How much looser than assert_close's dtype default the reference cross-check is."""

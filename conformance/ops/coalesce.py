@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from conformance.types import RunContext
-from conformance.compare import Mismatch
+from conformance.compare import ACCUMULATION_ROUNDOFF, UNIT_ROUNDOFF, Mismatch, at_least_default, finite_abs_max
 from conformance.ops.base import COO, TENSOR, Op
 from conformance.rounding import FLOAT32_UNIT
 from conformance.tensors import CooArray, to_numpy
@@ -45,6 +45,16 @@ def outputs_of_sparse(result: torch.Tensor) -> dict[str, Any]:
         "size": list(result.size()),
         "is_coalesced": bool(result.is_coalesced()),
     }
+
+
+def duplicate_stats(coo: CooArray) -> tuple[int, float]:
+    """(most entries at one index, largest sum of |values| at one index)."""
+    if coo.indices.shape[1] == 0:
+        return 1, 0.0
+    _, inverse, counts = np.unique(coo.indices.T, axis=0, return_inverse=True, return_counts=True)
+    sums = np.zeros((len(counts), *coo.values.shape[1:]))
+    np.add.at(sums, inverse.reshape(-1), np.abs(coo.values))
+    return int(counts.max()), finite_abs_max(sums)
 
 
 class Coalesce(Op):
@@ -119,6 +129,12 @@ class Coalesce(Op):
         np.add.at(magnitude, inverse.reshape(-1), np.abs(inputs.values))
         error = (counts - 1).reshape(-1, *([1] * (inputs.values.ndim - 1))) * accumulation_unit * magnitude
         return {"values": (exact, exact - error, exact + error)}
+
+    def generated_tolerances(self, inputs: CooArray, dtype: str, sensitivity) -> dict[str, Any]:
+        """Each sum of k duplicates: one rounding to ``dtype`` and k accumulation roundoffs."""
+        k, biggest_sum = duplicate_stats(inputs)
+        return {**{name: None for name in self.exact_outputs},
+                "values": at_least_default(dtype, 2 * UNIT_ROUNDOFF[dtype], 2 * k * ACCUMULATION_ROUNDOFF[dtype] * biggest_sum)}
 
     def reference_tolerance_scale(self, inputs: CooArray) -> float:
         # a sum of k duplicates may carry up to k roundings in low precision

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from conformance.types import RunContext
-from conformance.compare import Mismatch
+from conformance.compare import ACCUMULATION_ROUNDOFF, UNIT_ROUNDOFF, Mismatch, at_least_default, finite_abs_max
 from conformance.ops.base import TENSOR, Op
 from conformance.rounding import FLOAT32_UNIT, rounded
 from conformance.tensors import decode_array, quantize, to_torch
@@ -105,6 +105,15 @@ class MaskedMean(Op):
             return {}
         slack = np.abs(means) * 2 * FLOAT32_UNIT  # the float32 division
         return {"value": (total / count, float((means - slack).min()), float((means + slack).max()))}
+
+    def generated_tolerances(self, inputs: MaskedMeanInputs, dtype: str, sensitivity) -> dict[str, Any]:
+        """The value: a float32-accumulated sum of the valid entries over their count; the grad
+        (mask / count): one rounding."""
+        u, acc = UNIT_ROUNDOFF[dtype], ACCUMULATION_ROUNDOFF[dtype]
+        valid = inputs.values[inputs.mask]
+        total = float(np.abs(valid[np.isfinite(valid)]).sum()) if valid.size else 0.0
+        return {"value": at_least_default(dtype, 4 * u, 2 * acc * total + 2 * u * finite_abs_max(valid)),
+                "grad": at_least_default(dtype, 2 * u, 0.0)}
 
     def reference_tolerance_scale(self, inputs: MaskedMeanInputs) -> float:
         return 1.0 + math.sqrt(max(1, int(inputs.mask.sum())))

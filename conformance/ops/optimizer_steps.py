@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from conformance.types import RunContext, Unsupported
-from conformance.compare import Mismatch
+from conformance.compare import UNIT_ROUNDOFF, Mismatch, Tolerance, at_least_default, finite_abs_max
 from conformance.ops.base import COO, TENSOR
 from conformance.ops.coalesce import coalesce_reference
 from conformance.rounding import FLOAT32_UNIT, unit_roundoff
@@ -227,3 +227,46 @@ def optimizer_problem(candidate: Any) -> str | None:
     if not (isinstance(candidate, type) and issubclass(candidate, torch.optim.Optimizer)):
         return f"{candidate!r} is not a torch.optim.Optimizer subclass"
     return None
+
+
+@dataclass
+class TrajectoryBounds:
+    """What an optimizer's per-output tolerances are made of (see :func:`trajectory_tolerances`)."""
+
+    u: float  # the dtype's unit roundoff
+    steps: int
+    growth: float  # relative error grown over the trajectory
+    g_max: float  # largest |gradient| entry
+    sensitivity: dict[str, float]
+
+
+def _trajectory_scale(reference, inputs: OptimizerInputs) -> tuple[float, float]:
+    """(largest |param| along the reference trajectory, largest single-step |update|)."""
+    param = inputs.param
+    biggest, update = finite_abs_max(param), 0.0
+    for steps in range(1, inputs.steps + 1):
+        try:
+            new = reference(OptimizerInputs(inputs.param, inputs.grads[:steps], inputs.hyperparameters))["param"]
+        except Exception:
+            break
+        biggest = max(biggest, finite_abs_max(new))
+        with np.errstate(invalid="ignore"):
+            update = max(update, finite_abs_max(np.asarray(new) - np.asarray(param)))
+        param = new
+    return biggest, update
+
+
+def trajectory_tolerances(reference, inputs: OptimizerInputs, dtype: str,
+                          sensitivity: dict[str, float]) -> tuple[dict[str, Tolerance], TrajectoryBounds]:
+    """The parameter's and step's tolerances along an optimizer trajectory (``reference``: the
+    op's float64 reference), and the bounds the op's own state tolerances are made from."""
+    u, steps = UNIT_ROUNDOFF[dtype], max(1, inputs.steps)
+    biggest, update = _trajectory_scale(reference, inputs)
+    grads = [dense_grad_and_mask(g, inputs.param.shape)[0] for g in inputs.grads]
+    g_max = max((finite_abs_max(g) for g in grads), default=0.0)
+    growth = 4 * u * (steps + 1)
+    return {
+        "param": at_least_default(dtype, growth, 4 * u * steps * (biggest + (steps + 4) * update)
+                                  + 4 * sensitivity.get("param", 0.0)),
+        "step": at_least_default(dtype, 0.0, 0.0),
+    }, TrajectoryBounds(u, steps, growth, g_max, sensitivity)

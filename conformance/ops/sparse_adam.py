@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from conformance.types import RunContext
+from conformance.compare import at_least_default
 from conformance.ops.base import TENSOR, Op
 from conformance.ops.optimizer_steps import (
     OptimizerInputs,
@@ -26,6 +27,7 @@ from conformance.ops.optimizer_steps import (
     optimizer_problem,
     single_step_param_bounds,
     run_optimizer,
+    trajectory_tolerances,
 )
 
 DENSE_GRADIENT_ERROR = "SparseAdam does not support dense gradients, please consider Adam instead"
@@ -115,6 +117,15 @@ class SparseAdam(Op):
 
     def reference_tolerance_scale(self, inputs: OptimizerInputs) -> float:
         return 8.0 * max(1, inputs.steps)
+
+    def generated_tolerances(self, inputs: OptimizerInputs, dtype: str, sensitivity) -> dict[str, Any]:
+        tolerances, b = trajectory_tolerances(self.reference, inputs, dtype, sensitivity())
+        tolerances["exp_avg"] = at_least_default(
+            dtype, b.growth, 4 * b.u * b.steps * b.g_max + 4 * b.sensitivity.get("exp_avg", 0.0))
+        # v + (g*g - v) * (1 - beta2) cancels when g*g << v: an absolute error of u * max(v, g*g)
+        tolerances["exp_avg_sq"] = at_least_default(
+            dtype, b.growth, 4 * b.u * b.steps * b.g_max**2 + 4 * b.sensitivity.get("exp_avg_sq", 0.0))
+        return tolerances
 
 
 OP = SparseAdam()

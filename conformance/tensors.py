@@ -131,3 +131,14 @@ def to_numpy(value: Any) -> np.ndarray:
             value = value.double()
         return value.numpy()
     return np.asarray(value)
+
+
+def rounder(dtype: str):
+    """x -> x rounded to ``dtype`` (round to nearest even), as float64 arrays of x's shape."""
+    torch_type = torch_dtype(dtype)
+
+    def q(x):
+        x = np.asarray(x, dtype=np.float64)
+        return quantize(x, torch_type).reshape(x.shape)  # quantize makes 0-d arrays 1-d
+
+    return q

@@ -58,7 +58,7 @@ def _rounding_sensitivity(op: Op, inputs: OptimizerInputs, dtype: str, reference
     when beta2 = 0 and the old v is large, and the parameter inherits the relative error.
     Non-finite differences (float16 eps/g**2 underflow) are left to the known-divergence models."""
     try:
-        emulated = lowprec.emulate(op.name, inputs, dtype, accumulate="float64" if dtype == "float64" else "float32")
+        emulated = lowprec.emulate(op, inputs, dtype, accumulate="float64" if dtype == "float64" else "float32")
     except Exception:  # noqa: BLE001 - no model for this input: no widening
         return {}
     result = {}
@@ -139,9 +139,9 @@ class Trial:
         models: list[tuple[lowprec.Divergence, Callable[[], dict]]] = [
             (entry.divergence, lambda entry=entry: entry.model(inputs))
             for entry in known_divergences.for_backend(self.op.name, self.backend.name, self.device)]
-        half = lowprec.explain(self.op.name, inputs, self.dtype)
+        half = lowprec.explain(self.op, inputs, self.dtype)
         if half is not None:
-            models.append((half, lowprec_model or (lambda: lowprec.emulate(self.op.name, inputs, self.dtype))))
+            models.append((half, lowprec_model or (lambda: lowprec.emulate(self.op, inputs, self.dtype))))
         for divergence, make_model in models:
             modelled = make_model()
             wanted = {k: v for k, v in modelled.items() if names is None or k in names}
@@ -246,7 +246,7 @@ def check_coalesce_dense_sum(trial: Trial, coo: CooArray) -> None:
     tols = {"dense": tolerances(trial.op, coo, trial.dtype)["values"]}
 
     def model():
-        emulated = lowprec.emulate("coalesce", coo, trial.dtype)
+        emulated = lowprec.emulate(trial.op, coo, trial.dtype)
         return {"dense": _dense_sum(CooArray(emulated["indices"], emulated["values"], coo.size))}
 
     trial.compare({"dense": _dense_sum(result)}, {"dense": _dense_sum(coo)}, tols, coo,
@@ -308,8 +308,8 @@ def check_adagrad_sparse_equals_dense(trial: Trial, inputs: OptimizerInputs) -> 
     tols = tolerances(trial.op, inputs, trial.dtype)
 
     def model():
-        emulated = lowprec.emulate("adagrad", inputs, trial.dtype)
-        dense_emulated = lowprec.emulate("adagrad", dense_inputs, trial.dtype)
+        emulated = lowprec.emulate(trial.op, inputs, trial.dtype)
+        dense_emulated = lowprec.emulate(trial.op, dense_inputs, trial.dtype)
         # both runs must match stock torch's float16/bfloat16 arithmetic for the divergence to apply
         compare_outputs({n: want[n] for n in names}, {n: dense_emulated[n][touched] for n in names}, tols,
                         against="dense Adagrad in stock torch's arithmetic")

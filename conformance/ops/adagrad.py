@@ -19,16 +19,18 @@ import torch
 from conformance.types import RunContext
 from conformance.compare import at_least_default
 from conformance.ops.base import TENSOR, Op
+from conformance.ops.coalesce import accumulation_differs, coalesce_sequential
 from conformance.ops.optimizer_steps import (
     OptimizerInputs,
     dense_grad_and_mask,
     optimizer_inputs_schema,
     optimizer_problem,
     single_step_param_bounds,
+    negated,
     run_optimizer,
     trajectory_tolerances,
 )
-from conformance.tensors import CooArray
+from conformance.tensors import CooArray, rounder
 
 WEIGHT_DECAY_ERROR = "weight_decay option is not compatible with sparse gradients"
 DEFAULTS = {"lr": 1e-2, "lr_decay": 0.0, "weight_decay": 0.0, "initial_accumulator_value": 0.0,
@@ -138,6 +140,49 @@ class Adagrad(Op):
 
     def reference_tolerance_scale(self, inputs: OptimizerInputs) -> float:
         return 4.0 * max(1, inputs.steps)
+
+    def half_precision_model(self, inputs: OptimizerInputs, dtype: str, accumulate: str):
+        """torch's sparse (and dense) branch replayed, rounding to ``dtype`` where torch stores a tensor."""
+        flags: set = set()
+        return self._half_precision_steps(inputs, dtype, flags, accumulate), flags
+
+    def _half_precision_steps(self, inputs: OptimizerInputs, dtype: str, flags: set, accumulate: str) -> dict[str, np.ndarray]:
+        q = rounder(dtype)
+        h = adagrad_hyperparameters(inputs.hyperparameters)
+        eps = h["eps"]
+        param = inputs.param.astype(np.float64).copy()
+        state = q(np.full(param.shape, h["initial_accumulator_value"]))
+        std_out = np.zeros(0)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            for step, grad in enumerate(inputs.grads, start=1):
+                grad = negated(grad, h["maximize"])
+                clr = h["lr"] / (1 + (step - 1) * h["lr_decay"])
+                if isinstance(grad, CooArray):
+                    if accumulation_differs(grad, dtype):
+                        flags.add("accumulation")
+                    coalesced = coalesce_sequential(grad, accumulate, round_to=dtype)
+                    index = tuple(coalesced.indices)
+                    g = coalesced.values
+                    square = q(g * g)
+                    if np.any((square == 0) & (g != 0)):
+                        flags.add("underflow")
+                    state[index] = q(state[index] + square)
+                    std = q(q(np.sqrt(state[index])) + eps)
+                    if np.any(std == 0):
+                        flags.add("underflow")
+                    param[index] = q(param[index] - clr * q(g / std))
+                    std_out = std
+                else:
+                    g = grad.astype(np.float64)
+                    if h["weight_decay"]:
+                        g = q(g + h["weight_decay"] * param)
+                    state = q(state + g * g)
+                    std = q(q(np.sqrt(state)) + eps)
+                    if np.any(std == 0):
+                        flags.add("underflow")
+                    param = q(param - clr * g / std)
+                    std_out = std.reshape(-1)
+        return {"param": param, "state_sum": state, "step": np.float64(inputs.steps), "std": std_out}
 
     def generated_tolerances(self, inputs: OptimizerInputs, dtype: str, sensitivity) -> dict[str, Any]:
         tolerances, b = trajectory_tolerances(self.reference, inputs, dtype, sensitivity())

@@ -84,6 +84,14 @@ class Op:
         the reference, per output (ill-conditioned trajectories widen by it)."""
         raise NotImplementedError(f"{self.name} has no tolerances for generated inputs")
 
+    def half_precision_model(self, inputs: Any, dtype: str, accumulate: str):
+        """Stock torch's result computed the way torch rounds in ``dtype``, duplicates summed at
+        ``accumulate``, and the flags of what that rounding did ("accumulation": the duplicates'
+        sum differs from the correctly rounded one; "underflow": float16's eps or g**2
+        underflowed): ``(outputs, flags)``, or None where this op has no such model (the known
+        divergences of conformance/cases/lowprec.py are judged from it)."""
+        return None
+
     def reference_tolerance_scale(self, inputs: Any) -> float:
         """How much looser than assert_close's dtype default the reference cross-check is."""
         return 1.0

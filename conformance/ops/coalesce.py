@@ -16,7 +16,7 @@ from conformance.types import RunContext
 from conformance.compare import ACCUMULATION_ROUNDOFF, UNIT_ROUNDOFF, Mismatch, at_least_default, finite_abs_max
 from conformance.ops.base import COO, TENSOR, Op
 from conformance.rounding import FLOAT32_UNIT
-from conformance.tensors import CooArray, to_numpy
+from conformance.tensors import CooArray, rounder, to_numpy
 
 
 def coalesce_reference(coo: CooArray) -> dict[str, np.ndarray]:
@@ -55,6 +55,46 @@ def duplicate_stats(coo: CooArray) -> tuple[int, float]:
     sums = np.zeros((len(counts), *coo.values.shape[1:]))
     np.add.at(sums, inverse.reshape(-1), np.abs(coo.values))
     return int(counts.max()), finite_abs_max(sums)
+
+
+# ---- stock torch's half-precision coalesce, modelled (conformance/cases/lowprec.py uses it)
+
+
+def coalesce_sequential(coo: CooArray, accumulate: str, round_to: str | None = None) -> CooArray:
+    """Coalesce as torch's CPU kernel does: the indices flattened to one linear index and sorted
+    with ``torch.sort`` (not stable: from 17 entries on, duplicates leave the sort in another order
+    than the input's), duplicates added one after another in that order, each partial sum rounded
+    to ``accumulate``; the sums are then rounded to ``round_to`` (default: ``accumulate``)."""
+    acc, final = rounder(accumulate), rounder(round_to or accumulate)
+    sparse_dim, nnz = coo.indices.shape
+    if nnz == 0:
+        return CooArray(coo.indices.copy(), coo.values.copy(), coo.size)
+    order = torch_coalesce_order(coo) if sparse_dim else np.arange(nnz)
+    indices = coo.indices[:, order]
+    values = coo.values[order]
+    unique: list[np.ndarray] = []
+    sums: list[np.ndarray] = []
+    for position in range(nnz):
+        if unique and np.array_equal(unique[-1], indices[:, position]):
+            sums[-1] = acc(sums[-1] + values[position])
+        else:
+            unique.append(indices[:, position])
+            sums.append(acc(values[position]))
+    return CooArray(np.stack(unique, axis=1), final(np.stack(sums)), coo.size)
+
+
+def torch_coalesce_order(coo: CooArray) -> np.ndarray:
+    """The permutation torch's coalesce visits the entries in: its unstable sort of the linear index."""
+    linear = np.ravel_multi_index(tuple(coo.indices), coo.sparse_shape) if coo.indices.shape[1] else \
+        np.zeros(0, dtype=np.int64)
+    return torch.sort(torch.from_numpy(np.asarray(linear, dtype=np.int64)), stable=False).indices.numpy()
+
+
+def accumulation_differs(coo: CooArray, dtype: str) -> bool:
+    """Whether summing the duplicates in ``dtype`` (as torch does) differs from rounding the exact sums."""
+    in_dtype = coalesce_sequential(coo, dtype).values
+    rounded_once = coalesce_sequential(coo, "float64", round_to=dtype).values
+    return not np.array_equal(in_dtype, rounded_once)
 
 
 class Coalesce(Op):
@@ -135,6 +175,12 @@ class Coalesce(Op):
         k, biggest_sum = duplicate_stats(inputs)
         return {**{name: None for name in self.exact_outputs},
                 "values": at_least_default(dtype, 2 * UNIT_ROUNDOFF[dtype], 2 * k * ACCUMULATION_ROUNDOFF[dtype] * biggest_sum)}
+
+    def half_precision_model(self, inputs: CooArray, dtype: str, accumulate: str):
+        flags = {"accumulation"} if accumulation_differs(inputs, dtype) else set()
+        result = coalesce_sequential(inputs, accumulate, round_to=dtype)
+        return {"indices": result.indices, "values": result.values, "nnz": np.int64(result.indices.shape[1]),
+                "size": np.array(inputs.size, dtype=np.int64)}, flags
 
     def reference_tolerance_scale(self, inputs: CooArray) -> float:
         # a sum of k duplicates may carry up to k roundings in low precision

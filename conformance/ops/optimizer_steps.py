@@ -270,3 +270,12 @@ def trajectory_tolerances(reference, inputs: OptimizerInputs, dtype: str,
                                   + 4 * sensitivity.get("param", 0.0)),
         "step": at_least_default(dtype, 0.0, 0.0),
     }, TrajectoryBounds(u, steps, growth, g_max, sensitivity)
+
+
+def negated(grad, maximize: bool):
+    """The gradient as torch's maximize=True sees it (negated)."""
+    if not maximize:
+        return grad
+    if isinstance(grad, CooArray):
+        return CooArray(grad.indices, -grad.values, grad.size)
+    return -grad

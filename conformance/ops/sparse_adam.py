@@ -20,12 +20,15 @@ import torch
 from conformance.types import RunContext
 from conformance.compare import at_least_default
 from conformance.ops.base import TENSOR, Op
+from conformance.tensors import CooArray, rounder
+from conformance.ops.coalesce import accumulation_differs, coalesce_sequential
 from conformance.ops.optimizer_steps import (
     OptimizerInputs,
     dense_grad_and_mask,
     optimizer_inputs_schema,
     optimizer_problem,
     single_step_param_bounds,
+    negated,
     run_optimizer,
     trajectory_tolerances,
 )
@@ -117,6 +120,46 @@ class SparseAdam(Op):
 
     def reference_tolerance_scale(self, inputs: OptimizerInputs) -> float:
         return 8.0 * max(1, inputs.steps)
+
+    def half_precision_model(self, inputs: OptimizerInputs, dtype: str, accumulate: str):
+        """torch's sparse (and dense) branch replayed, rounding to ``dtype`` where torch stores a tensor."""
+        flags: set = set()
+        return self._half_precision_steps(inputs, dtype, flags, accumulate), flags
+
+    def _half_precision_steps(self, inputs: OptimizerInputs, dtype: str, flags: set, accumulate: str) -> dict[str, np.ndarray]:
+        q = rounder(dtype)
+        h = sparse_adam_hyperparameters(inputs.hyperparameters)
+        beta1, beta2 = h["betas"]
+        param = inputs.param.astype(np.float64).copy()
+        exp_avg = np.zeros_like(param)
+        exp_avg_sq = np.zeros_like(param)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            for step, grad in enumerate(inputs.grads, start=1):
+                if not isinstance(grad, CooArray):
+                    raise RuntimeError("SparseAdam does not support dense gradients, please consider Adam instead")
+                grad = negated(grad, h["maximize"])
+                if accumulation_differs(grad, dtype):
+                    flags.add("accumulation")
+                coalesced = coalesce_sequential(grad, accumulate, round_to=dtype)
+                if coalesced.indices.shape[1] == 0:
+                    continue
+                index = tuple(coalesced.indices)
+                g = coalesced.values
+                old_avg, old_sq = exp_avg[index], exp_avg_sq[index]
+                avg_update = q(q(g - old_avg) * (1 - beta1))
+                exp_avg[index] = q(old_avg + avg_update)
+                square = q(g * g)
+                if np.any((square == 0) & (g != 0)):
+                    flags.add("underflow")
+                sq_update = q(q(square - old_sq) * (1 - beta2))
+                exp_avg_sq[index] = q(old_sq + sq_update)
+                numer = q(avg_update + old_avg)
+                denom = q(q(np.sqrt(q(sq_update + old_sq))) + h["eps"])
+                if np.any(denom == 0):
+                    flags.add("underflow")
+                step_size = h["lr"] * math.sqrt(1 - beta2**step) / (1 - beta1**step)
+                param[index] = q(param[index] + q(-step_size * q(numer / denom)))
+        return {"param": param, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq, "step": np.float64(inputs.steps)}
 
     def generated_tolerances(self, inputs: OptimizerInputs, dtype: str, sensitivity) -> dict[str, Any]:
         tolerances, b = trajectory_tolerances(self.reference, inputs, dtype, sensitivity())

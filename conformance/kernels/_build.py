@@ -47,6 +47,20 @@ def build_directory() -> Path:
     return root / tag.replace("+", "_")
 
 
+def _stable_source(directory: Path) -> Path:
+    """The source, copied into its build directory (named by the source's hash) and compiled from
+    there: ninja rebuilds whenever the compile command changes, and the command names the source's
+    path, so compiling a checkout's own file recompiled in every new checkout and whenever two
+    checkouts took turns (15-20 s each time). The copy is written once; it is never rewritten, so
+    its mtime does not change either."""
+    copy = directory / _SOURCE.name
+    if not copy.is_file():
+        partial = directory / f".{_SOURCE.name}.{os.getpid()}"
+        shutil.copyfile(_SOURCE, partial)
+        os.replace(partial, copy)  # atomic: concurrent workers write the same bytes
+    return copy
+
+
 def _find_compiler() -> str | None:
     compiler = os.environ.get("CXX", "c++")
     return shutil.which(compiler)
@@ -80,7 +94,7 @@ def load_cpu_kernels(verbose: bool = False) -> None:
         try:
             cpp_extension.load(
                 name=_EXTENSION_NAME,
-                sources=[str(_SOURCE)],
+                sources=[str(_stable_source(directory))],
                 extra_cflags=["-O3", "-fopenmp", "-fno-math-errno"],
                 extra_ldflags=["-fopenmp"],
                 build_directory=str(directory),

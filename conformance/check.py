@@ -17,11 +17,6 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-# stock torch's backend for each op: the column the candidate is read against in the report
-STOCK_BACKEND = {"coalesce": "coo", "adagrad": "coo", "sparse_adam": "coo", "masked_mean": "masked",
-                 "masked_mean_compiles": "dense"}
-
-
 def specs_dir() -> Path:
     """The suite's spec files: ``conformance/specs_data/specs`` in an installed package (in a
     checkout it links to the repository's ``specs/``)."""
@@ -35,7 +30,9 @@ def pytest_command(impls: list[str], *, results: Path, devices: str = "cpu", ext
         op = impl.partition("=")[0].strip()
         if op and op not in ops:
             ops.append(op)
-    backends = ["candidate"] + sorted({STOCK_BACKEND[op] for op in ops if op in STOCK_BACKEND})
+    from conformance.ops import OPS  # stock torch's backend beside the candidate: Op.stock_backend
+
+    backends = ["candidate"] + sorted({OPS[op].stock_backend for op in ops if op in OPS and OPS[op].stock_backend})
     specs = specs_dir()
     command = [sys.executable, "-m", "pytest", str(specs), "--rootdir", str(specs.parent),
                "-p", "no:cacheprovider", "-o", "addopts=", "-q", "-rfEx",

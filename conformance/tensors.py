@@ -8,6 +8,7 @@ expected is written ``{dense: ...}``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,3 +143,15 @@ def rounder(dtype: str):
         return quantize(x, torch_type).reshape(x.shape)  # quantize makes 0-d arrays 1-d
 
     return q
+
+
+def random_coo(rng: np.random.Generator, size: tuple[int, ...], sparse_dims: int, density: float,
+               dtype: torch.dtype) -> CooArray:
+    """A benchmark's COO tensor: indices drawn with replacement (so duplicates occur, as in
+    embedding-bag gradients), standard normal values in ``dtype``."""
+    sparse_shape = size[:sparse_dims]
+    positions = math.prod(sparse_shape)
+    nnz = max(1, int(round(density * positions)))
+    indices = np.stack([rng.integers(0, n, nnz) for n in sparse_shape]).astype(np.int64)
+    values = rng.standard_normal((nnz, *size[sparse_dims:]))
+    return CooArray(indices, values, tuple(size)).quantized(dtype)

@@ -27,6 +27,7 @@ from conformance.ops.optimizer_steps import (
     optimizer_problem,
     single_step_param_bounds,
     negated,
+    optimizer_benchmark_inputs,
     run_optimizer,
     trajectory_tolerances,
 )
@@ -97,6 +98,7 @@ def add_std_output(outputs: dict[str, Any], inputs: OptimizerInputs, eps: float)
 
 class Adagrad(Op):
     name = "adagrad"
+    stock_backend = "coo"
     repro_run = "optimizer"
     summary = "torch.optim.Adagrad steps on sparse (masked) gradients"
     candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.Adagrad's constructor"
@@ -140,6 +142,9 @@ class Adagrad(Op):
 
     def reference_tolerance_scale(self, inputs: OptimizerInputs) -> float:
         return 4.0 * max(1, inputs.steps)
+
+    def benchmark_inputs(self, bench, rng, dtype: torch.dtype) -> OptimizerInputs:
+        return optimizer_benchmark_inputs(bench, rng, dtype)
 
     def half_precision_model(self, inputs: OptimizerInputs, dtype: str, accumulate: str):
         """torch's sparse (and dense) branch replayed, rounding to ``dtype`` where torch stores a tensor."""

@@ -27,6 +27,9 @@ class Op:
     torch_sums_duplicates_in_half: bool = False
     # optimizers: output name -> the optimizer's state key it is read from (empty: not an optimizer)
     state_outputs: dict[str, str] = {}
+    # the built-in backend that is stock torch's own way of doing this op: the column a candidate is
+    # read against in reports, run beside it by `conformance check`
+    stock_backend: str | None = None
     # the counterexample script's run() for this op: conformance/cases/repro/run/<repro_run>.py
     repro_run: str | None = None
 
@@ -83,6 +86,11 @@ class Op:
         defaults. ``sensitivity()`` is how far torch's algorithm replayed in ``dtype`` lands from
         the reference, per output (ill-conditioned trajectories widen by it)."""
         raise NotImplementedError(f"{self.name} has no tolerances for generated inputs")
+
+    def benchmark_inputs(self, bench: Any, rng: Any, dtype: torch.dtype) -> Any:
+        """Inputs for a spec's benchmark section ``bench`` (size, density, sparse_dims, steps,
+        hyperparameters), drawn from the NumPy generator ``rng``."""
+        raise ValueError(f"op {self.name!r} has no benchmark inputs (Op.benchmark_inputs)")
 
     def half_precision_model(self, inputs: Any, dtype: str, accumulate: str):
         """Stock torch's result computed the way torch rounds in ``dtype``, duplicates summed at

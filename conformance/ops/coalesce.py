@@ -16,7 +16,7 @@ from conformance.types import RunContext
 from conformance.compare import ACCUMULATION_ROUNDOFF, UNIT_ROUNDOFF, Mismatch, at_least_default, finite_abs_max
 from conformance.ops.base import COO, TENSOR, Op
 from conformance.rounding import FLOAT32_UNIT
-from conformance.tensors import CooArray, rounder, to_numpy
+from conformance.tensors import CooArray, random_coo, rounder, to_numpy
 
 
 def coalesce_reference(coo: CooArray) -> dict[str, np.ndarray]:
@@ -99,6 +99,7 @@ def accumulation_differs(coo: CooArray, dtype: str) -> bool:
 
 class Coalesce(Op):
     name = "coalesce"
+    stock_backend = "coo"
     repro_run = "coalesce"
     summary = "COO tensor -> coalesced COO tensor (duplicates summed, indices sorted)"
     candidate_contract = "a callable taking and returning a sparse COO tensor"
@@ -175,6 +176,10 @@ class Coalesce(Op):
         k, biggest_sum = duplicate_stats(inputs)
         return {**{name: None for name in self.exact_outputs},
                 "values": at_least_default(dtype, 2 * UNIT_ROUNDOFF[dtype], 2 * k * ACCUMULATION_ROUNDOFF[dtype] * biggest_sum)}
+
+    def benchmark_inputs(self, bench, rng, dtype: torch.dtype) -> CooArray:
+        sparse_dims = bench.sparse_dims if bench.sparse_dims is not None else len(bench.size)
+        return random_coo(rng, bench.size, sparse_dims, bench.density, dtype)
 
     def half_precision_model(self, inputs: CooArray, dtype: str, accumulate: str):
         flags = {"accumulation"} if accumulation_differs(inputs, dtype) else set()

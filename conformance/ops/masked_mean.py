@@ -60,6 +60,7 @@ def differentiate(function, inputs: MaskedMeanInputs, ctx: RunContext) -> dict[s
 
 class MaskedMean(Op):
     name = "masked_mean"
+    stock_backend = "masked"
     repro_run = "masked_mean"
     summary = "mean over mask==True entries, and its gradient (zero where the mask is False)"
     candidate_contract = "a callable (values, bool_mask) -> 0-d tensor that autograd can differentiate"
@@ -114,6 +115,10 @@ class MaskedMean(Op):
         total = float(np.abs(valid[np.isfinite(valid)]).sum()) if valid.size else 0.0
         return {"value": at_least_default(dtype, 4 * u, 2 * acc * total + 2 * u * finite_abs_max(valid)),
                 "grad": at_least_default(dtype, 2 * u, 0.0)}
+
+    def benchmark_inputs(self, bench, rng, dtype: torch.dtype) -> MaskedMeanInputs:
+        values = quantize(rng.standard_normal(bench.size), dtype)
+        return MaskedMeanInputs(values, rng.random(bench.size) < bench.density)
 
     def reference_tolerance_scale(self, inputs: MaskedMeanInputs) -> float:
         return 1.0 + math.sqrt(max(1, int(inputs.mask.sum())))

@@ -60,6 +60,7 @@ def run_series(idiom: Callable[[MaskedMeanInputs, RunContext], dict[str, Any]],
 
 class MaskedMeanCompiles(Op):
     name = "masked_mean_compiles"
+    stock_backend = "dense"
     summary = "graph compilations of a masked mean over masks of one shape (XLA)"
     candidate_contract = "a callable (values, bool_mask) -> 0-d tensor that autograd can differentiate"
     inputs_schema = {

@@ -15,7 +15,7 @@ from conformance.compare import UNIT_ROUNDOFF, Mismatch, Tolerance, at_least_def
 from conformance.ops.base import COO, TENSOR
 from conformance.ops.coalesce import coalesce_reference
 from conformance.rounding import FLOAT32_UNIT, unit_roundoff
-from conformance.tensors import CooArray, decode_array, quantize, to_torch
+from conformance.tensors import CooArray, decode_array, quantize, random_coo, to_torch
 
 GRADIENT_SCHEMA = {
     "oneOf": [
@@ -279,3 +279,14 @@ def negated(grad, maximize: bool):
     if isinstance(grad, CooArray):
         return CooArray(grad.indices, -grad.values, grad.size)
     return -grad
+
+
+def optimizer_benchmark_inputs(bench, rng, dtype: torch.dtype) -> OptimizerInputs:
+    """A benchmark's trajectory: a standard normal parameter and ``bench.steps`` random COO gradients."""
+    sparse_dims = bench.sparse_dims if bench.sparse_dims is not None else 1
+    param = quantize(rng.standard_normal(bench.size), dtype)
+    grads = [random_coo(rng, bench.size, sparse_dims, bench.density, dtype) for _ in range(bench.steps)]
+    hyper = dict(bench.hyperparameters)
+    if "betas" in hyper:
+        hyper["betas"] = tuple(hyper["betas"])
+    return OptimizerInputs(param, grads, hyper)

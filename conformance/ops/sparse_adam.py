@@ -29,6 +29,7 @@ from conformance.ops.optimizer_steps import (
     optimizer_problem,
     single_step_param_bounds,
     negated,
+    optimizer_benchmark_inputs,
     run_optimizer,
     trajectory_tolerances,
 )
@@ -81,6 +82,7 @@ def sparse_adam_reference(inputs: OptimizerInputs) -> dict[str, np.ndarray]:
 
 class SparseAdam(Op):
     name = "sparse_adam"
+    stock_backend = "coo"
     repro_run = "optimizer"
     summary = "torch.optim.SparseAdam steps: moments and parameter updated only at specified entries"
     candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.SparseAdam's constructor"
@@ -120,6 +122,9 @@ class SparseAdam(Op):
 
     def reference_tolerance_scale(self, inputs: OptimizerInputs) -> float:
         return 8.0 * max(1, inputs.steps)
+
+    def benchmark_inputs(self, bench, rng, dtype: torch.dtype) -> OptimizerInputs:
+        return optimizer_benchmark_inputs(bench, rng, dtype)
 
     def half_precision_model(self, inputs: OptimizerInputs, dtype: str, accumulate: str):
         """torch's sparse (and dense) branch replayed, rounding to ``dtype`` where torch stores a tensor."""

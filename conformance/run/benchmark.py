@@ -26,9 +26,8 @@ the correctness items, and a device sync (CUDA synchronize; XLA through the devi
 from __future__ import annotations
 
 import contextlib
-import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -37,7 +36,7 @@ from conformance.run import outcomes
 from conformance.types import RunContext, Unsupported
 from conformance.backends.base import Backend
 from conformance.compare import Tolerance, compare_outputs, default_tolerance
-from conformance.tensors import CooArray, quantize, torch_dtype
+from conformance.tensors import CooArray, torch_dtype
 
 DEFAULT_ROUNDS = 5
 DEFAULT_WARMUP = 1
@@ -94,54 +93,14 @@ def expand(raw: dict, line: int) -> list[Benchmark]:
 
 # ------------------------------------------------------------------ inputs
 
-def _random_coo(rng: np.random.Generator, size: tuple[int, ...], sparse_dims: int, density: float,
-                dtype) -> CooArray:
-    """Indices drawn with replacement (so duplicates occur, as in embedding-bag gradients)."""
-    sparse_shape = size[:sparse_dims]
-    positions = math.prod(sparse_shape)
-    nnz = max(1, int(round(density * positions)))
-    indices = np.stack([rng.integers(0, n, nnz) for n in sparse_shape]).astype(np.int64)
-    values = rng.standard_normal((nnz, *size[sparse_dims:]))
-    return CooArray(indices, values, tuple(size)).quantized(dtype)
-
-
-def _coalesce_inputs(bench: Benchmark, rng, dtype):
-    sparse_dims = bench.sparse_dims if bench.sparse_dims is not None else len(bench.size)
-    return _random_coo(rng, bench.size, sparse_dims, bench.density, dtype)
-
-
-def _optimizer_inputs(bench: Benchmark, rng, dtype):
-    from conformance.ops.optimizer_steps import OptimizerInputs
-
-    sparse_dims = bench.sparse_dims if bench.sparse_dims is not None else 1
-    param = quantize(rng.standard_normal(bench.size), dtype)
-    grads = [_random_coo(rng, bench.size, sparse_dims, bench.density, dtype) for _ in range(bench.steps)]
-    hyper = dict(bench.hyperparameters)
-    if "betas" in hyper:
-        hyper["betas"] = tuple(hyper["betas"])
-    return OptimizerInputs(param, grads, hyper)
-
-
-def _masked_mean_inputs(bench: Benchmark, rng, dtype):
-    from conformance.ops.masked_mean import MaskedMeanInputs
-
-    values = quantize(rng.standard_normal(bench.size), dtype)
-    return MaskedMeanInputs(values, rng.random(bench.size) < bench.density)
-
-
-INPUT_MAKERS: dict[str, Callable[[Benchmark, np.random.Generator, Any], Any]] = {
-    "coalesce": _coalesce_inputs,
-    "adagrad": _optimizer_inputs,
-    "sparse_adam": _optimizer_inputs,
-    "masked_mean": _masked_mean_inputs,
-}
-
-
 def make_inputs(op_name: str, bench: Benchmark, dtype_name: str):
-    """The benchmark's inputs for ``op_name`` (deterministic in ``bench.seed``)."""
-    if op_name not in INPUT_MAKERS:
-        raise ValueError(f"op {op_name!r} has no benchmark input generator (conformance.run.benchmark.INPUT_MAKERS)")
-    return INPUT_MAKERS[op_name](bench, np.random.default_rng(bench.seed), torch_dtype(dtype_name))
+    """The benchmark's inputs for ``op_name`` (the op record's ``benchmark_inputs``, deterministic
+    in ``bench.seed``)."""
+    from conformance.ops import OPS
+
+    if op_name not in OPS:
+        raise ValueError(f"unknown op {op_name!r}")
+    return OPS[op_name].benchmark_inputs(bench, np.random.default_rng(bench.seed), torch_dtype(dtype_name))
 
 
 def nnz_of(inputs: Any) -> int | None:

@@ -147,7 +147,7 @@ def _conclude(case: Case, backend: Backend, ctx: RunContext, failure: Mismatch |
         torch = None  # a built-in backend that misses the spec fails unless the divergence is recorded
     try:
         judgement = judge(failure, torch, same, text)
-    except SameAsTorch as hit:
+    except SameAsTorch:
         ctx.record["verdict"] = Verdict.SAME_AS_TORCH.value
         if divergence is not None:
             ctx.record["divergence"] = {"reason": divergence.reason, "link": divergence.link}

@@ -18,7 +18,7 @@ import torch
 
 from conformance.types import RunContext
 from conformance.compare import at_least_default
-from conformance.ops.base import TENSOR, Op
+from conformance.ops.base import TENSOR
 from conformance.ops.coalesce import accumulation_differs, coalesce_sequential
 from conformance.ops.optimizer_steps import (
     OptimizerInputs,
@@ -27,7 +27,7 @@ from conformance.ops.optimizer_steps import (
     optimizer_problem,
     single_step_param_bounds,
     negated,
-    optimizer_benchmark_inputs,
+    OptimizerOp,
     run_optimizer,
     trajectory_tolerances,
 )
@@ -96,7 +96,7 @@ def add_std_output(outputs: dict[str, Any], inputs: OptimizerInputs, eps: float)
     return outputs
 
 
-class Adagrad(Op):
+class Adagrad(OptimizerOp):
     name = "adagrad"
     stock_backend = "coo"
     repro_run = "optimizer"
@@ -143,15 +143,7 @@ class Adagrad(Op):
     def reference_tolerance_scale(self, inputs: OptimizerInputs) -> float:
         return 4.0 * max(1, inputs.steps)
 
-    def benchmark_inputs(self, bench, rng, dtype: torch.dtype) -> OptimizerInputs:
-        return optimizer_benchmark_inputs(bench, rng, dtype)
-
-    def half_precision_model(self, inputs: OptimizerInputs, dtype: str, accumulate: str):
-        """torch's sparse (and dense) branch replayed, rounding to ``dtype`` where torch stores a tensor."""
-        flags: set = set()
-        return self._half_precision_steps(inputs, dtype, flags, accumulate), flags
-
-    def _half_precision_steps(self, inputs: OptimizerInputs, dtype: str, flags: set, accumulate: str) -> dict[str, np.ndarray]:
+    def replay_in_dtype(self, inputs: OptimizerInputs, dtype: str, flags: set, accumulate: str) -> dict[str, np.ndarray]:
         q = rounder(dtype)
         h = adagrad_hyperparameters(inputs.hyperparameters)
         eps = h["eps"]

@@ -12,7 +12,7 @@ import torch
 
 from conformance.types import RunContext, Unsupported
 from conformance.compare import UNIT_ROUNDOFF, Mismatch, Tolerance, at_least_default, finite_abs_max
-from conformance.ops.base import COO, TENSOR
+from conformance.ops.base import COO, TENSOR, Op
 from conformance.ops.coalesce import coalesce_reference
 from conformance.rounding import FLOAT32_UNIT, unit_roundoff
 from conformance.tensors import CooArray, decode_array, quantize, random_coo, to_torch
@@ -290,3 +290,21 @@ def optimizer_benchmark_inputs(bench, rng, dtype: torch.dtype) -> OptimizerInput
     if "betas" in hyper:
         hyper["betas"] = tuple(hyper["betas"])
     return OptimizerInputs(param, grads, hyper)
+
+
+class OptimizerOp(Op):
+    """What the optimizer records share: benchmark trajectories and the half-precision model's
+    frame; each optimizer gives its replay of torch's steps (:meth:`replay_in_dtype`)."""
+
+    def benchmark_inputs(self, bench, rng, dtype: torch.dtype) -> OptimizerInputs:
+        return optimizer_benchmark_inputs(bench, rng, dtype)
+
+    def half_precision_model(self, inputs: OptimizerInputs, dtype: str, accumulate: str):
+        """torch's sparse (and dense) branch replayed, rounding to ``dtype`` where torch stores a tensor."""
+        flags: set = set()
+        return self.replay_in_dtype(inputs, dtype, flags, accumulate), flags
+
+    def replay_in_dtype(self, inputs: OptimizerInputs, dtype: str, flags: set, accumulate: str) -> dict[str, np.ndarray]:
+        """torch's steps on ``inputs`` with every stored tensor rounded to ``dtype`` (duplicates
+        summed at ``accumulate``), adding "accumulation"/"underflow" to ``flags`` where they occur."""
+        raise NotImplementedError

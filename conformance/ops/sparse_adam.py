@@ -19,7 +19,7 @@ import torch
 
 from conformance.types import RunContext
 from conformance.compare import at_least_default
-from conformance.ops.base import TENSOR, Op
+from conformance.ops.base import TENSOR
 from conformance.tensors import CooArray, rounder
 from conformance.ops.coalesce import accumulation_differs, coalesce_sequential
 from conformance.ops.optimizer_steps import (
@@ -29,7 +29,7 @@ from conformance.ops.optimizer_steps import (
     optimizer_problem,
     single_step_param_bounds,
     negated,
-    optimizer_benchmark_inputs,
+    OptimizerOp,
     run_optimizer,
     trajectory_tolerances,
 )
@@ -80,7 +80,7 @@ def sparse_adam_reference(inputs: OptimizerInputs) -> dict[str, np.ndarray]:
     return {"param": param, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq, "step": np.float64(inputs.steps)}
 
 
-class SparseAdam(Op):
+class SparseAdam(OptimizerOp):
     name = "sparse_adam"
     stock_backend = "coo"
     repro_run = "optimizer"
@@ -123,15 +123,7 @@ class SparseAdam(Op):
     def reference_tolerance_scale(self, inputs: OptimizerInputs) -> float:
         return 8.0 * max(1, inputs.steps)
 
-    def benchmark_inputs(self, bench, rng, dtype: torch.dtype) -> OptimizerInputs:
-        return optimizer_benchmark_inputs(bench, rng, dtype)
-
-    def half_precision_model(self, inputs: OptimizerInputs, dtype: str, accumulate: str):
-        """torch's sparse (and dense) branch replayed, rounding to ``dtype`` where torch stores a tensor."""
-        flags: set = set()
-        return self._half_precision_steps(inputs, dtype, flags, accumulate), flags
-
-    def _half_precision_steps(self, inputs: OptimizerInputs, dtype: str, flags: set, accumulate: str) -> dict[str, np.ndarray]:
+    def replay_in_dtype(self, inputs: OptimizerInputs, dtype: str, flags: set, accumulate: str) -> dict[str, np.ndarray]:
         q = rounder(dtype)
         h = sparse_adam_hyperparameters(inputs.hyperparameters)
         beta1, beta2 = h["betas"]

@@ -59,8 +59,7 @@ class TorchRun:
     outputs: dict[str, Any] | None = None
     error: BaseException | None = None
     failure: Mismatch | None = None  # how torch itself misses the spec (None: it conforms)
-    device: str | None = None  # where torch ran: the item's device, or cpu standing in (see stand_in)
-    stand_in: str | None = None  # why torch ran on cpu instead of the item's device
+    stand_in: str | None = None  # why torch ran on cpu instead of the item's device (None: it ran there)
 
     def where(self) -> str:
         """"stock torch" with the stand-in said, for messages."""
@@ -137,7 +136,7 @@ def run_stock_torch(op: Op, inputs: Any, ctx: RunContext,
     implementation = op.torch_implementation
     if implementation is None:
         return None
-    run = TorchRun(device=ctx.device)
+    run = TorchRun()
     try:
         run.outputs = op.run_candidate(implementation, inputs, RunContext(ctx.device, ctx.dtype, {}))
     except Unsupported:
@@ -147,7 +146,7 @@ def run_stock_torch(op: Op, inputs: Any, ctx: RunContext,
         if missing is None:
             run.error = exc
             return run
-        run = TorchRun(device="cpu", stand_in=f"on {ctx.device} {missing}")
+        run = TorchRun(stand_in=f"on {ctx.device} {missing}")
         try:
             run.outputs = op.run_candidate(implementation, inputs, RunContext("cpu", ctx.dtype, {}))
         except Unsupported:

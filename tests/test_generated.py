@@ -1,7 +1,8 @@
-"""The generated (Hypothesis) cases, end to end: pytest is run in a subprocess on ``specs`` with
-``--conformance-impl`` for each single-slip mutant in tests/candidates/mutants.py, and must flag
-it, write a shrunk counterexample spec that ``load_spec`` accepts (golden values from the NumPy
-reference) and a script that reproduces the failure (torch's own implementations passing is
+"""The generated (Hypothesis) cases, end to end: pytest is run (in this process, see run_pytest)
+on ``specs`` with ``--conformance-impl`` for each single-slip mutant in tests/candidates/mutants.py,
+and must flag it, write a counterexample spec that ``load_spec`` accepts (golden values from the
+NumPy reference; shrunk in one round, first-failing under --conformance-no-shrink in the others)
+and a script that reproduces the failure (torch's own implementations passing is
 tests/test_verdict.py's test_stock_torch_passes_its_own_gate).
 
 Run with ``python -m pytest tests`` from the repository root so that this checkout's

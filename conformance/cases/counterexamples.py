@@ -36,6 +36,7 @@ from conformance.ops import OPS, Op
 from conformance.ops.masked_mean import MaskedMeanInputs
 from conformance.ops.optimizer_steps import OptimizerInputs
 from conformance.tensors import CooArray
+from conformance.verdict import first_line
 
 # ---------------------------------------------------------------- encoding to spec notation
 
@@ -163,7 +164,7 @@ def _divergences_elsewhere(prop: Property, example: Any, dtype: str, failing: Ba
             entry["backends"].append(name)
         except Exception as exc:  # noqa: BLE001 - a note for the reader, not a verdict
             if type(exc).__name__ != "Unsupported":
-                also_failing.append(f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+                also_failing.append(f"{name}: {first_line(exc)}")
     return list(entries.values()), also_failing
 
 

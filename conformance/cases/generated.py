@@ -630,7 +630,6 @@ PROPERTIES: list[Property] = [
     Property("masked_mean", "grad-zero-outside-mask", "the gradient is exactly zero wherever the mask is False",
              lambda dtype: strategies.masked_mean_inputs(dtype), check_masked_mean_grad_zero_outside_mask),
 ]
-PROPERTIES_BY_ID = {prop.id: prop for prop in PROPERTIES}
 
 
 def cases_of(prop: Property, example: Any, dtype: str) -> list[tuple[str, Any]]:
@@ -669,14 +668,6 @@ class PropertyResult:
     failure: BaseException | None = None
     failing_example: Any = None
     seed: int | None = None
-
-    @property
-    def outcome(self) -> str:
-        if self.unsupported is not None:
-            return "unsupported"
-        if self.failure is not None:
-            return "failed" if isinstance(self.failure, Mismatch) else "error"
-        return "xfail" if self.divergences else "passed"
 
 
 def _misses(prop: Property, trial: Trial, example: Any) -> bool:

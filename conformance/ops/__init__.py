@@ -8,9 +8,3 @@ from conformance.ops import adagrad, coalesce, masked_mean, masked_mean_compiles
 OPS: dict[str, Op] = {module.OP.name: module.OP for module in (coalesce, adagrad, sparse_adam, masked_mean,
                                                       masked_mean_compiles)}
 
-
-def get_op(name: str) -> Op:
-    try:
-        return OPS[name]
-    except KeyError:
-        raise KeyError(f"unknown op {name!r}; known ops: {', '.join(sorted(OPS))}") from None

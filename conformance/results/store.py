@@ -91,15 +91,6 @@ def to_jsonable(value: Any) -> Any:
     return str(value)
 
 
-def as_float(value: Any) -> float | None:
-    """A record's float field back as a float (the strings NaN/Infinity included)."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(value)
-    return float(value)
-
-
 # ------------------------------------------------------------------ run metadata
 
 def _cpu_model() -> str:

@@ -346,10 +346,10 @@ def record_from_nodeid(nodeid: str, rootdir: Path | None = None) -> dict[str, An
     """A record for an item known only by its node id (its worker died): ``spec::case[backend-device-dtype]``,
     or ``...::generated::property[backend-device-dtype]``."""
     if GENERATED_MARK in nodeid:
-        from conformance.cases.generated import PROPERTIES_BY_ID
+        from conformance.cases.generated import PROPERTIES
 
         record = record_from_nodeid("generated::" + nodeid.split(GENERATED_MARK, 1)[1])
-        prop = PROPERTIES_BY_ID.get(record["case"])
+        prop = next((p for p in PROPERTIES if p.id == record["case"]), None)
         return {**record, "op": prop.op if prop else None, "generated": True}
     spec, _, name = nodeid.partition("::")
     case, backend, device, dtype = name, None, None, None

@@ -26,7 +26,6 @@ import yaml
 from conformance.compare import Tolerance
 from conformance.ops import OPS, Op
 
-ERROR_KINDS = ("mismatch", "error", "any")
 
 # a spec's YAML may expand to at most this many nodes, aliases expanded (a billion-laughs
 # document is rejected after this much work, before anything is built from it)

@@ -127,3 +127,28 @@ def compare_outputs(
         if name not in outputs:
             raise Mismatch(f"{name} was expected ({against}) but the backend did not produce it")
         assert_output_close(name, outputs[name], want, tolerances.get(name), against)
+
+
+def same_bits(a, b) -> np.ndarray:
+    """Elementwise: identical float64 bits, or both NaN."""
+    shape = np.shape(a)
+    a = np.ascontiguousarray(np.asarray(a, dtype=np.float64)).reshape(-1)  # (ascontiguousarray makes 0-d 1-d)
+    b = np.ascontiguousarray(np.asarray(b, dtype=np.float64)).reshape(-1)
+    return ((a.view(np.uint64) == b.view(np.uint64)) | (np.isnan(a) & np.isnan(b))).reshape(shape)
+
+
+def first_index(flags: np.ndarray) -> tuple[int, ...]:
+    return tuple(int(i) for i in np.argwhere(flags)[0])
+
+
+def assert_bits_equal(name: str, actual, expected, where: np.ndarray | None, against: str) -> None:
+    actual, expected = to_numpy(actual), to_numpy(expected)
+    if actual.shape != expected.shape:
+        raise Mismatch(f"{name}: shape {list(actual.shape)} differs from {against}'s {list(expected.shape)}")
+    differs = ~same_bits(actual, expected)
+    if where is not None:
+        differs &= where
+    if differs.any():
+        index = first_index(differs)
+        raise Mismatch(f"{name} is not bit-for-bit equal to {against}: {int(differs.sum())} entries differ, "
+                       f"first at index {index}: {float(actual[index])!r} vs {float(expected[index])!r}")

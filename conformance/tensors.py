@@ -155,3 +155,22 @@ def random_coo(rng: np.random.Generator, size: tuple[int, ...], sparse_dims: int
     indices = np.stack([rng.integers(0, n, nnz) for n in sparse_shape]).astype(np.int64)
     values = rng.standard_normal((nnz, *size[sparse_dims:]))
     return CooArray(indices, values, tuple(size)).quantized(dtype)
+
+
+def encode_array(array) -> Any:
+    """Spec notation for an array: nested lists, or ``{fill, shape}`` for an empty multi-dim one."""
+    array = np.asarray(array)
+    if array.size == 0 and array.ndim > 1:
+        fill = False if array.dtype == bool else 0.0
+        return {"fill": fill, "shape": list(array.shape)}
+    if array.dtype == bool:
+        return array.tolist()
+    if np.issubdtype(array.dtype, np.integer):
+        return array.astype(np.int64).tolist()
+    return array.astype(np.float64).tolist()
+
+
+def encode_coo(coo: CooArray) -> dict:
+    """Spec notation for a COO tensor: ``{indices, values, size}``."""
+    return {"indices": coo.indices.astype(np.int64).tolist(), "values": encode_array(coo.values),
+            "size": [int(s) for s in coo.size]}

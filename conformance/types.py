@@ -31,6 +31,19 @@ def missing_kernel(exc: BaseException, device: str) -> str | None:
     return f"torch has no kernel for {found.group(1)} on the {found.group(2)} backend (NotImplementedError)"
 
 
+_NO_DTYPE_KERNEL = re.compile(r'"(\w+)" not implemented for \'(\w+)\'')
+
+
+def missing_dtype_kernel(exc: BaseException) -> str | None:
+    """A one-line account when ``exc`` is torch saying a kernel has no implementation for the
+    dtype (``"cadd_sparse" not implemented for 'Half'``: sparse adds in float16 on cpu); None for
+    any other error."""
+    found = _NO_DTYPE_KERNEL.search(str(exc)) if isinstance(exc, (NotImplementedError, RuntimeError)) else None
+    if found is None:
+        return None
+    return f"torch's {found.group(1)} is not implemented for {found.group(2)} ({type(exc).__name__})"
+
+
 @dataclass
 class RunContext:
     """Where and how one item runs, and a place for backends to record extra facts."""

@@ -55,7 +55,7 @@ def test_coo_reaches_values_across_magnitudes():
 @pytest.mark.parametrize("dtype", cst.FLOAT_DTYPES)
 def test_values_are_exact_in_their_dtype(dtype):
     @CHECK
-    @given(cst.coo_arrays(dtype), cst.masked_mean_inputs(dtype))
+    @given(cst.coo_arrays(dtype), cst.inputs("masked_mean", dtype))
     def exact(coo, masked):
         assert np.array_equal(quantize(coo.values, torch_dtype(dtype)), coo.values)
         assert np.array_equal(quantize(masked.values, torch_dtype(dtype)), masked.values, equal_nan=True)
@@ -65,7 +65,7 @@ def test_values_are_exact_in_their_dtype(dtype):
 
 def test_float16_gradients_cannot_overflow_when_squared():
     @CHECK
-    @given(cst.optimizer_inputs("adagrad", "float16"))
+    @given(cst.inputs("adagrad", "float16"))
     def sensible(inputs):
         total = np.full(inputs.param.shape, inputs.hyperparameters.get("initial_accumulator_value", 0.0))
         for grad in inputs.grads:
@@ -82,13 +82,13 @@ def test_float16_gradients_cannot_overflow_when_squared():
 
 
 def test_masks_reach_all_true_all_false_and_non_finite_values():
-    find(cst.masked_mean_inputs("float32"), lambda m: m.mask.size > 1 and not m.mask.any()
+    find(cst.inputs("masked_mean", "float32"), lambda m: m.mask.size > 1 and not m.mask.any()
          and np.isnan(m.values).any(), settings=SEARCH)
-    find(cst.masked_mean_inputs("float32"), lambda m: m.mask.size > 1 and m.mask.all(), settings=SEARCH)
-    find(cst.masked_mean_inputs("float32"), lambda m: np.isinf(m.values[~m.mask]).any()
+    find(cst.inputs("masked_mean", "float32"), lambda m: m.mask.size > 1 and m.mask.all(), settings=SEARCH)
+    find(cst.inputs("masked_mean", "float32"), lambda m: np.isinf(m.values[~m.mask]).any()
          and m.mask.any(), settings=SEARCH)
-    find(cst.masked_mean_inputs("float32"), lambda m: np.isnan(m.values[m.mask]).any(), settings=SEARCH)
-    find(cst.masked_mean_inputs("float32"), lambda m: m.values.ndim == 0, settings=SEARCH)
+    find(cst.inputs("masked_mean", "float32"), lambda m: np.isnan(m.values[m.mask]).any(), settings=SEARCH)
+    find(cst.inputs("masked_mean", "float32"), lambda m: m.values.ndim == 0, settings=SEARCH)
 
 
 def _rows(grad, sparse_dim):
@@ -106,22 +106,22 @@ def test_trajectories_reach_a_row_hit_again_after_an_empty_step():
                     return True
         return False
 
-    find(cst.optimizer_inputs("sparse_adam", "float32"), wanted, settings=SEARCH)
+    find(cst.inputs("sparse_adam", "float32"), wanted, settings=SEARCH)
 
 
 def test_hyperparameters_reach_their_edges():
-    find(cst.adagrad_hyperparameters(), lambda h: h["eps"] >= 0.1 and h.get("lr_decay", 0) > 0
+    find(cst.hyperparameters("adagrad"), lambda h: h["eps"] >= 0.1 and h.get("lr_decay", 0) > 0
          and h.get("maximize") and h.get("initial_accumulator_value", 0) > 0, settings=SEARCH)
-    find(cst.adagrad_hyperparameters(), lambda h: h["eps"] == 0.0, settings=SEARCH)
-    find(cst.sparse_adam_hyperparameters(), lambda h: h["eps"] >= 1.0 and h["betas"][1] == 0.0, settings=SEARCH)
-    find(cst.optimizer_inputs("adagrad", "float64"), lambda i: any(isinstance(g, np.ndarray) for g in i.grads)
+    find(cst.hyperparameters("adagrad"), lambda h: h["eps"] == 0.0, settings=SEARCH)
+    find(cst.hyperparameters("sparse_adam"), lambda h: h["eps"] >= 1.0 and h["betas"][1] == 0.0, settings=SEARCH)
+    find(cst.inputs("adagrad", "float64"), lambda i: any(isinstance(g, np.ndarray) for g in i.grads)
          and i.param.ndim == 3, settings=SEARCH)
 
 
 @pytest.mark.parametrize("op", ["adagrad", "sparse_adam"])
 def test_invalid_inputs_always_raise_the_documented_error(op):
     @CHECK
-    @given(cst.invalid_optimizer_inputs(op, "float32"))
+    @given(cst.invalid_inputs(op, "float32"))
     def raises(inputs):
         with pytest.raises((ValueError, RuntimeError)):
             OPS[op].reference(inputs)

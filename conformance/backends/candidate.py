@@ -85,9 +85,9 @@ class CandidateBackend(Backend):
         super().__init__({op: self._runner(op, obj) for op, obj in candidates.items()})
 
     def optimizer_class(self, op: str):
-        if op not in self.candidates or not OPS[op].state_outputs:
+        if op not in self.candidates or not OPS[op].is_optimizer:
             return None
-        return CONTRACT_CHECKS[op](op, self.candidates[op])
+        return contract_check(op)(op, self.candidates[op])
 
     @staticmethod
     def _runner(op_name: str, candidate: Any):
@@ -100,12 +100,12 @@ class CandidateBackend(Backend):
 def checked_runner(op_name: str, candidate: Any) -> Callable[[Any, RunContext], dict[str, Any]]:
     """``run(inputs, ctx)``: the op's ``run_candidate`` with the contract checks of this module."""
     op = OPS[op_name]
-    wrap = CONTRACT_CHECKS.get(op_name, lambda name, obj: obj)
+    wrap = contract_check(op_name)
 
     def run(inputs: Any, ctx: RunContext):
         own = copy.deepcopy(inputs)  # the runner's inputs feed the reference check: keep them out of reach
         outputs = op.run_candidate(wrap(op_name, candidate), own, ctx)
-        if op.state_outputs:
+        if op.is_optimizer:
             _check_optimizer_outputs(op_name, outputs, ctx)
         return outputs
 
@@ -245,9 +245,15 @@ CONTRACT_CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "coalesce": _watch_coalesce,
     "masked_mean": _watch_masked_mean,
     "masked_mean_compiles": _watch_masked_mean,
-    "adagrad": _watch_optimizer,
-    "sparse_adam": _watch_optimizer,
 }
+
+
+def contract_check(op_name: str) -> Callable[[str, Any], Any]:
+    """The watch of ``op_name``'s contract this module wraps a candidate in (every optimizer's:
+    :func:`_watch_optimizer`; none for an op without one)."""
+    if op_name in CONTRACT_CHECKS:
+        return CONTRACT_CHECKS[op_name]
+    return _watch_optimizer if OPS[op_name].is_optimizer else (lambda name, obj: obj)
 
 
 def parse_impl_options(values: list[str]) -> dict[str, tuple[str, Any]]:

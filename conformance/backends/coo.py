@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import torch
 
-from conformance.types import RunContext, Unsupported, missing_kernel
+from conformance.types import RunContext, Unsupported, missing_dtype_kernel, missing_kernel
 from conformance.backends.base import Backend
-from conformance.ops import adagrad, coalesce, sparse_adam
+from conformance.ops import OPS, adagrad, coalesce, sparse_adam
 from conformance.ops.masked_mean import MaskedMeanInputs, differentiate
 from conformance.tensors import CooArray
 
@@ -42,7 +42,8 @@ class CooBackend(Backend):
     description = "torch sparse COO tensors and stock torch.optim"
 
     def optimizer_class(self, op: str):
-        return {"adagrad": torch.optim.Adagrad, "sparse_adam": torch.optim.SparseAdam}.get(op)
+        record = OPS.get(op)
+        return record.torch_implementation if record is not None and record.is_optimizer else None
 
     def run(self, op, inputs, ctx: RunContext):
         try:
@@ -51,9 +52,12 @@ class CooBackend(Backend):
             # torch's dispatcher has no sparse kernel for this device (XLA: SparseXLA). On cpu a
             # missing kernel would be a torch regression, so it stays an error there.
             missing = missing_kernel(exc, ctx.device)
-            if missing is None:
-                raise
-            raise Unsupported(f"sparse COO on {ctx.device}: {missing}") from exc
+            if missing is not None:
+                raise Unsupported(f"sparse COO on {ctx.device}: {missing}") from exc
+            untyped = missing_dtype_kernel(exc)
+            if untyped is not None:
+                raise Unsupported(f"stock torch has no sparse kernel for this dtype: {untyped}") from exc
+            raise
 
 
 BACKEND = CooBackend({

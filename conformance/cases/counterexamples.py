@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-import numpy as np
 import yaml
 
 from conformance.backends.base import Backend
@@ -33,68 +32,9 @@ from conformance.cases.generated import (
     widest,
 )
 from conformance.ops import OPS, Op
-from conformance.ops.masked_mean import MaskedMeanInputs
-from conformance.ops.optimizer_steps import OptimizerInputs
-from conformance.tensors import CooArray
 from conformance.verdict import first_line
 
-# ---------------------------------------------------------------- encoding to spec notation
-
-
-def encode_array(array) -> Any:
-    """Spec notation for an array: nested lists, or ``{fill, shape}`` for an empty multi-dim one."""
-    array = np.asarray(array)
-    if array.size == 0 and array.ndim > 1:
-        fill = False if array.dtype == bool else 0.0
-        return {"fill": fill, "shape": list(array.shape)}
-    if array.dtype == bool:
-        return array.tolist()
-    if np.issubdtype(array.dtype, np.integer):
-        return array.astype(np.int64).tolist()
-    return array.astype(np.float64).tolist()
-
-
-def encode_coo(coo: CooArray) -> dict:
-    return {"indices": coo.indices.astype(np.int64).tolist(), "values": encode_array(coo.values),
-            "size": [int(s) for s in coo.size]}
-
-
-def encode_inputs(op: Op, inputs: Any) -> dict:
-    if op.name == "coalesce":
-        return {"tensor": encode_coo(inputs)}
-    if isinstance(inputs, OptimizerInputs):
-        hyper = {}
-        for key, value in inputs.hyperparameters.items():
-            hyper[key] = [float(v) for v in value] if isinstance(value, (tuple, list)) else (
-                bool(value) if isinstance(value, (bool, np.bool_)) else float(value))
-        raw = {"param": encode_array(inputs.param),
-               "grads": [encode_coo(g) if isinstance(g, CooArray) else {"dense": encode_array(g)}
-                         for g in inputs.grads]}
-        if hyper:
-            raw["hyperparameters"] = hyper
-        return raw
-    if isinstance(inputs, MaskedMeanInputs):
-        return {"values": encode_array(inputs.values), "mask": encode_array(inputs.mask)}
-    raise TypeError(f"cannot encode inputs of type {type(inputs).__name__}")
-
-
-def encode_expected(op: Op, outputs: dict) -> dict:
-    """Golden values in spec notation; outputs that are empty multi-dim arrays are left out for ops
-    whose decoder only reads nested lists (they carry no information)."""
-    expected: dict[str, Any] = {}
-    for name in op.expected_schema.get("properties", {}):
-        if name not in outputs:
-            continue
-        value = np.asarray(outputs[name])
-        if value.ndim == 0:
-            expected[name] = int(value) if name in op.exact_outputs else float(value)
-        elif value.size == 0 and value.ndim > 1 and op.name != "coalesce":
-            continue
-        elif name == "size":
-            expected[name] = [int(v) for v in value.tolist()]
-        else:
-            expected[name] = encode_array(value)
-    return expected
+# ---------------------------------------------------------------- YAML in spec notation (the op records encode)
 
 
 class _FlowListDumper(yaml.SafeDumper):
@@ -174,7 +114,7 @@ def build_spec(prop: Property, backend: Backend, device: str, dtype: str, exampl
     """(spec document, short hash naming it) for a shrunk failing example."""
     op = OPS[prop.op]
     cases = cases_of(prop, example, dtype)
-    digest = hashlib.sha256(json.dumps([encode_inputs(op, inputs) for _, inputs in cases], sort_keys=True,
+    digest = hashlib.sha256(json.dumps([op.encode_inputs(inputs) for _, inputs in cases], sort_keys=True,
                                        default=str).encode()).hexdigest()[:10]
     divergences, also_failing = _divergences_elsewhere(prop, example, dtype, backend, others or {})
     first_line = (str(failure).strip().splitlines() or [type(failure).__name__])[0]
@@ -197,7 +137,7 @@ def build_spec(prop: Property, backend: Backend, device: str, dtype: str, exampl
                            f"conformance/ops/{op.name}.py) on these inputs, which are exact in {dtype}; not by the "
                            f"code under test. Found by the generated cases (seed {seed}); replay: {replay}"),
             "dtypes": [dtype],
-            "inputs": encode_inputs(op, inputs),
+            "inputs": op.encode_inputs(inputs),
         }
         try:
             reference = op.reference(inputs)
@@ -206,7 +146,7 @@ def build_spec(prop: Property, backend: Backend, device: str, dtype: str, exampl
         else:
             tolerance = widest(tolerances(op, inputs, dtype, reference))
             case["tolerance"] = {"rtol": float(f"{tolerance.rtol:.3g}"), "atol": float(f"{tolerance.atol:.3g}")}
-            case["expected"] = encode_expected(op, reference)
+            case["expected"] = op.encode_expected(reference)
             from conformance.specs.load import nonfinite_values
 
             if any(nonfinite_values(case["expected"], ())):  # e.g. masked_mean with no valid entry: NaN
@@ -326,7 +266,7 @@ def render_script(prop: Property, backend: Backend, dtype: str, document: dict, 
         check = _fragment(f"checks/{prop.name}.py")
     else:
         parts.append(_fragment("run_suite.py", backend=backend.name))
-    names = ("param", *operation.state_tensors) if operation.state_outputs else ()
+    names = ("param", *operation.state_tensors) if operation.is_optimizer else ()
     parts.append(f"NAMES = {names!r}\nPROPERTY_CHECK = {bool(check)}\n")
     if check:
         parts.append(check)

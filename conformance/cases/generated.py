@@ -19,27 +19,24 @@ a failure -- and the search goes on.
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
-import torch
 from hypothesis import strategies as st
 
-from conformance.cases import known_divergences, lowprec, strategies
+from conformance.cases import known_divergences, lowprec
 from conformance.types import RunContext, Unsupported
 from conformance.backends.base import Backend
-from conformance.compare import Mismatch, Tolerance, compare_outputs
-from conformance.ops import OPS, Op
-from conformance.ops.coalesce import coalesce_reference
-from conformance.ops.masked_mean import MaskedMeanInputs
+from conformance.compare import Mismatch, Tolerance, assert_bits_equal, compare_outputs
+from conformance.ops import OPS, GeneratedProperty, Op
 from conformance.ops.optimizer_steps import (
     OptimizerInputs,
     ParamGroupsInputs,
     dense_grad_and_mask,
+    densified,
     run_optimizer,
     run_param_groups,
 )
@@ -116,6 +113,25 @@ class Trial:
     def reference(self, inputs: Any) -> dict[str, Any]:
         return self.op.reference(inputs)
 
+    def tolerances(self, inputs: Any) -> dict[str, Tolerance | None]:
+        return tolerances(self.op, inputs, self.dtype)
+
+    def emulate(self, inputs: Any) -> dict[str, np.ndarray]:
+        """Stock torch's result in this dtype, the way torch rounds (:func:`lowprec.emulate`)."""
+        return lowprec.emulate(self.op, inputs, self.dtype)
+
+    def excuse(self, runs: list[tuple[Any, dict]], mismatch: Mismatch) -> None:
+        """Raise DivergenceObserved when every ``(inputs, outputs)`` run matches one and the same
+        known divergence of this backend; return (and let ``mismatch`` stand) otherwise."""
+        found = None
+        for inputs, outputs in runs:
+            divergence = self.known_divergence(inputs, outputs, self.tolerances(inputs))
+            if divergence is None or (found is not None and divergence != found):
+                return
+            found = divergence
+        if found is not None:
+            raise DivergenceObserved(found, str(mismatch).splitlines()[0]) from None
+
     def compare(self, outputs: dict, expected: dict, tols: dict, inputs: Any, against: str,
                 model: Callable[[], dict] | None = None) -> None:
         """compare_outputs; on a Mismatch, ask whether a known divergence explains it -- this
@@ -153,33 +169,6 @@ class Trial:
         return None
 
 
-# ---------------------------------------------------------------- bit-level helpers
-
-def _same_bits(a, b) -> np.ndarray:
-    """Elementwise: identical float64 bits, or both NaN."""
-    shape = np.shape(a)
-    a = np.ascontiguousarray(np.asarray(a, dtype=np.float64)).reshape(-1)  # (ascontiguousarray makes 0-d 1-d)
-    b = np.ascontiguousarray(np.asarray(b, dtype=np.float64)).reshape(-1)
-    return ((a.view(np.uint64) == b.view(np.uint64)) | (np.isnan(a) & np.isnan(b))).reshape(shape)
-
-
-def _first_index(flags: np.ndarray) -> tuple[int, ...]:
-    return tuple(int(i) for i in np.argwhere(flags)[0])
-
-
-def assert_bits_equal(name: str, actual, expected, where: np.ndarray | None, against: str) -> None:
-    actual, expected = to_numpy(actual), to_numpy(expected)
-    if actual.shape != expected.shape:
-        raise Mismatch(f"{name}: shape {list(actual.shape)} differs from {against}'s {list(expected.shape)}")
-    differs = ~_same_bits(actual, expected)
-    if where is not None:
-        differs &= where
-    if differs.any():
-        index = _first_index(differs)
-        raise Mismatch(f"{name} is not bit-for-bit equal to {against}: {int(differs.sum())} entries differ, "
-                       f"first at index {index}: {float(actual[index])!r} vs {float(expected[index])!r}")
-
-
 def specified_mask(grad: CooArray | np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return dense_grad_and_mask(grad, shape)[1]
 
@@ -197,7 +186,7 @@ class Property:
     check: Callable[[Trial, Any], None]
     skip_backends: tuple[str, ...] = ()
     dtypes: tuple[str, ...] | None = None  # None: every float dtype
-    to_cases: Callable[[Any], list[tuple[str, Any]]] = field(default=lambda example: [("", example)])
+    to_cases: Callable[[Any, str], list[tuple[str, Any]]] = field(default=lambda example, dtype: [("", example)])
     needs_optimizer_object: bool = False  # only backends with Backend.optimizer_class get items
     # what the three-way verdict compares between a candidate and stock torch when both miss the
     # property (None: the outputs of each of the example's cases, run alone)
@@ -216,57 +205,8 @@ def check_agrees_with_reference(trial: Trial, inputs: Any) -> None:
                   against="the NumPy reference")
 
 
-# coalesce
-
-def check_coalesce_idempotent(trial: Trial, coo: CooArray) -> None:
-    once = trial.run(coo)
-    indices = to_numpy(once["indices"])
-    if indices.ndim != 2:
-        raise Mismatch(f"coalesce returned indices of shape {list(indices.shape)}")
-    twice = trial.run(CooArray(indices.astype(np.int64), to_numpy(once["values"]).astype(np.float64), coo.size))
-    if not np.array_equal(to_numpy(twice["indices"]), indices):
-        raise Mismatch(f"coalesce(coalesce(x)) changed the indices:\n  once  {indices.tolist()}\n"
-                       f"  twice {to_numpy(twice['indices']).tolist()}")
-    assert_bits_equal("values", twice["values"], once["values"], None, against="coalesce(x)")
-    if twice.get("is_coalesced") is False:
-        raise Mismatch("coalesce(coalesce(x)).is_coalesced() is False")
-
-
-def _dense_sum(coo: CooArray) -> np.ndarray:
-    dense = np.zeros(coo.size, dtype=np.float64)
-    np.add.at(dense, tuple(coo.indices), coo.values)
-    return dense
-
-
-def check_coalesce_dense_sum(trial: Trial, coo: CooArray) -> None:
-    outputs = trial.run(coo)
-    trial.op.check_invariants(outputs, coo)  # sorted, unique, is_coalesced
-    indices = to_numpy(outputs["indices"]).astype(np.int64)
-    result = CooArray(indices.reshape(coo.sparse_dim, -1), to_numpy(outputs["values"]).astype(np.float64), coo.size)
-    tols = {"dense": tolerances(trial.op, coo, trial.dtype)["values"]}
-
-    def model():
-        emulated = lowprec.emulate(trial.op, coo, trial.dtype)
-        return {"dense": _dense_sum(CooArray(emulated["indices"], emulated["values"], coo.size))}
-
-    trial.compare({"dense": _dense_sum(result)}, {"dense": _dense_sum(coo)}, tols, coo,
-                  against="the dense sum of the input's entries", model=model)
-
-
 # optimizers
 
-
-
-def _initial_state(op: str, inputs: OptimizerInputs, outputs: dict[str, Any]) -> dict[str, np.ndarray]:
-    """Each state entry's value before the first step, as the implementation stores it: rounded to
-    the dtype of the state it returned (torch keeps the accumulator in the parameter's dtype, a
-    fused kernel may keep it in float32, the float64 reference does not round it)."""
-    if op == "adagrad":
-        init = np.full(inputs.param.shape, inputs.hyperparameters.get("initial_accumulator_value", 0.0))
-        stored = outputs.get("state_sum")
-        return {"param": inputs.param,
-                "state_sum": quantize(init, stored.dtype).reshape(init.shape) if isinstance(stored, torch.Tensor) else init}
-    return {"param": inputs.param, "exp_avg": np.zeros(inputs.param.shape), "exp_avg_sq": np.zeros(inputs.param.shape)}
 
 
 def check_unspecified_unchanged(trial: Trial, inputs: OptimizerInputs) -> None:
@@ -276,7 +216,7 @@ def check_unspecified_unchanged(trial: Trial, inputs: OptimizerInputs) -> None:
     for step in range(1, inputs.steps + 1):
         outputs = trial.run(OptimizerInputs(inputs.param, inputs.grads[:step], inputs.hyperparameters))
         if previous is None:
-            previous = _initial_state(trial.op.name, inputs, outputs)
+            previous = trial.op.initial_state(inputs, outputs)
         untouched = ~specified_mask(inputs.grads[step - 1], inputs.param.shape)
         for name in ("param", *trial.op.state_tensors):
             if name not in outputs:
@@ -286,36 +226,29 @@ def check_unspecified_unchanged(trial: Trial, inputs: OptimizerInputs) -> None:
         previous = {name: to_numpy(outputs[name]) for name in ("param", *trial.op.state_tensors)}
 
 
-def densified(inputs: OptimizerInputs, dtype: str) -> OptimizerInputs:
-    """The same trajectory with every sparse gradient summed (float64, rounded once) into a dense one."""
-    grads = [quantize(dense_grad_and_mask(g, inputs.param.shape)[0], torch_dtype(dtype)) if isinstance(g, CooArray)
-             else g for g in inputs.grads]
-    return OptimizerInputs(inputs.param, grads, inputs.hyperparameters)
-
-
-def check_adagrad_sparse_equals_dense(trial: Trial, inputs: OptimizerInputs) -> None:
-    """Adagrad on sparse gradients equals dense Adagrad (the same backend, each sparse gradient
-    densified) at every entry some step specifies."""
+def check_sparse_equals_dense(trial: Trial, inputs: OptimizerInputs) -> None:
+    """The optimizer on sparse gradients equals itself on dense ones (the same backend, each sparse
+    gradient densified) at every entry some step specifies."""
     sparse_out = trial.run(inputs)
     dense_inputs = densified(inputs, trial.dtype)
     dense_out = trial.run(dense_inputs)
     touched = np.zeros(inputs.param.shape, dtype=bool)
     for grad in inputs.grads:
         touched |= specified_mask(grad, inputs.param.shape)
-    names = ("param", "state_sum")
+    names = ("param", *trial.op.state_tensors)
+    title = trial.op.title
     pick = {name: to_numpy(sparse_out[name])[touched] for name in names}
     want = {name: to_numpy(dense_out[name])[touched] for name in names}
     tols = tolerances(trial.op, inputs, trial.dtype)
 
     def model():
-        emulated = lowprec.emulate(trial.op, inputs, trial.dtype)
-        dense_emulated = lowprec.emulate(trial.op, dense_inputs, trial.dtype)
+        emulated, dense_emulated = trial.emulate(inputs), trial.emulate(dense_inputs)
         # both runs must match stock torch's float16/bfloat16 arithmetic for the divergence to apply
         compare_outputs({n: want[n] for n in names}, {n: dense_emulated[n][touched] for n in names}, tols,
-                        against="dense Adagrad in stock torch's arithmetic")
+                        against=f"dense {title} in stock torch's arithmetic")
         return {n: emulated[n][touched] for n in names}
 
-    trial.compare(pick, want, tols, inputs, against="dense Adagrad on the densified gradients (same backend)",
+    trial.compare(pick, want, tols, inputs, against=f"dense {title} on the densified gradients (same backend)",
                   model=model)
 
 
@@ -481,162 +414,73 @@ def check_state_dict_resume(trial: Trial, example: tuple[ParamGroupsInputs, int]
                                   f"step {resume_after} of {inputs.steps})")
 
 
-# masked_mean
-
-@st.composite
-def _masked_pairs(draw, dtype: str):
-    inputs = draw(strategies.masked_mean_inputs(dtype))
-    fill = draw(st.sampled_from(["zero", "nan", "inf", "-inf", "huge", "other"]))
-    values = inputs.values.copy()
-    invalid = ~inputs.mask
-    big = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38,
-           "float64": 1.7976931348623157e308}[dtype]
-    fills = {"zero": 0.0, "nan": math.nan, "inf": math.inf, "-inf": -math.inf, "huge": big}
-    if fill == "other":
-        count = int(invalid.sum())
-        values[invalid] = draw(st.lists(strategies.representable_floats(dtype), min_size=count, max_size=count))
-    else:
-        values[invalid] = fills[fill]
-    return inputs, MaskedMeanInputs(values, inputs.mask.copy())
-
-
-def check_masked_mean_ignores_masked_out(trial: Trial, pair) -> None:
-    first, second = pair
-    a, b = trial.run(first), trial.run(second)
-    try:
-        for name in ("value", "grad"):
-            assert_bits_equal(name, b[name], a[name], None,
-                              against="the same inputs with other values (NaN/inf included) under the mask")
-    except Mismatch as mismatch:
-        _explain_masked_mean(trial, [(first, a), (second, b)], mismatch)
-        raise
-
-
-def _explain_masked_mean(trial: Trial, runs: list, mismatch: Mismatch) -> None:
-    """Raise DivergenceObserved when every run matches one known idiom divergence of the backend."""
-    found = None
-    for inputs, outputs in runs:
-        tols = tolerances(trial.op, inputs, trial.dtype)
-        divergence = trial.known_divergence(inputs, outputs, tols)
-        if divergence is None or (found is not None and divergence != found):
-            return
-        found = divergence
-    if found is not None:
-        raise DivergenceObserved(found, str(mismatch).splitlines()[0]) from None
-
-
-def check_masked_mean_grad_zero_outside_mask(trial: Trial, inputs: MaskedMeanInputs) -> None:
-    outputs = trial.run(inputs)
-    grad = to_numpy(outputs["grad"])
-    if grad.shape != inputs.mask.shape:
-        raise Mismatch(f"grad has shape {list(grad.shape)}, values have shape {list(inputs.mask.shape)}")
-    outside = ~inputs.mask & ~(grad == 0)
-    if outside.any():
-        index = _first_index(outside)
-        mismatch = Mismatch(f"grad is not zero outside the mask: {int(outside.sum())} entries, first at index "
-                            f"{index}: {float(grad[index])!r}")
-        _explain_masked_mean(trial, [(inputs, outputs)], mismatch)
-        raise mismatch
-
-
-def _pair_cases(pair):
-    return [("masked-out-a", pair[0]), ("masked-out-b", pair[1])]
-
-
-def _idempotent_cases(coo: CooArray):
-    once = coalesce_reference(coo)
-    return [("", coo), ("second-pass", CooArray(once["indices"], once["values"], coo.size))]
-
-
-def _member_cases(inputs: ParamGroupsInputs):
+def _member_cases(inputs: ParamGroupsInputs, dtype: str):
     return [(f"param-{index}", member) for index, member in enumerate(inputs.members)]
 
 
-def _dense_cases(dtype: str):
-    return lambda inputs: [("sparse", inputs), ("densified", densified(inputs, dtype))]
+def _dense_cases(inputs: OptimizerInputs, dtype: str):
+    return [("sparse", inputs), ("densified", densified(inputs, dtype))]
 
 
 # kernel-triton drives the very optimizer classes of kernel (conformance.kernels), which own the
 # param groups and the state_dict; only the step kernel differs, and Triton's interpreter is slow
 OPTIMIZER_OBJECT_TWINS = ("kernel-triton",)
 
-PROPERTIES: list[Property] = [
-    Property("coalesce", "agrees-with-reference",
-             "coalesce matches the NumPy reference (indices exact, values within a tolerance for the dtype)",
-             lambda dtype: strategies.coo_arrays(dtype), check_agrees_with_reference, skip_backends=("reference",)),
-    Property("coalesce", "idempotent", "coalesce(coalesce(x)) is bit-for-bit coalesce(x)",
-             lambda dtype: strategies.coo_arrays(dtype), check_coalesce_idempotent, to_cases=_idempotent_cases),
-    Property("coalesce", "sorted-dense-sum",
-             "coalesce's indices are sorted and unique, and its entries sum to the dense sum of the input",
-             lambda dtype: strategies.coo_arrays(dtype), check_coalesce_dense_sum),
-    Property("adagrad", "agrees-with-reference", "Adagrad trajectories match the NumPy reference",
-             lambda dtype: strategies.optimizer_inputs("adagrad", dtype), check_agrees_with_reference,
-             skip_backends=("reference",)),
-    Property("adagrad", "sparse-equals-dense",
-             "Adagrad on sparse gradients equals dense Adagrad at every entry the gradients specify",
-             lambda dtype: strategies.optimizer_inputs("adagrad", dtype), check_adagrad_sparse_equals_dense),
-    Property("adagrad", "unspecified-unchanged",
-             "entries a step's gradient does not specify keep param and state_sum bit-for-bit",
-             lambda dtype: strategies.optimizer_inputs("adagrad", dtype), check_unspecified_unchanged),
-    Property("adagrad", "rejects-invalid",
-             "invalid hyperparameters and weight_decay with sparse gradients raise torch's documented errors",
-             lambda dtype: strategies.invalid_optimizer_inputs("adagrad", dtype), check_rejects_invalid),
-    Property("sparse_adam", "agrees-with-reference", "SparseAdam trajectories match the NumPy reference",
-             lambda dtype: strategies.optimizer_inputs("sparse_adam", dtype), check_agrees_with_reference,
-             skip_backends=("reference",)),
-    Property("sparse_adam", "unspecified-unchanged",
-             "entries a step's gradient does not specify keep param, exp_avg and exp_avg_sq bit-for-bit",
-             lambda dtype: strategies.optimizer_inputs("sparse_adam", dtype), check_unspecified_unchanged),
-    Property("sparse_adam", "rejects-invalid",
-             "invalid hyperparameters and dense gradients raise torch's documented errors",
-             lambda dtype: strategies.invalid_optimizer_inputs("sparse_adam", dtype), check_rejects_invalid),
-    *[Property(op, "param-groups",
-               "one optimizer over two param groups (different shapes and hyperparameters, a parameter without "
-               "a gradient) moves each parameter as an optimizer of its own would",
-               lambda dtype, op=op: strategies.optimizer_param_groups(op, dtype), check_param_groups,
-               needs_optimizer_object=True, to_cases=_member_cases, observe=observe_param_groups,
-               skip_backends=OPTIMIZER_OBJECT_TWINS)
-      for op in ("adagrad", "sparse_adam")],
-    *[Property(op, "state-dict-resume",
-               "state_dict() saved mid-trajectory (torch.save/torch.load) and loaded into a fresh optimizer "
-               "continues exactly as the uninterrupted run",
-               lambda dtype, op=op: strategies.optimizer_resume_points(op, dtype), check_state_dict_resume,
-               needs_optimizer_object=True, to_cases=lambda example: _member_cases(example[0]),
-               observe=lambda trial, example: _flat_outputs(trial.op, _grouped_runs(trial, *example)[0]),
-               skip_backends=OPTIMIZER_OBJECT_TWINS)
-      for op in ("adagrad", "sparse_adam")],
-    Property("coalesce", "rounds-correctly",
-             "float16/bfloat16 sums of duplicates are correctly rounded (many equal duplicates, cancelling pairs)",
-             lambda dtype: strategies.coalesce_rounding_inputs(dtype), check_rounds_correctly,
-             skip_backends=("reference",), dtypes=lowprec.HALF_DTYPES),
-    Property("adagrad", "rounds-correctly",
-             "a float16/bfloat16 parameter moved by a fraction of an ulp to a few ulps is correctly rounded",
-             lambda dtype: strategies.optimizer_rounding_inputs("adagrad", dtype), check_rounds_correctly,
-             skip_backends=("reference",), dtypes=lowprec.HALF_DTYPES),
-    Property("sparse_adam", "rounds-correctly",
-             "a float16/bfloat16 parameter moved by a fraction of an ulp to a few ulps is correctly rounded",
-             lambda dtype: strategies.optimizer_rounding_inputs("sparse_adam", dtype), check_rounds_correctly,
-             skip_backends=("reference",), dtypes=lowprec.HALF_DTYPES),
-    Property("masked_mean", "rounds-correctly",
-             "a float16/bfloat16 mean over long masked sums is rounded as float32 arithmetic allows",
-             lambda dtype: strategies.masked_mean_rounding_inputs(dtype), check_rounds_correctly,
-             skip_backends=("reference",), dtypes=lowprec.HALF_DTYPES),
-    Property("masked_mean", "agrees-with-reference", "masked mean and its gradient match the NumPy reference",
-             lambda dtype: strategies.masked_mean_inputs(dtype), check_agrees_with_reference,
-             skip_backends=("reference",)),
-    Property("masked_mean", "ignores-masked-out",
-             "values under the mask (NaN and inf included) change neither the value nor the gradient",
-             _masked_pairs, check_masked_mean_ignores_masked_out, to_cases=_pair_cases),
-    Property("masked_mean", "grad-zero-outside-mask", "the gradient is exactly zero wherever the mask is False",
-             lambda dtype: strategies.masked_mean_inputs(dtype), check_masked_mean_grad_zero_outside_mask),
-]
+
+
+@dataclass(frozen=True)
+class Check:
+    """A generic check an op record's :class:`GeneratedProperty` names (its ``check`` left None)."""
+
+    check: Callable[[Trial, Any], None]
+    to_cases: Callable[[Any, str], list[tuple[str, Any]]] | None = None
+    skip_backends: tuple[str, ...] = ()
+    dtypes: tuple[str, ...] | None = None
+    needs_optimizer_object: bool = False
+    observe: Callable[[Trial, Any], dict[str, Any]] | None = None
+
+
+CHECKS: dict[str, Check] = {
+    "agrees-with-reference": Check(check_agrees_with_reference, skip_backends=("reference",)),
+    "rounds-correctly": Check(check_rounds_correctly, skip_backends=("reference",), dtypes=lowprec.HALF_DTYPES),
+    "rejects-invalid": Check(check_rejects_invalid),
+    "unspecified-unchanged": Check(check_unspecified_unchanged),
+    "sparse-equals-dense": Check(check_sparse_equals_dense, to_cases=_dense_cases),
+    "param-groups": Check(check_param_groups, to_cases=_member_cases, skip_backends=OPTIMIZER_OBJECT_TWINS,
+                          needs_optimizer_object=True, observe=observe_param_groups),
+    "state-dict-resume": Check(check_state_dict_resume, to_cases=lambda example, dtype: _member_cases(example[0], dtype),
+                               skip_backends=OPTIMIZER_OBJECT_TWINS, needs_optimizer_object=True,
+                               observe=lambda trial, example: _flat_outputs(trial.op, _grouped_runs(trial, *example)[0])),
+}
+
+
+def _single_case(example: Any, dtype: str) -> list[tuple[str, Any]]:
+    return [("", example)]
+
+
+def property_of(op: Op, declared: GeneratedProperty) -> Property:
+    """The runnable property an op record declares: its own check, or the generic one of that name."""
+    if declared.check is not None:
+        return Property(op.name, declared.name, declared.summary, declared.strategy, declared.check,
+                        skip_backends=declared.skip_backends, dtypes=declared.dtypes,
+                        to_cases=declared.to_cases or _single_case)
+    generic = CHECKS.get(declared.name)
+    if generic is None:
+        raise ValueError(f"op {op.name!r} declares property {declared.name!r} without a check, and no generic "
+                         f"check has that name (known: {', '.join(CHECKS)})")
+    return Property(op.name, declared.name, declared.summary, declared.strategy, generic.check,
+                    skip_backends=(*generic.skip_backends, *declared.skip_backends),
+                    dtypes=declared.dtypes or generic.dtypes,
+                    to_cases=declared.to_cases or generic.to_cases or _single_case,
+                    needs_optimizer_object=generic.needs_optimizer_object, observe=generic.observe)
+
+
+PROPERTIES: list[Property] = [property_of(op, declared) for op in OPS.values() for declared in op.properties()]
 
 
 def cases_of(prop: Property, example: Any, dtype: str) -> list[tuple[str, Any]]:
     """The op inputs an example stands for (two for the pairwise properties)."""
-    if prop.id == "adagrad-sparse-equals-dense":
-        return _dense_cases(dtype)(example)
-    return prop.to_cases(example)
+    return prop.to_cases(example, dtype)
 
 
 # ---------------------------------------------------------------- searching

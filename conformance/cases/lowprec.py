@@ -81,7 +81,7 @@ def explain(op: Op, inputs: Any, dtype: str) -> Divergence | None:
     if model is None:
         return None
     outputs, flags = model
-    if not op.state_outputs:  # an op without state (coalesce): only its summation can diverge
+    if not op.is_optimizer:  # an op without state (coalesce): only its summation can diverge
         return HALF_ACCUMULATION if "accumulation" in flags else None
     nonfinite = any(not np.all(np.isfinite(np.asarray(v, dtype=np.float64))) for v in outputs.values())
     if "underflow" in flags and nonfinite and dtype == "float16":

@@ -15,14 +15,19 @@ from typing import Any
 
 import numpy as np
 import torch
+from hypothesis import strategies as st
 
 from conformance.types import RunContext
 from conformance.compare import at_least_default
-from conformance.ops.base import TENSOR
+from conformance.ops import draw as d
+from conformance.ops.base import TENSOR, GeneratedProperty
 from conformance.ops.coalesce import accumulation_differs, coalesce_sequential
 from conformance.ops.optimizer_steps import (
+    NEGATIVE,
     OptimizerInputs,
     dense_grad_and_mask,
+    drawn_inputs,
+    empty_gradient,
     optimizer_inputs_schema,
     optimizer_problem,
     single_step_param_bounds,
@@ -31,7 +36,7 @@ from conformance.ops.optimizer_steps import (
     run_optimizer,
     trajectory_tolerances,
 )
-from conformance.tensors import CooArray, rounder
+from conformance.tensors import CooArray, quantize, rounder
 
 WEIGHT_DECAY_ERROR = "weight_decay option is not compatible with sparse gradients"
 DEFAULTS = {"lr": 1e-2, "lr_decay": 0.0, "weight_decay": 0.0, "initial_accumulator_value": 0.0,
@@ -96,8 +101,49 @@ def add_std_output(outputs: dict[str, Any], inputs: OptimizerInputs, eps: float)
     return outputs
 
 
+# ---------------------------------------------------------------- generated inputs
+
+_LR_DECAYS = st.one_of(st.just(0.0), st.sampled_from([0.5, 1.0, 0.1]), d.positive((0.01,), 1e-3, 2.0))
+_INITIAL_ACCUMULATORS = st.one_of(st.just(0.0), st.sampled_from([0.1, 1.0, 0.5]), d.positive((0.01,), 1e-4, 4.0))
+
+
+@st.composite
+def hyperparameters(draw) -> dict:
+    """Valid ``torch.optim.Adagrad`` hyperparameters for sparse gradients (weight_decay = 0)."""
+    hyper = {"lr": draw(d.learning_rates()), "eps": draw(d.eps_values(zero=True))}
+    lr_decay = draw(_LR_DECAYS)
+    if lr_decay:
+        hyper["lr_decay"] = lr_decay
+    initial = draw(_INITIAL_ACCUMULATORS)
+    if initial:
+        hyper["initial_accumulator_value"] = initial
+    if draw(st.booleans()):
+        hyper["maximize"] = True
+    return hyper
+
+
+@st.composite
+def invalid_inputs(draw, dtype: str = "float64") -> OptimizerInputs:
+    """Inputs with exactly one documented error: an out-of-range hyperparameter (ValueError), or
+    ``weight_decay`` with a sparse gradient (RuntimeError)."""
+    inputs = draw(drawn_inputs(OP, dtype, max_steps=2))
+    hyper = dict(inputs.hyperparameters)
+    problem = draw(st.sampled_from(["lr", "eps", "lr_decay", "weight_decay", "initial_accumulator_value",
+                                    "sparse-weight-decay"]))
+    if problem == "sparse-weight-decay":
+        hyper["weight_decay"] = draw(st.sampled_from([0.1, 1.0, 1e-4]))
+        grads = list(inputs.grads)
+        if not any(isinstance(g, CooArray) for g in grads):
+            grads[0] = empty_gradient(inputs.param.shape)
+        return OptimizerInputs(inputs.param, grads, hyper)
+    hyper[problem] = draw(NEGATIVE)
+    return OptimizerInputs(inputs.param, inputs.grads, hyper)
+
+
 class Adagrad(OptimizerOp):
     name = "adagrad"
+    title = "Adagrad"
+    invalid_summary = "invalid hyperparameters and weight_decay with sparse gradients raise torch's documented errors"
     stock_backend = "coo"
     repro_run = "optimizer"
     summary = "torch.optim.Adagrad steps on sparse (masked) gradients"
@@ -180,6 +226,32 @@ class Adagrad(OptimizerOp):
                     param = q(param - clr * g / std)
                     std_out = std.reshape(-1)
         return {"param": param, "state_sum": state, "step": np.float64(inputs.steps), "std": std_out}
+
+    def hyperparameters_strategy(self) -> Any:
+        return hyperparameters()
+
+    def accepts_dense_steps(self, hyperparameters: dict) -> bool:
+        return True
+
+    def rounding_hyperparameters(self, draw) -> dict:
+        return {"initial_accumulator_value": draw(st.sampled_from([0.0, 0.1, 1.0]))}
+
+    def invalid_inputs_strategy(self, dtype: str) -> Any:
+        return invalid_inputs(dtype)
+
+    def initial_state(self, inputs: OptimizerInputs, outputs: dict[str, Any]) -> dict[str, np.ndarray]:
+        """The accumulator starts at initial_accumulator_value, rounded to the dtype of the state
+        the implementation returned (torch keeps it in the parameter's dtype, a fused kernel may
+        keep it in float32, the float64 reference does not round it)."""
+        init = np.full(inputs.param.shape, inputs.hyperparameters.get("initial_accumulator_value", 0.0))
+        stored = outputs.get("state_sum")
+        return {"param": inputs.param,
+                "state_sum": quantize(init, stored.dtype).reshape(init.shape) if isinstance(stored, torch.Tensor) else init}
+
+    def properties(self) -> tuple[GeneratedProperty, ...]:
+        return (*super().properties(), GeneratedProperty(
+            "sparse-equals-dense", "Adagrad on sparse gradients equals dense Adagrad at every entry the gradients "
+            "specify", self.inputs_strategy))
 
     def generated_tolerances(self, inputs: OptimizerInputs, dtype: str, sensitivity) -> dict[str, Any]:
         tolerances, b = trajectory_tolerances(self.reference, inputs, dtype, sensitivity())

@@ -1,17 +1,45 @@
-"""What an op is: its contract (input and output schema), its NumPy reference, and how a
-user-supplied candidate implementation of it is driven."""
+"""What an op is: its contract (input and output schema), its NumPy reference, how a
+user-supplied candidate implementation of it is driven, and the generated properties it is
+checked against (with the Hypothesis strategies that draw their examples)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 import torch
 
+from conformance.tensors import encode_array
 from conformance.types import RunContext
 
 TENSOR = {"$ref": "#/$defs/tensor"}
 COO = {"$ref": "#/$defs/coo"}
+
+
+@dataclass(frozen=True)
+class GeneratedProperty:
+    """A generated property an op declares (``Op.properties``), run as the item
+    ``generated::<op>-<name>`` on every backend, device and dtype.
+
+    ``check(trial, example)`` raises ``conformance.compare.Mismatch`` where the backend misses the
+    property; None means the suite's generic check of this name (``conformance.cases.generated.CHECKS``:
+    agrees-with-reference, rounds-correctly, rejects-invalid, and the optimizers'
+    unspecified-unchanged, sparse-equals-dense, param-groups, state-dict-resume). An op's own check
+    uses what a trial offers: ``trial.op``, ``.dtype``, ``.device``, ``.run(inputs)``,
+    ``.reference(inputs)``, ``.tolerances(inputs)``, ``.emulate(inputs)`` (stock torch's
+    half-precision arithmetic), ``.compare(outputs, expected, tolerances, inputs, against, model=None)``
+    and ``.excuse(runs, mismatch)`` (a known divergence that explains every run). ``to_cases(example,
+    dtype)`` lists the op inputs an example stands for, as (label, inputs) pairs (default: the
+    example itself)."""
+
+    name: str
+    summary: str
+    strategy: Callable[[str], Any]  # dtype -> a Hypothesis strategy of examples
+    check: Callable[[Any, Any], None] | None = None
+    to_cases: Callable[[Any, str], list[tuple[str, Any]]] | None = None
+    dtypes: tuple[str, ...] | None = None  # None: every float dtype (or the generic check's own)
+    skip_backends: tuple[str, ...] = ()
 
 
 class Op:
@@ -32,6 +60,8 @@ class Op:
     stock_backend: str | None = None
     # the counterexample script's run() for this op: conformance/cases/repro/run/<repro_run>.py
     repro_run: str | None = None
+    # whether decode_expected reads an empty multi-dim output's {fill, shape} (else encode_expected leaves it out)
+    decodes_empty_expected: bool = False
 
     @property
     def state_tensors(self) -> tuple[str, ...]:
@@ -52,6 +82,28 @@ class Op:
         """Spec golden values -> NumPy arrays keyed by output name."""
         return {name: np.asarray(value, dtype=np.int64 if name in self.exact_outputs else np.float64)
                 for name, value in raw.items()}
+
+    def encode_inputs(self, inputs: Any) -> dict:
+        """Decoded inputs back in spec notation (``decode_inputs`` of the result gives them back)."""
+        raise NotImplementedError(f"{self.name} cannot encode its inputs")
+
+    def encode_expected(self, outputs: dict) -> dict:
+        """Golden values in spec notation; empty multi-dim outputs are left out unless
+        :attr:`decodes_empty_expected` (they carry no information)."""
+        expected: dict[str, Any] = {}
+        for name in self.expected_schema.get("properties", {}):
+            if name not in outputs:
+                continue
+            value = np.asarray(outputs[name])
+            if value.ndim == 0:
+                expected[name] = int(value) if name in self.exact_outputs else float(value)
+            elif value.size == 0 and value.ndim > 1 and not self.decodes_empty_expected:
+                continue
+            elif name == "size":
+                expected[name] = [int(v) for v in value.tolist()]
+            else:
+                expected[name] = encode_array(value)
+        return expected
 
     def reference(self, inputs: Any) -> dict[str, np.ndarray]:
         """The independent NumPy float64 oracle (no torch math)."""
@@ -99,6 +151,29 @@ class Op:
         underflowed): ``(outputs, flags)``, or None where this op has no such model (the known
         divergences of conformance/cases/lowprec.py are judged from it)."""
         return None
+
+    def inputs_strategy(self, dtype: str, **options: Any) -> Any:
+        """A Hypothesis strategy of valid decoded inputs, every float representable in ``dtype``."""
+        raise NotImplementedError(f"{self.name} has no input strategy")
+
+    def invalid_inputs_strategy(self, dtype: str) -> Any:
+        """A Hypothesis strategy of inputs with exactly one documented error (what rejects-invalid draws)."""
+        raise NotImplementedError(f"{self.name} has no invalid-input strategy")
+
+    def rounding_inputs_strategy(self, dtype: str) -> Any:
+        """A Hypothesis strategy of float16/bfloat16 inputs where rounding decides the result (see
+        :meth:`rounding_bounds`; what rounds-correctly draws)."""
+        raise NotImplementedError(f"{self.name} has no rounding-input strategy")
+
+    def properties(self) -> tuple[GeneratedProperty, ...]:
+        """The generated properties of this op (see :class:`GeneratedProperty`)."""
+        return ()
+
+    @property
+    def is_optimizer(self) -> bool:
+        """Whether a candidate is a ``torch.optim.Optimizer`` class (the optimizer properties and
+        contract checks apply)."""
+        return False
 
     def reference_tolerance_scale(self, inputs: Any) -> float:
         """How much looser than assert_close's dtype default the reference cross-check is."""

@@ -12,11 +12,21 @@ from typing import Any
 import numpy as np
 import torch
 
+from hypothesis import strategies as st
+
 from conformance.types import RunContext
-from conformance.compare import ACCUMULATION_ROUNDOFF, UNIT_ROUNDOFF, Mismatch, at_least_default, finite_abs_max
-from conformance.ops.base import COO, TENSOR, Op
+from conformance.compare import (
+    ACCUMULATION_ROUNDOFF,
+    UNIT_ROUNDOFF,
+    Mismatch,
+    assert_bits_equal,
+    at_least_default,
+    finite_abs_max,
+)
+from conformance.ops import draw as d
+from conformance.ops.base import COO, TENSOR, GeneratedProperty, Op
 from conformance.rounding import FLOAT32_UNIT
-from conformance.tensors import CooArray, random_coo, rounder, to_numpy
+from conformance.tensors import CooArray, encode_coo, random_coo, rounder, to_numpy
 
 
 def coalesce_reference(coo: CooArray) -> dict[str, np.ndarray]:
@@ -97,8 +107,78 @@ def accumulation_differs(coo: CooArray, dtype: str) -> bool:
     return not np.array_equal(in_dtype, rounded_once)
 
 
+# ---------------------------------------------------------------- generated inputs and properties
+
+@st.composite
+def rounding_inputs(draw, dtype: str) -> CooArray:
+    """A 1-D COO tensor whose positions hold many equal duplicates, a large value cancelled
+    around small ones, a mix, or a single value, in shuffled order."""
+    d.check_dtype(dtype)
+    small = d.representable_floats(dtype, d.ROUNDING_VALUES, zero=False)
+    size = draw(st.integers(1, 4))
+    indices: list[int] = []
+    values: list[float] = []
+    for position in range(size):
+        kind = draw(st.sampled_from(["equal", "cancel", "mixed", "single"]))
+        if kind == "equal":
+            run = [draw(small)] * draw(st.integers(3, 64))
+        elif kind == "cancel":
+            large = draw(d.representable_floats(dtype, d.ROUNDING_LARGE, zero=False))
+            run = [large, *draw(st.lists(small, min_size=1, max_size=6)), -large]
+        elif kind == "mixed":
+            run = draw(st.lists(small, min_size=2, max_size=24))
+        else:
+            run = [draw(small)]
+        indices += [position] * len(run)
+        values += run
+    order = np.random.default_rng(draw(st.integers(0, 2**32 - 1))).permutation(len(values))  # cheap to shrink
+    return CooArray(np.array([indices], dtype=np.int64)[:, order], np.array(values, dtype=np.float64)[order],
+                    (size,))
+
+
+def check_idempotent(trial, coo: CooArray) -> None:
+    once = trial.run(coo)
+    indices = to_numpy(once["indices"])
+    if indices.ndim != 2:
+        raise Mismatch(f"coalesce returned indices of shape {list(indices.shape)}")
+    twice = trial.run(CooArray(indices.astype(np.int64), to_numpy(once["values"]).astype(np.float64), coo.size))
+    if not np.array_equal(to_numpy(twice["indices"]), indices):
+        raise Mismatch(f"coalesce(coalesce(x)) changed the indices:\n  once  {indices.tolist()}\n"
+                       f"  twice {to_numpy(twice['indices']).tolist()}")
+    assert_bits_equal("values", twice["values"], once["values"], None, against="coalesce(x)")
+    if twice.get("is_coalesced") is False:
+        raise Mismatch("coalesce(coalesce(x)).is_coalesced() is False")
+
+
+def idempotent_cases(coo: CooArray, dtype: str) -> list[tuple[str, CooArray]]:
+    once = coalesce_reference(coo)
+    return [("", coo), ("second-pass", CooArray(once["indices"], once["values"], coo.size))]
+
+
+def dense_sum(coo: CooArray) -> np.ndarray:
+    dense = np.zeros(coo.size, dtype=np.float64)
+    np.add.at(dense, tuple(coo.indices), coo.values)
+    return dense
+
+
+def check_dense_sum(trial, coo: CooArray) -> None:
+    outputs = trial.run(coo)
+    trial.op.check_invariants(outputs, coo)  # sorted, unique, is_coalesced
+    indices = to_numpy(outputs["indices"]).astype(np.int64)
+    result = CooArray(indices.reshape(coo.sparse_dim, -1), to_numpy(outputs["values"]).astype(np.float64), coo.size)
+    tols = {"dense": trial.tolerances(coo)["values"]}
+
+    def model():
+        emulated = trial.emulate(coo)
+        return {"dense": dense_sum(CooArray(emulated["indices"], emulated["values"], coo.size))}
+
+    trial.compare({"dense": dense_sum(result)}, {"dense": dense_sum(coo)}, tols, coo,
+                  against="the dense sum of the input's entries", model=model)
+
+
 class Coalesce(Op):
     name = "coalesce"
+    decodes_empty_expected = True
     stock_backend = "coo"
     repro_run = "coalesce"
     summary = "COO tensor -> coalesced COO tensor (duplicates summed, indices sorted)"
@@ -133,6 +213,9 @@ class Coalesce(Op):
         for name, value in raw.items():
             decoded[name] = decode_array(value, dtype=np.int64 if name in self.exact_outputs else np.float64)
         return decoded
+
+    def encode_inputs(self, inputs: CooArray) -> dict:
+        return {"tensor": encode_coo(inputs)}
 
     def reference(self, inputs: CooArray) -> dict[str, np.ndarray]:
         return coalesce_reference(inputs)
@@ -186,6 +269,24 @@ class Coalesce(Op):
         result = coalesce_sequential(inputs, accumulate, round_to=dtype)
         return {"indices": result.indices, "values": result.values, "nnz": np.int64(result.indices.shape[1]),
                 "size": np.array(inputs.size, dtype=np.int64)}, flags
+
+    def inputs_strategy(self, dtype: str, **options) -> Any:
+        return d.coo_arrays(dtype, **options)
+
+    def rounding_inputs_strategy(self, dtype: str) -> Any:
+        return rounding_inputs(dtype)
+
+    def properties(self) -> tuple[GeneratedProperty, ...]:
+        return (
+            GeneratedProperty("agrees-with-reference", "coalesce matches the NumPy reference (indices exact, values "
+                              "within a tolerance for the dtype)", self.inputs_strategy),
+            GeneratedProperty("idempotent", "coalesce(coalesce(x)) is bit-for-bit coalesce(x)", self.inputs_strategy,
+                              check_idempotent, to_cases=idempotent_cases),
+            GeneratedProperty("sorted-dense-sum", "coalesce's indices are sorted and unique, and its entries sum to "
+                              "the dense sum of the input", self.inputs_strategy, check_dense_sum),
+            GeneratedProperty("rounds-correctly", "float16/bfloat16 sums of duplicates are correctly rounded (many "
+                              "equal duplicates, cancelling pairs)", self.rounding_inputs_strategy),
+        )
 
     def reference_tolerance_scale(self, inputs: CooArray) -> float:
         # a sum of k duplicates may carry up to k roundings in low precision

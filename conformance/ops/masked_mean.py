@@ -15,11 +15,22 @@ from typing import Any
 import numpy as np
 import torch
 
+from hypothesis import strategies as st
+
 from conformance.types import RunContext
-from conformance.compare import ACCUMULATION_ROUNDOFF, UNIT_ROUNDOFF, Mismatch, at_least_default, finite_abs_max
-from conformance.ops.base import TENSOR, Op
+from conformance.compare import (
+    ACCUMULATION_ROUNDOFF,
+    UNIT_ROUNDOFF,
+    Mismatch,
+    assert_bits_equal,
+    at_least_default,
+    finite_abs_max,
+    first_index,
+)
+from conformance.ops import draw as d
+from conformance.ops.base import TENSOR, GeneratedProperty, Op
 from conformance.rounding import FLOAT32_UNIT, rounded
-from conformance.tensors import decode_array, quantize, to_torch
+from conformance.tensors import decode_array, encode_array, quantize, to_numpy, to_torch, torch_dtype
 
 
 @dataclass
@@ -58,6 +69,96 @@ def differentiate(function, inputs: MaskedMeanInputs, ctx: RunContext) -> dict[s
     return {"value": result.detach().reshape(()), "grad": grad}
 
 
+
+# ---------------------------------------------------------------- generated inputs and properties
+
+
+@st.composite
+
+def drawn_inputs(draw, dtype: str = "float64", *, min_dims: int = 0, max_dims: int = 3,
+                 max_side: int = 4) -> MaskedMeanInputs:
+    """Values and a mask; NaN/±inf are put under the mask (masked-out) often and at valid
+    entries sometimes, so both "ignored" and "propagated" non-finite values occur."""
+    d.check_dtype(dtype)
+    shape = draw(d.shapes(min_dims, max_dims, 0, max_side))
+    mask = draw(d.masks(shape))
+    values = d.dense_values(draw, shape, d.representable_floats(dtype))
+    flat_values, flat_mask = values.reshape(-1), mask.reshape(-1)
+    if flat_values.size:
+        invalid = [i for i in range(flat_values.size) if not flat_mask[i]]
+        if invalid and draw(st.booleans()):
+            for i in draw(st.lists(st.sampled_from(invalid), min_size=1, max_size=len(invalid), unique=True)):
+                flat_values[i] = draw(d.special_values())
+        if draw(st.integers(0, 4)) == 0:  # now and then a NaN or inf the mean must propagate
+            flat_values[draw(st.integers(0, flat_values.size - 1))] = draw(d.special_values())
+    return MaskedMeanInputs(flat_values.reshape(shape), mask)
+
+
+@st.composite
+
+def rounding_inputs(draw, dtype: str) -> MaskedMeanInputs:
+    """Long masked sums (up to 2048 entries): equal values, or values of mixed sign and size,
+    drawn from a seeded generator so that long inputs stay cheap to draw."""
+    d.check_dtype(dtype)
+    length = draw(st.sampled_from([2, 3, 7, 64, 300, 1000, 2048]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    if draw(st.booleans()):
+        values = np.full(length, draw(d.representable_floats(dtype, d.ROUNDING_VALUES, zero=False)))
+    else:
+        values = rng.uniform(-8.0, 8.0, length)
+    mask = rng.random(length) < draw(st.sampled_from([0.3, 0.9, 1.0]))
+    mask[draw(st.integers(0, length - 1))] = True  # at least one valid entry
+    return MaskedMeanInputs(quantize(values, torch_dtype(dtype)), mask)
+
+
+@st.composite
+
+def masked_pairs(draw, dtype: str):
+    inputs = draw(drawn_inputs(dtype))
+    fill = draw(st.sampled_from(["zero", "nan", "inf", "-inf", "huge", "other"]))
+    values = inputs.values.copy()
+    invalid = ~inputs.mask
+    big = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38,
+           "float64": 1.7976931348623157e308}[dtype]
+    fills = {"zero": 0.0, "nan": math.nan, "inf": math.inf, "-inf": -math.inf, "huge": big}
+    if fill == "other":
+        count = int(invalid.sum())
+        values[invalid] = draw(st.lists(d.representable_floats(dtype), min_size=count, max_size=count))
+    else:
+        values[invalid] = fills[fill]
+    return inputs, MaskedMeanInputs(values, inputs.mask.copy())
+
+
+def check_ignores_masked_out(trial, pair) -> None:
+    first, second = pair
+    a, b = trial.run(first), trial.run(second)
+    try:
+        for name in ("value", "grad"):
+            assert_bits_equal(name, b[name], a[name], None,
+                              against="the same inputs with other values (NaN/inf included) under the mask")
+    except Mismatch as mismatch:
+        trial.excuse([(first, a), (second, b)], mismatch)
+        raise
+
+
+def check_grad_zero_outside_mask(trial, inputs: MaskedMeanInputs) -> None:
+    outputs = trial.run(inputs)
+    grad = to_numpy(outputs["grad"])
+    if grad.shape != inputs.mask.shape:
+        raise Mismatch(f"grad has shape {list(grad.shape)}, values have shape {list(inputs.mask.shape)}")
+    outside = ~inputs.mask & ~(grad == 0)
+    if outside.any():
+        index = first_index(outside)
+        mismatch = Mismatch(f"grad is not zero outside the mask: {int(outside.sum())} entries, first at index "
+                            f"{index}: {float(grad[index])!r}")
+        trial.excuse([(inputs, outputs)], mismatch)
+        raise mismatch
+
+
+def pair_cases(pair, dtype: str):
+    return [("masked-out-a", pair[0]), ("masked-out-b", pair[1])]
+
+
 class MaskedMean(Op):
     name = "masked_mean"
     stock_backend = "masked"
@@ -79,6 +180,9 @@ class MaskedMean(Op):
         if mask.shape != values.shape:
             raise ValueError(f"mask has shape {list(mask.shape)} but values have shape {list(values.shape)}")
         return MaskedMeanInputs(values, mask)
+
+    def encode_inputs(self, inputs: MaskedMeanInputs) -> dict:
+        return {"values": encode_array(inputs.values), "mask": encode_array(inputs.mask)}
 
     def reference(self, inputs: MaskedMeanInputs) -> dict[str, np.ndarray]:
         return masked_mean_reference(inputs)
@@ -119,6 +223,25 @@ class MaskedMean(Op):
     def benchmark_inputs(self, bench, rng, dtype: torch.dtype) -> MaskedMeanInputs:
         values = quantize(rng.standard_normal(bench.size), dtype)
         return MaskedMeanInputs(values, rng.random(bench.size) < bench.density)
+
+    def inputs_strategy(self, dtype: str, **options) -> Any:
+        return drawn_inputs(dtype, **options)
+
+    def rounding_inputs_strategy(self, dtype: str) -> Any:
+        return rounding_inputs(dtype)
+
+    def properties(self) -> tuple[GeneratedProperty, ...]:
+        return (
+            GeneratedProperty("rounds-correctly", "a float16/bfloat16 mean over long masked sums is rounded as "
+                              "float32 arithmetic allows", self.rounding_inputs_strategy),
+            GeneratedProperty("agrees-with-reference", "masked mean and its gradient match the NumPy reference",
+                              self.inputs_strategy),
+            GeneratedProperty("ignores-masked-out", "values under the mask (NaN and inf included) change neither "
+                              "the value nor the gradient", masked_pairs, check_ignores_masked_out,
+                              to_cases=pair_cases),
+            GeneratedProperty("grad-zero-outside-mask", "the gradient is exactly zero wherever the mask is False",
+                              self.inputs_strategy, check_grad_zero_outside_mask),
+        )
 
     def reference_tolerance_scale(self, inputs: MaskedMeanInputs) -> float:
         return 1.0 + math.sqrt(max(1, int(inputs.mask.sum())))

@@ -9,13 +9,15 @@ from typing import Any
 
 import numpy as np
 import torch
+from hypothesis import strategies as st
 
 from conformance.types import RunContext, Unsupported
 from conformance.compare import UNIT_ROUNDOFF, Mismatch, Tolerance, at_least_default, finite_abs_max
-from conformance.ops.base import COO, TENSOR, Op
+from conformance.ops import draw as d
+from conformance.ops.base import COO, TENSOR, GeneratedProperty, Op
 from conformance.ops.coalesce import coalesce_reference
 from conformance.rounding import FLOAT32_UNIT, unit_roundoff
-from conformance.tensors import CooArray, decode_array, quantize, random_coo, to_torch
+from conformance.tensors import CooArray, decode_array, encode_array, encode_coo, quantize, random_coo, to_torch, torch_dtype
 
 GRADIENT_SCHEMA = {
     "oneOf": [
@@ -292,9 +294,151 @@ def optimizer_benchmark_inputs(bench, rng, dtype: torch.dtype) -> OptimizerInput
     return OptimizerInputs(param, grads, hyper)
 
 
+# ---------------------------------------------------------------- generated inputs
+
+@st.composite
+def drawn_inputs(draw, op: "OptimizerOp", dtype: str = "float64", *, max_steps: int = 4,
+                 hyperparameters: Any = None) -> OptimizerInputs:
+    """A parameter (1-3 dims), a gradient trajectory and valid hyperparameters for ``op`` (drawn
+    from ``hyperparameters`` when given, else from ``op.hyperparameters_strategy()``)."""
+    d.check_dtype(dtype)
+    size = draw(d.shapes(1, 3, 1, 4, max_numel=24))
+    sparse_dim = draw(st.integers(1, len(size)))
+    param = d.dense_values(draw, size, d.representable_floats(dtype, d.PARAM_MAGNITUDES[dtype]))
+    hyper = draw(hyperparameters if hyperparameters is not None else op.hyperparameters_strategy())
+    grads = draw(d.trajectories(dtype, size, sparse_dim, max_steps=max_steps,
+                                dense_steps=op.accepts_dense_steps(hyper)))
+    return OptimizerInputs(param, grads, hyper)
+
+
+def empty_gradient(shape: tuple[int, ...]) -> CooArray:
+    """A sparse gradient with no entries (sparse_dim 1)."""
+    return CooArray(np.zeros((1, 0), dtype=np.int64), np.zeros((0, *shape[1:])), tuple(shape))
+
+
+def _padded(inputs: OptimizerInputs, steps: int) -> OptimizerInputs:
+    """``inputs`` with empty sparse gradients appended up to ``steps`` steps."""
+    empty = empty_gradient(inputs.param.shape)
+    return OptimizerInputs(inputs.param, [*inputs.grads, *[empty] * (steps - inputs.steps)], inputs.hyperparameters)
+
+
+@st.composite
+def param_groups(draw, op: "OptimizerOp", dtype: str = "float64", *, min_steps: int = 1) -> "ParamGroupsInputs":
+    """Two param groups with their own hyperparameters: the first holds one parameter, the second
+    a parameter of another shape and one that never gets a gradient (as torch's OptimizerInfo
+    tests). The trajectories are padded with empty gradients to the same number of steps."""
+    first, second = draw(drawn_inputs(op, dtype, max_steps=3)), draw(drawn_inputs(op, dtype, max_steps=3))
+    steps = max(min_steps, first.steps, second.steps)
+    idle = d.dense_values(draw, draw(d.shapes(1, 2, 1, 3)), d.representable_floats(dtype, d.PARAM_MAGNITUDES[dtype]))
+    return ParamGroupsInputs([[_padded(first, steps)], [_padded(second, steps), idle]])
+
+
+@st.composite
+def resume_points(draw, op: "OptimizerOp", dtype: str = "float64") -> tuple["ParamGroupsInputs", int]:
+    """Param groups (:func:`param_groups`, at least two steps) and the step after which the
+    optimizer's state_dict is saved and loaded into a fresh optimizer."""
+    inputs = draw(param_groups(op, dtype, min_steps=2))
+    return inputs, draw(st.integers(1, inputs.steps - 1))
+
+
+@st.composite
+def rounding_inputs(draw, op: "OptimizerOp", dtype: str) -> OptimizerInputs:
+    """One sparse step without duplicate indices on a parameter of magnitude 1..8, with a learning
+    rate that moves it by 0.05 to 20 ulps: there rounding, not arithmetic, decides the result."""
+    d.check_dtype(dtype)
+    length = draw(st.integers(1, 16))
+    param = d.dense_values(draw, (length,), d.representable_floats(dtype, d.Magnitudes(0, 2), zero=False))
+    touched = sorted(draw(st.lists(st.integers(0, length - 1), min_size=1, max_size=length, unique=True)))
+    grad_values = draw(d.fixed_lists(d.representable_floats(dtype, d.Magnitudes(-3, 2), zero=False), len(touched)))
+    ulp_at_4 = 2.0 ** (2 - d.MANTISSA_BITS[dtype])
+    lr = ulp_at_4 * draw(st.sampled_from([0.05, 0.3, 0.5, 0.7, 1.0, 1.5, 2.5, 7.0, 20.0]))
+    hyper = {"lr": lr, **op.rounding_hyperparameters(draw)}
+    grad = CooArray(np.array([touched], dtype=np.int64), np.array(grad_values, dtype=np.float64), (length,))
+    return OptimizerInputs(param, [grad], hyper)
+
+
+NEGATIVE = st.sampled_from([-1.0, -0.5, -1e-3, -10.0])  # what an out-of-range hyperparameter is drawn from
+
+
+def densified(inputs: OptimizerInputs, dtype: str) -> OptimizerInputs:
+    """The same trajectory with every sparse gradient summed (float64, rounded once) into a dense one."""
+    grads = [quantize(dense_grad_and_mask(g, inputs.param.shape)[0], torch_dtype(dtype)) if isinstance(g, CooArray)
+             else g for g in inputs.grads]
+    return OptimizerInputs(inputs.param, grads, inputs.hyperparameters)
+
+
 class OptimizerOp(Op):
-    """What the optimizer records share: benchmark trajectories and the half-precision model's
-    frame; each optimizer gives its replay of torch's steps (:meth:`replay_in_dtype`)."""
+    """What the optimizer records share: generated inputs and properties, benchmark trajectories
+    and the half-precision model's frame; each optimizer gives its hyperparameters
+    (:meth:`hyperparameters_strategy`), its documented errors (:meth:`invalid_inputs_strategy`)
+    and its replay of torch's steps (:meth:`replay_in_dtype`)."""
+
+    title: str = ""  # the optimizer's class name, as summaries write it
+    invalid_summary: str = ""  # what the rejects-invalid property draws
+
+    @property
+    def is_optimizer(self) -> bool:
+        return True
+
+    def hyperparameters_strategy(self) -> Any:
+        """A Hypothesis strategy of valid hyperparameters for sparse gradients."""
+        raise NotImplementedError
+
+    def accepts_dense_steps(self, hyperparameters: dict) -> bool:
+        """Whether a trajectory with these hyperparameters may mix dense gradients in."""
+        return False
+
+    def rounding_hyperparameters(self, draw) -> dict:
+        """Hyperparameters besides ``lr`` for the rounds-correctly inputs."""
+        return {}
+
+    def inputs_strategy(self, dtype: str, **options) -> Any:
+        return drawn_inputs(self, dtype, **options)
+
+    def param_groups_strategy(self, dtype: str) -> Any:
+        return param_groups(self, dtype)
+
+    def resume_points_strategy(self, dtype: str) -> Any:
+        return resume_points(self, dtype)
+
+    def rounding_inputs_strategy(self, dtype: str) -> Any:
+        return rounding_inputs(self, dtype)
+
+    def encode_inputs(self, inputs: OptimizerInputs) -> dict:
+        hyper = {}
+        for key, value in inputs.hyperparameters.items():
+            hyper[key] = [float(v) for v in value] if isinstance(value, (tuple, list)) else (
+                bool(value) if isinstance(value, (bool, np.bool_)) else float(value))
+        raw = {"param": encode_array(inputs.param),
+               "grads": [encode_coo(g) if isinstance(g, CooArray) else {"dense": encode_array(g)}
+                         for g in inputs.grads]}
+        if hyper:
+            raw["hyperparameters"] = hyper
+        return raw
+
+    def initial_state(self, inputs: OptimizerInputs, outputs: dict[str, Any]) -> dict[str, np.ndarray]:
+        """The parameter and each state tensor before the first step, as the implementation stores
+        them (``outputs``: what it returned after the steps, for the dtype of its state)."""
+        return {"param": inputs.param, **{name: np.zeros(inputs.param.shape) for name in self.state_tensors}}
+
+    def properties(self) -> tuple[GeneratedProperty, ...]:
+        names = ["param", *self.state_tensors]
+        listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+        return (
+            GeneratedProperty("agrees-with-reference", f"{self.title} trajectories match the NumPy reference",
+                              self.inputs_strategy),
+            GeneratedProperty("unspecified-unchanged", f"entries a step's gradient does not specify keep {listed} "
+                              "bit-for-bit", self.inputs_strategy),
+            GeneratedProperty("rejects-invalid", self.invalid_summary, self.invalid_inputs_strategy),
+            GeneratedProperty("param-groups", "one optimizer over two param groups (different shapes and "
+                              "hyperparameters, a parameter without a gradient) moves each parameter as an optimizer "
+                              "of its own would", self.param_groups_strategy),
+            GeneratedProperty("state-dict-resume", "state_dict() saved mid-trajectory (torch.save/torch.load) and "
+                              "loaded into a fresh optimizer continues exactly as the uninterrupted run",
+                              self.resume_points_strategy),
+            GeneratedProperty("rounds-correctly", "a float16/bfloat16 parameter moved by a fraction of an ulp to a "
+                              "few ulps is correctly rounded", self.rounding_inputs_strategy),
+        )
 
     def benchmark_inputs(self, bench, rng, dtype: torch.dtype) -> OptimizerInputs:
         return optimizer_benchmark_inputs(bench, rng, dtype)

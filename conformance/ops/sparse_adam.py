@@ -16,14 +16,18 @@ from typing import Any
 
 import numpy as np
 import torch
+from hypothesis import strategies as st
 
 from conformance.types import RunContext
 from conformance.compare import at_least_default
+from conformance.ops import draw as d
 from conformance.ops.base import TENSOR
 from conformance.tensors import CooArray, rounder
 from conformance.ops.coalesce import accumulation_differs, coalesce_sequential
 from conformance.ops.optimizer_steps import (
+    NEGATIVE,
     OptimizerInputs,
+    drawn_inputs,
     dense_grad_and_mask,
     optimizer_inputs_schema,
     optimizer_problem,
@@ -80,8 +84,42 @@ def sparse_adam_reference(inputs: OptimizerInputs) -> dict[str, np.ndarray]:
     return {"param": param, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq, "step": np.float64(inputs.steps)}
 
 
+# ---------------------------------------------------------------- generated inputs
+
+@st.composite
+def hyperparameters(draw) -> dict:
+    """Valid ``torch.optim.SparseAdam`` hyperparameters."""
+    hyper = {"lr": draw(d.learning_rates()), "eps": draw(d.eps_values()), "betas": draw(d.betas())}
+    if draw(st.booleans()):
+        hyper["maximize"] = True
+    return hyper
+
+
+@st.composite
+def invalid_inputs(draw, dtype: str = "float64") -> OptimizerInputs:
+    """Inputs with exactly one documented error: an out-of-range hyperparameter (ValueError) or a
+    dense gradient (RuntimeError)."""
+    inputs = draw(drawn_inputs(OP, dtype, max_steps=2))
+    hyper = dict(inputs.hyperparameters)
+    problem = draw(st.sampled_from(["lr", "eps", "beta1", "beta2", "dense-gradient"]))
+    if problem == "dense-gradient":
+        grads = list(inputs.grads)
+        step = draw(st.integers(0, len(grads) - 1))
+        grads[step] = np.zeros(inputs.param.shape) if draw(st.booleans()) else inputs.param.copy()
+        return OptimizerInputs(inputs.param, grads, hyper)
+    if problem in ("lr", "eps"):
+        hyper[problem] = draw(st.one_of(st.just(0.0), NEGATIVE))
+    else:
+        beta1, beta2 = hyper["betas"]
+        bad = draw(st.sampled_from([1.0, 1.5, -0.1, -1.0]))
+        hyper["betas"] = (bad, beta2) if problem == "beta1" else (beta1, bad)
+    return OptimizerInputs(inputs.param, inputs.grads, hyper)
+
+
 class SparseAdam(OptimizerOp):
     name = "sparse_adam"
+    title = "SparseAdam"
+    invalid_summary = "invalid hyperparameters and dense gradients raise torch's documented errors"
     stock_backend = "coo"
     repro_run = "optimizer"
     summary = "torch.optim.SparseAdam steps: moments and parameter updated only at specified entries"
@@ -119,6 +157,12 @@ class SparseAdam(OptimizerOp):
 
     def candidate_problem(self, candidate: Any) -> str | None:
         return optimizer_problem(candidate)
+
+    def hyperparameters_strategy(self) -> Any:
+        return hyperparameters()
+
+    def invalid_inputs_strategy(self, dtype: str) -> Any:
+        return invalid_inputs(dtype)
 
     def reference_tolerance_scale(self, inputs: OptimizerInputs) -> float:
         return 8.0 * max(1, inputs.steps)

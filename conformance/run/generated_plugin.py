@@ -282,7 +282,7 @@ class GeneratedItem(pytest.Item):
 
     def _fail(self, gen: GeneratedConfig, result) -> None:
         from conformance.backends import builtin_backends
-        from conformance.cases.counterexamples import encode_inputs, to_yaml, write_counterexample
+        from conformance.cases.counterexamples import to_yaml, write_counterexample
         from conformance.cases.generated import cases_of
         from conformance.ops import OPS
 
@@ -298,7 +298,7 @@ class GeneratedItem(pytest.Item):
         example = result.failing_example
         if example is not None:
             op = OPS[self.prop.op]
-            shown = [to_yaml({"case": name or "inputs", "inputs": encode_inputs(op, inputs)})
+            shown = [to_yaml({"case": name or "inputs", "inputs": op.encode_inputs(inputs)})
                      for name, inputs in cases_of(self.prop, example, self.dtype)]
             lines += ["", f"{'shrunk' if gen.shrink else 'failing'} example (spec notation):", *("  " + line for text in shown
                                                                 for line in text.rstrip().splitlines())]

@@ -8,7 +8,7 @@ import torch
 
 from conformance.types import RunContext, Unsupported, missing_dtype_kernel, missing_kernel
 from conformance.backends.base import Backend
-from conformance.ops import OPS, adagrad, coalesce, sparse_adam
+from conformance.ops import OPS, adagrad, coalesce, sgd, sparse_adam
 from conformance.ops.masked_mean import MaskedMeanInputs, differentiate
 from conformance.tensors import CooArray
 
@@ -23,6 +23,10 @@ def adagrad_coo(inputs, ctx: RunContext):
 
 def sparse_adam_coo(inputs, ctx: RunContext):
     return sparse_adam.OP.run_candidate(torch.optim.SparseAdam, inputs, ctx)
+
+
+def sgd_coo(inputs, ctx: RunContext):
+    return sgd.OP.run_candidate(torch.optim.SGD, inputs, ctx)
 
 
 def sparse_masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -77,4 +81,5 @@ BACKEND = CooBackend({
     "adagrad": adagrad_coo,
     "sparse_adam": sparse_adam_coo,
     "masked_mean": masked_mean_coo,
+    "sgd": sgd_coo,
 })

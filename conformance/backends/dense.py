@@ -13,6 +13,7 @@ import torch
 
 from conformance.types import RunContext, Unsupported
 from conformance.backends.base import Backend
+from conformance.ops import sgd
 from conformance.ops.adagrad import WEIGHT_DECAY_ERROR, adagrad_hyperparameters
 from conformance.ops.masked_mean import MaskedMeanInputs, differentiate
 from conformance.ops.optimizer_steps import OptimizerInputs
@@ -113,6 +114,38 @@ def sparse_adam_dense(inputs: OptimizerInputs, ctx: RunContext):
     return {"param": param, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq, "step": float(inputs.steps)}
 
 
+def sgd_dense(inputs: OptimizerInputs, ctx: RunContext):
+    h = sgd.sgd_hyperparameters(inputs.hyperparameters)
+    m = h["momentum"]
+    param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
+    buf = buf_mask = None
+    buf_sparse = False  # stock torch keeps a buffer started from a sparse gradient sparse
+    for grad in inputs.grads:
+        g, mask, sparse_mask = step_gradient(grad, param, ctx)
+        sparse = sparse_mask is not None
+        if h["maximize"]:
+            g = -g
+        if h["weight_decay"] != 0:
+            if sparse:
+                raise RuntimeError(sgd.SPARSE_DENSE_ADD_ERROR)
+            g = g + h["weight_decay"] * param
+        if m != 0:
+            if buf is None:
+                buf, buf_mask, buf_sparse = g.clone(), mask.clone(), sparse
+            else:
+                if buf_sparse and not sparse:
+                    raise RuntimeError(sgd.SPARSE_DENSE_ADD_ERROR)
+                buf, buf_mask = buf * m + g * (1 - h["dampening"]), buf_mask | mask
+            if h["nesterov"]:
+                if sparse and not buf_sparse:
+                    raise RuntimeError(sgd.SPARSE_DENSE_ADD_ERROR)
+                g, mask = g + buf * m, mask | buf_mask
+            else:
+                g, mask = buf, buf_mask
+        param = torch.where(mask, param - h["lr"] * g, param)
+    return {"param": param}
+
+
 def where_masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Static-shape masked mean: ``where`` keeps NaN/inf under the mask out of value and gradient."""
     return torch.where(mask, values, torch.zeros((), dtype=values.dtype, device=values.device)).sum() / mask.sum()
@@ -132,4 +165,5 @@ BACKEND = DenseBackend({
     "adagrad": adagrad_dense,
     "sparse_adam": sparse_adam_dense,
     "masked_mean": masked_mean_dense,
+    "sgd": sgd_dense,
 })

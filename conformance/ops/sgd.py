@@ -1,0 +1,272 @@
+"""``sgd``: optimizer steps with ``torch.optim.SGD`` semantics on sparse gradients.
+
+Contract (the SGD documentation's algorithm; torch/optim/sgd.py ``_single_tensor_sgd``): per step
+``g = grad`` (negated with ``maximize``); with ``momentum`` m != 0 the buffer starts as the first
+gradient and then ``b = m * b + (1 - dampening) * g``, and the step uses ``g + m * b`` (nesterov)
+or ``b``; ``param -= lr * step``. A sparse gradient is added as its entries (duplicates summed):
+only specified entries move, and with momentum the buffer is sparse too, so an entry moves once
+some step has specified it (as dense SGD moves it) and never before. ``weight_decay != 0`` with
+a sparse gradient raises RuntimeError (torch computes ``grad.add(param)``, sparse + dense), and
+so does a dense gradient after a momentum buffer started sparse. Outputs: ``param``.
+Candidate: a ``torch.optim.Optimizer`` subclass with SGD's constructor.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from hypothesis import strategies as st
+
+from conformance.ops import draw as d
+from conformance.ops.base import TENSOR, GeneratedProperty
+from conformance.ops.optimizer_steps import (
+    NEGATIVE,
+    OptimizerInputs,
+    OptimizerOp,
+    dense_grad_and_mask,
+    drawn_inputs,
+    empty_gradient,
+    negated,
+    optimizer_inputs_schema,
+    optimizer_problem,
+    run_optimizer,
+    single_step_param_bounds,
+    trajectory_tolerances,
+)
+from conformance.tensors import CooArray, rounder
+from conformance.types import RunContext
+
+SPARSE_DENSE_ADD_ERROR = "add(sparse, dense) is not supported. Use add(dense, sparse) instead."
+NESTEROV_ERROR = "Nesterov momentum requires a momentum and zero dampening"
+DEFAULTS = {"lr": 1e-3, "momentum": 0.0, "dampening": 0.0, "weight_decay": 0.0, "nesterov": False,
+            "maximize": False}
+
+
+def sgd_hyperparameters(hyper: dict) -> dict:
+    """Torch's defaults filled in, and torch's constructor checks (ValueError, torch's messages)."""
+    h = {**DEFAULTS, **hyper}
+    if h["lr"] < 0.0:
+        raise ValueError(f"Invalid learning rate: {h['lr']}")
+    if h["momentum"] < 0.0:
+        raise ValueError(f"Invalid momentum value: {h['momentum']}")
+    if h["weight_decay"] < 0.0:
+        raise ValueError(f"Invalid weight_decay value: {h['weight_decay']}")
+    if h["nesterov"] and (h["momentum"] <= 0 or h["dampening"] != 0):
+        raise ValueError(NESTEROV_ERROR)
+    return h
+
+
+def sgd_reference(inputs: OptimizerInputs) -> dict[str, np.ndarray]:
+    """SGD in float64 NumPy: dense arrays, with a mask of the entries each sparse tensor specifies."""
+    h = sgd_hyperparameters(inputs.hyperparameters)
+    m, lr = h["momentum"], h["lr"]
+    param = inputs.param.astype(np.float64).copy()
+    buf = buf_mask = None  # the momentum buffer and the entries it specifies (all, once it started dense)
+    buf_sparse = False  # torch holds the buffer as a sparse tensor when the first gradient was sparse
+    for grad in inputs.grads:
+        sparse = isinstance(grad, CooArray)
+        g, mask = dense_grad_and_mask(negated(grad, h["maximize"]), param.shape)
+        if h["weight_decay"] != 0:
+            if sparse:
+                raise RuntimeError(SPARSE_DENSE_ADD_ERROR)  # grad.add(param): sparse + dense
+            g = g + h["weight_decay"] * param
+        if m != 0:
+            if buf is None:
+                buf, buf_mask, buf_sparse = g.copy(), mask.copy(), sparse
+            else:
+                if buf_sparse and not sparse:
+                    raise RuntimeError(SPARSE_DENSE_ADD_ERROR)  # buf.add_(grad): sparse + dense
+                buf, buf_mask = m * buf + (1 - h["dampening"]) * g, buf_mask | mask
+            if h["nesterov"]:
+                if sparse and not buf_sparse:
+                    raise RuntimeError(SPARSE_DENSE_ADD_ERROR)  # grad.add(buf): sparse + dense
+                g, mask = g + m * buf, mask | buf_mask
+            else:
+                g, mask = buf, buf_mask
+        param = np.where(mask, param - lr * g, param)
+    return {"param": param}
+
+
+# ---------------------------------------------------------------- stock torch in half precision
+
+def _scaled(coo: CooArray, factor: float, q) -> CooArray:
+    return CooArray(coo.indices, q(factor * coo.values), coo.size)
+
+
+def _joined(a: CooArray, b: CooArray) -> CooArray:
+    """torch's sparse + sparse: the entries of both, uncoalesced."""
+    return CooArray(np.concatenate([a.indices, b.indices], axis=1), np.concatenate([a.values, b.values]), a.size)
+
+
+def _add_into(param: np.ndarray, update, alpha: float, q) -> np.ndarray:
+    """torch's ``param.add_(update, alpha=alpha)``: a dense update rounds once; a sparse one is
+    added entry by entry, each ``alpha * value`` rounded and then the running parameter rounded."""
+    if not isinstance(update, CooArray):
+        return q(param + alpha * update)
+    param = param.copy()
+    for k in range(update.indices.shape[1]):
+        index = tuple(update.indices[:, k])
+        param[index] = q(param[index] + q(alpha * update.values[k]))
+    return param
+
+
+# ---------------------------------------------------------------- generated inputs
+
+def _three_digits(value: float) -> float:
+    return round(value, 3)
+
+
+_MOMENTA = st.one_of(st.just(0.0), st.sampled_from([0.9, 0.5, 0.99]), st.floats(0.0, 0.999).map(_three_digits))
+_DAMPENINGS = st.one_of(st.just(0.0), st.sampled_from([0.1, 0.5, 0.9]))
+
+
+@st.composite
+def hyperparameters(draw, momentum: bool = True) -> dict:
+    """Valid ``torch.optim.SGD`` hyperparameters for sparse gradients (weight_decay = 0): a
+    learning rate, momentum with dampening or nesterov (unless ``momentum`` is False), maximize."""
+    hyper = {"lr": draw(d.learning_rates())}
+    m = draw(_MOMENTA) if momentum else 0.0
+    if m:
+        hyper["momentum"] = m
+        if draw(st.booleans()):
+            hyper["nesterov"] = True
+        else:
+            dampening = draw(_DAMPENINGS)
+            if dampening:
+                hyper["dampening"] = dampening
+    if draw(st.booleans()):
+        hyper["maximize"] = True
+    return hyper
+
+
+@st.composite
+def invalid_inputs(draw, dtype: str = "float64") -> OptimizerInputs:
+    """Inputs with exactly one documented error: an out-of-range hyperparameter or nesterov without
+    momentum or with dampening (ValueError), or ``weight_decay`` with a sparse gradient (RuntimeError)."""
+    inputs = draw(drawn_inputs(OP, dtype, max_steps=2))
+    hyper = dict(inputs.hyperparameters)
+    problem = draw(st.sampled_from(["lr", "momentum", "weight_decay", "nesterov", "sparse-weight-decay"]))
+    if problem == "sparse-weight-decay":
+        hyper["weight_decay"] = draw(st.sampled_from([0.1, 1.0, 1e-4]))
+        grads = list(inputs.grads)
+        if not any(isinstance(g, CooArray) for g in grads):
+            grads[0] = empty_gradient(inputs.param.shape)
+        return OptimizerInputs(inputs.param, grads, hyper)
+    if problem == "nesterov":
+        hyper.pop("nesterov", None)
+        if draw(st.booleans()):
+            hyper.pop("momentum", None)
+            hyper.pop("dampening", None)
+        else:
+            hyper["momentum"] = hyper.get("momentum") or 0.9
+            hyper["dampening"] = draw(st.sampled_from([0.1, 0.5]))
+        hyper["nesterov"] = True
+        return OptimizerInputs(inputs.param, inputs.grads, hyper)
+    hyper[problem] = draw(NEGATIVE)
+    return OptimizerInputs(inputs.param, inputs.grads, hyper)
+
+
+class SGD(OptimizerOp):
+    name = "sgd"
+    title = "SGD"
+    stock_backend = "coo"
+    repro_run = "optimizer"
+    summary = "torch.optim.SGD steps on sparse gradients (momentum, dampening, nesterov, maximize)"
+    candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.SGD's constructor"
+    invalid_summary = ("invalid hyperparameters, nesterov without momentum or with dampening, and weight_decay with "
+                       "sparse gradients raise torch's documented errors")
+    torch_sums_duplicates_in_half = True  # each duplicate is added into the float16/bfloat16 parameter in turn
+    state_outputs: dict[str, str] = {}  # the momentum buffer shows in the parameter's trajectory
+    inputs_schema = optimizer_inputs_schema({
+        "lr": {"type": "number"},
+        "momentum": {"type": "number"},
+        "dampening": {"type": "number"},
+        "weight_decay": {"type": "number"},
+        "nesterov": {"type": "boolean"},
+        "maximize": {"type": "boolean"},
+    })
+    expected_schema = {"type": "object", "additionalProperties": False, "required": ["param"],
+                       "properties": {"param": TENSOR}}
+
+    @property
+    def torch_implementation(self) -> type:
+        return torch.optim.SGD
+
+    def decode_inputs(self, raw: dict, dtype: torch.dtype) -> OptimizerInputs:
+        return OptimizerInputs.decode(raw, dtype)
+
+    def reference(self, inputs: OptimizerInputs) -> dict[str, np.ndarray]:
+        return sgd_reference(inputs)
+
+    def run_candidate(self, candidate, inputs: OptimizerInputs, ctx: RunContext) -> dict[str, Any]:
+        return run_optimizer(candidate, inputs, ctx, self.state_outputs)
+
+    def candidate_problem(self, candidate: Any) -> str | None:
+        return optimizer_problem(candidate)
+
+    def rounding_bounds(self, inputs: OptimizerInputs, dtype: torch.dtype,
+                        accumulation_unit: float = 2.0**-24) -> dict[str, tuple]:
+        # lr * g, rounded before it is added
+        return single_step_param_bounds(inputs, self.reference(inputs)["param"], dtype, intermediates=2)
+
+    def reference_tolerance_scale(self, inputs: OptimizerInputs) -> float:
+        return 4.0 * max(1, inputs.steps)
+
+    def hyperparameters_strategy(self) -> Any:
+        return hyperparameters()
+
+    def accepts_dense_steps(self, hyperparameters: dict) -> bool:
+        return not hyperparameters.get("momentum")  # a sparse buffer cannot take a dense gradient
+
+    def invalid_inputs_strategy(self, dtype: str) -> Any:
+        return invalid_inputs(dtype)
+
+    def properties(self) -> tuple[GeneratedProperty, ...]:
+        without_momentum = GeneratedProperty(
+            "unspecified-unchanged", "without momentum, entries a step's gradient does not specify keep param "
+            "bit-for-bit", lambda dtype: drawn_inputs(self, dtype, hyperparameters=hyperparameters(momentum=False)))
+        return (*(p if p.name != "unspecified-unchanged" else without_momentum for p in super().properties()),
+                GeneratedProperty("sparse-equals-dense", "SGD on sparse gradients equals dense SGD at every entry "
+                                  "the gradients specify", self.inputs_strategy))
+
+    def replay_in_dtype(self, inputs: OptimizerInputs, dtype: str, flags: set, accumulate: str) -> dict[str, np.ndarray]:
+        """torch's steps with its sparse tensors kept uncoalesced, as torch keeps them: the buffer's
+        entries are scaled one by one and the gradient's appended; the parameter takes each entry
+        in turn (``accumulate`` narrower than float64 is the parameter's own dtype here)."""
+        from conformance.ops.coalesce import accumulation_differs
+
+        q = rounder(dtype)
+        h = sgd_hyperparameters(inputs.hyperparameters)
+        m, lr = h["momentum"], h["lr"]
+        param = inputs.param.astype(np.float64).copy()
+        buf = None
+        with np.errstate(over="ignore", invalid="ignore"):
+            for grad in inputs.grads:
+                grad = negated(grad, h["maximize"])
+                if isinstance(grad, CooArray) and accumulation_differs(grad, dtype):
+                    flags.add("accumulation")
+                if not isinstance(grad, CooArray) and h["weight_decay"]:
+                    grad = q(grad + h["weight_decay"] * param)
+                step = grad
+                if m != 0:
+                    if buf is None:
+                        buf = grad
+                    elif isinstance(buf, CooArray) and isinstance(grad, CooArray):
+                        buf = _joined(_scaled(buf, m, q), _scaled(grad, 1 - h["dampening"], q))
+                    else:
+                        buf = _add_into(q(m * buf), grad, 1 - h["dampening"], q)
+                    if h["nesterov"]:
+                        step = (_joined(grad, _scaled(buf, m, q)) if isinstance(buf, CooArray)
+                                else _add_into(q(m * buf), grad, 1.0, q))
+                    else:
+                        step = buf
+                param = _add_into(param, step, -lr, q)
+        return {"param": param}
+
+    def generated_tolerances(self, inputs: OptimizerInputs, dtype: str, sensitivity) -> dict[str, Any]:
+        return trajectory_tolerances(self.reference, inputs, dtype, sensitivity())[0]
+
+
+OP = SGD()

@@ -230,3 +230,28 @@ def test_every_repro_script_is_python_that_compiles():
                 assert "BACKEND = builtin_backends()['dense']" in script and "PROPERTY_CHECK = False" in script
             elif prop.name in ("idempotent", "unspecified-unchanged", "param-groups", "state-dict-resume"):
                 assert "PROPERTY_CHECK = True" in script and "\ndef extra(outputs, case):" in script
+
+
+def test_every_outcome_of_a_generated_item_is_produced_on_purpose(tmp_path):
+    """One run, each outcome a generated item can have, each from a known cause: passed (the dense
+    masked mean), xfail (stock torch's float16 coalesce sums duplicates in half precision), unsupported
+    (MaskedTensor has no coalesce), error (a candidate that raises), failed (a mutant masked mean),
+    skipped (cuda on a machine without it). (xpass is a spec case's outcome only: a generated item
+    has no expected failure to pass.)"""
+    import torch
+
+    records = tmp_path / "records.json"
+    proc = run_pytest(["specs", "-q", "-k", "generated and (coalesce-rounds-correctly or masked_mean-agrees)",
+                       "--conformance-backend", "dense,coo,masked,candidate", "--conformance-dtype", "float16",
+                       "--conformance-device", "cpu,cuda", "--conformance-no-shrink",
+                       f"--conformance-impl=coalesce={MUTANTS}:raising_coalesce",
+                       f"--conformance-impl=masked_mean={MUTANTS}:nansum_masked_mean"], records=records)
+    outcomes = {nodeid.split("::generated::", 1)[1]: r["outcome"] for nodeid, r in read_records(records).items()}
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert outcomes["masked_mean-agrees-with-reference[dense-cpu-float16]"] == "passed", outcomes
+    assert outcomes["coalesce-rounds-correctly[coo-cpu-float16]"] == "xfail", outcomes
+    assert outcomes["coalesce-rounds-correctly[masked-cpu-float16]"] == "unsupported", outcomes
+    assert outcomes["coalesce-rounds-correctly[candidate-cpu-float16]"] == "error", outcomes
+    assert outcomes["masked_mean-agrees-with-reference[candidate-cpu-float16]"] == "failed", outcomes
+    if not torch.cuda.is_available():
+        assert outcomes["coalesce-rounds-correctly[dense-cuda-float16]"] == "skipped", outcomes

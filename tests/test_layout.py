@@ -1,6 +1,6 @@
 """The package's layout by pipeline stage, kept so: the lower layers (what ops and backends are
-made of) never import the stages above them, and op names stay in the op records -- the places
-that still name ops outside ops/, backends/, kernels/ and specs/ may only shrink."""
+made of) never import the stages above them, and op names stay in the op records -- nothing
+outside ops/, backends/, kernels/ and specs/ names an op."""
 
 from __future__ import annotations
 
@@ -14,10 +14,6 @@ from conformance.ops import OPS
 PACKAGE = Path(__file__).resolve().parents[1] / "conformance"
 LOWER = ("types", "tensors", "compare", "rounding", "devices", "xla_support", "ops", "kernels", "backends")
 UPPER = ("specs", "cases", "run", "results", "verdict", "check", "cli")
-# op-name literals outside the op records, per module (issue 11 moves them into ops/<op>.py; zero is the aim)
-OP_NAME_LITERALS_LEFT = {
-    "cases/counterexamples.py": 2, "cases/known_divergences.py": 3,
-}
 
 
 def _stage(path: Path) -> str:
@@ -42,7 +38,7 @@ def test_lower_layers_never_import_the_stages_above_them():
     assert not {k: v for k, v in upward.items() if v}, upward
 
 
-def test_op_names_outside_the_op_records_only_shrink():
+def test_no_op_name_outside_the_op_records():
     literal = re.compile(r"""["'](%s)["']""" % "|".join(map(re.escape, OPS)))
     found = Counter()
     for path in PACKAGE.rglob("*.py"):
@@ -52,5 +48,5 @@ def test_op_names_outside_the_op_records_only_shrink():
         count = len(literal.findall(path.read_text(encoding="utf-8")))
         if count:
             found[relative] = count
-    grown = {k: (v, OP_NAME_LITERALS_LEFT.get(k, 0)) for k, v in found.items() if v > OP_NAME_LITERALS_LEFT.get(k, 0)}
-    assert not grown, f"op names added outside ops/ (found, allowed): {grown}; put them in the op record"
+    assert not found, f"op names outside ops/, backends/, kernels/ and specs/ (module: count): {dict(found)}; " \
+                      f"put them in the op record"

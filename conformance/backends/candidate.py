@@ -234,7 +234,7 @@ def _check_optimizer_outputs(op_name: str, outputs: dict[str, Any], ctx: RunCont
         if not isinstance(state, torch.Tensor):
             continue
         if not _same_device(state.device, param.device):
-            raise _violation(op_name, f"state tensors are on the parameter's device",
+            raise _violation(op_name, "state tensors are on the parameter's device",
                              f"{name} is on {state.device}, the parameter on {param.device}")
         if tuple(state.shape) != tuple(param.shape):
             raise _violation(op_name, "state tensors have the parameter's shape",

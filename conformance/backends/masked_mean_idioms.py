@@ -32,11 +32,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
+import numpy as np
 import torch
 
 from conformance.backends.base import Backend
+from conformance.ops.masked_mean import MaskedMeanInputs, masked_mean_reference
 from conformance.ops.masked_mean_compiles import run_series
 from conformance.tensors import to_torch
+from conformance.types import Divergence, ModelledDivergence
 
 Approach = Callable[[torch.Tensor, torch.Tensor], "tuple[torch.Tensor, torch.Tensor]"]
 
@@ -289,6 +292,46 @@ def _masked_mean_runner(info: ApproachInfo):
     return run
 
 
+# ---------------------------------------------------------------- their known divergences, modelled
+
+MULTIPLY_LETS_NAN_THROUGH = Divergence(
+    "multiply-lets-nan-through",
+    "the note's multiply idiom, sum(values * mask) / count, lets a NaN or inf under the mask through "
+    "(NaN * 0 = inf * 0 = NaN), and with no valid entry its gradient is mask * (1 / 0) = 0 * inf = NaN; "
+    "masking the gradient afterwards (hook, zero-grad) multiplies NaN by 0 again",
+    None,
+)
+FUNCTION_NAN_GRAD = Divergence(
+    "masked-mean-function-nan-grad",
+    "the note's MaskedMean backward, grad_output * is_valid / is_valid.sum(), is 0 / 0 = NaN at every entry "
+    "when no entry is valid",
+    None,
+)
+
+
+def multiply_model(inputs: MaskedMeanInputs) -> dict[str, np.ndarray]:
+    count = inputs.mask.sum()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        value = np.sum(inputs.values * inputs.mask) / count
+        grad = inputs.mask / count * inputs.mask
+    return {"value": np.float64(value), "grad": grad}
+
+
+def function_model(inputs: MaskedMeanInputs) -> dict[str, np.ndarray]:
+    count = inputs.mask.sum()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        grad = inputs.mask / count
+    return {"value": masked_mean_reference(inputs)["value"], "grad": grad}
+
+
+# on xla the compiler rewrites x * convert(mask) into a select, and the result is right
+IDIOM_DIVERGENCES: dict[str, tuple[ModelledDivergence, ...]] = {
+    **{name: (ModelledDivergence(MULTIPLY_LETS_NAN_THROUGH, "masked_mean", multiply_model, ("cpu", "cuda")),)
+       for name in ("multiply", "hook", "zero-grad")},
+    "function": (ModelledDivergence(FUNCTION_NAN_GRAD, "masked_mean", function_model, ("cpu", "cuda")),),
+}
+
+
 class IdiomBackend(Backend):
     """One masked-mean idiom; items only for the ops it implements."""
 
@@ -298,6 +341,7 @@ class IdiomBackend(Backend):
         self.name = f"mean-{info.name}"
         self.description = info.description
         self.info = info
+        self.known_divergences = IDIOM_DIVERGENCES.get(info.name, ())
         masked_mean = _masked_mean_runner(info)
         super().__init__({
             "masked_mean": masked_mean,

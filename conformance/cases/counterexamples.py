@@ -243,6 +243,18 @@ def _fragment(name: str, **context) -> str | None:
     return None
 
 
+def _stock_optimizer(op: Op, backend: Backend) -> str | None:
+    """An optimizer's stock-torch rendition: its torch class, on the backend that is stock torch."""
+    if not op.is_optimizer or backend.name != op.stock_backend or op.torch_implementation is None:
+        return None
+    import torch
+
+    cls = op.torch_implementation
+    name = f"torch.optim.{cls.__name__}" if getattr(torch.optim, cls.__name__, None) is cls else \
+        f"{cls.__module__}.{cls.__qualname__}"
+    return f"impl = {name}  # stock torch\n"
+
+
 def render_script(prop: Property, backend: Backend, dtype: str, document: dict, *, impl_target: str | None,
                   replay: str, spec_name: str) -> str:
     op = prop.op
@@ -258,7 +270,7 @@ def render_script(prop: Property, backend: Backend, dtype: str, document: dict, 
     operation = OPS[op]
     parts = [head, f"OP = {op!r}\n"]
     impl = f"impl = load({impl_target!r})  # the candidate under test\n" if impl_target else \
-        _fragment(f"impl/{backend.name}/{op}.py")
+        _fragment(f"impl/{backend.name}/{op}.py") or _stock_optimizer(operation, backend)
     check = None
     if impl is not None:
         parts.append(impl)

@@ -11,7 +11,8 @@ Tolerances (:func:`tolerances`) scale with the work done: with the dtype's unit 
 number of steps and duplicates, the magnitudes involved, and how far the same formulas evaluated
 in the dtype land from the float64 reference. An output outside them is checked against models of
 known divergences -- stock torch's half-precision arithmetic (:mod:`conformance.cases.lowprec`) and
-particular backends' documented idioms (:mod:`conformance.cases.known_divergences`); when it matches
+particular backends' documented idioms (``Backend.known_divergences``) and rounding modes
+(:mod:`conformance.cases.known_divergences`); when it matches
 one, the example is recorded as that divergence with its reason -- never a silent pass and never
 a failure -- and the search goes on.
 """
@@ -135,7 +136,7 @@ class Trial:
     def compare(self, outputs: dict, expected: dict, tols: dict, inputs: Any, against: str,
                 model: Callable[[], dict] | None = None) -> None:
         """compare_outputs; on a Mismatch, ask whether a known divergence explains it -- this
-        backend's documented idiom (:mod:`conformance.cases.known_divergences`) or stock torch's
+        backend's documented idiom (``Backend.known_divergences``) or stock torch's
         low-precision arithmetic (``model`` gives torch's result in this dtype) -- before failing."""
         try:
             compare_outputs(outputs, expected, tols, against=against)
@@ -154,7 +155,7 @@ class Trial:
             return None
         models: list[tuple[lowprec.Divergence, Callable[[], dict]]] = [
             (entry.divergence, lambda entry=entry: entry.model(inputs))
-            for entry in known_divergences.for_backend(self.op.name, self.backend.name, self.device)]
+            for entry in self.backend.known_divergences if entry.applies_to(self.op.name, self.device)]
         half = lowprec.explain(self.op, inputs, self.dtype)
         if half is not None:
             models.append((half, lowprec_model or (lambda: lowprec.emulate(self.op, inputs, self.dtype))))
@@ -377,9 +378,7 @@ def _assert_members_equal(trial: Trial, got: list[dict], want: list[dict], again
 def _param_groups_divergence(trial: Trial, inputs: ParamGroupsInputs, together: list[dict]):
     """The known divergence of stock torch the backend's grouped run matches, or None. A candidate
     (judged against torch) is excused only where stock torch matches the same model."""
-    for entry in known_divergences.GROUP_DIVERGENCES:
-        if entry.op != trial.op.name:
-            continue
+    for entry in trial.op.group_divergences:
         modelled = entry.model(inputs)
         if not _matches_group_model(trial, inputs, modelled, together, entry):
             continue

@@ -18,21 +18,14 @@ as the :class:`Divergence` :func:`explain` names (xfail with reason), not as a f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from conformance.ops.base import Op
+from conformance.types import Divergence
 
 HALF_DTYPES = ("float16", "bfloat16")
-
-
-@dataclass(frozen=True)
-class Divergence:
-    key: str
-    reason: str
-    link: str | None = None
 
 
 HALF_ACCUMULATION = Divergence(

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from conformance.types import RunContext
+from conformance.types import Divergence, ModelledDivergence, RunContext
 from conformance.compare import at_least_default
 from conformance.ops import draw as d
 from conformance.ops.base import TENSOR, GeneratedProperty
@@ -25,6 +25,7 @@ from conformance.ops.coalesce import accumulation_differs, coalesce_sequential
 from conformance.ops.optimizer_steps import (
     NEGATIVE,
     OptimizerInputs,
+    ParamGroupsInputs,
     dense_grad_and_mask,
     drawn_inputs,
     empty_gradient,
@@ -101,6 +102,29 @@ def add_std_output(outputs: dict[str, Any], inputs: OptimizerInputs, eps: float)
     return outputs
 
 
+# ---------------------------------------------------------------- torch's behaviour with several param groups
+
+GROUP_INITIAL_ACCUMULATOR = Divergence(
+    "adagrad-group-initial-accumulator-ignored",
+    "torch.optim.Adagrad fills every parameter's state_sum with the constructor's initial_accumulator_value "
+    "(torch/optim/adagrad.py, __init__), so a param group's own initial_accumulator_value is kept in "
+    "param_groups but never used; param groups are documented to override the constructor's defaults",
+    "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/optim/adagrad.py",
+)
+
+
+def constructor_initial_accumulator(inputs: ParamGroupsInputs) -> ParamGroupsInputs:
+    """The param groups as torch runs them: every parameter's accumulator starts at the constructor's value."""
+    def default(member):
+        if not isinstance(member, OptimizerInputs):
+            return member
+        hyper = {k: v for k, v in member.hyperparameters.items() if k != "initial_accumulator_value"}
+        return OptimizerInputs(member.param, member.grads, hyper)
+
+    return ParamGroupsInputs([[default(m) for m in group] for group in inputs.groups])
+
+
+
 # ---------------------------------------------------------------- generated inputs
 
 _LR_DECAYS = st.one_of(st.just(0.0), st.sampled_from([0.5, 1.0, 0.1]), d.positive((0.01,), 1e-3, 2.0))
@@ -149,6 +173,7 @@ class Adagrad(OptimizerOp):
     summary = "torch.optim.Adagrad steps on sparse (masked) gradients"
     candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.Adagrad's constructor"
     torch_sums_duplicates_in_half = True
+    group_divergences = (ModelledDivergence(GROUP_INITIAL_ACCUMULATOR, "adagrad", constructor_initial_accumulator),)
     state_outputs = {"state_sum": "sum", "step": "step"}  # output name -> torch's state key
     inputs_schema = optimizer_inputs_schema({
         "lr": {"type": "number"},

@@ -1,1 +1,0 @@
-impl = torch.optim.Adagrad  # stock torch

@@ -1,1 +1,0 @@
-impl = torch.optim.SparseAdam  # stock torch

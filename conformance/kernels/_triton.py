@@ -60,6 +60,7 @@ def interpreter_active() -> bool:
 
 # triton.jit picks interpreter or compiler when the kernels below are decorated
 INTERPRETED = interpreter_active()
+INTERPRETED_ROWS, INTERPRETED_DUPS = 64, 256  # the interpreter's tiles (see _grid)
 
 
 def _acc_dtype(dtype: torch.dtype):
@@ -409,9 +410,14 @@ def _row_width(values: torch.Tensor) -> int:
 
 def _grid(nnz: int, width: int):
     block_d = _block_cols(width)
-    block_s = _block_rows(block_d)
+    block_s, block_k = _block_rows(block_d), _block_dups(block_d)
+    if INTERPRETED:
+        # the interpreter pays ~20 ms per program and per loop trip, whatever the tile: fewer,
+        # bigger tiles on CPU tensors (the results do not depend on the tiling)
+        block_s = max(block_s, min(INTERPRETED_ROWS, triton.next_power_of_2(max(nnz, 1))))
+        block_k = max(block_k, INTERPRETED_DUPS)
     return (triton.cdiv(nnz, block_s), max(1, triton.cdiv(width, block_d))), dict(
-        BLOCK_S=block_s, BLOCK_K=_block_dups(block_d), BLOCK_D=block_d)
+        BLOCK_S=block_s, BLOCK_K=block_k, BLOCK_D=block_d)
 
 
 def coalesce(indices: torch.Tensor, values: torch.Tensor, size: list[int], *,

@@ -264,6 +264,9 @@ class GeneratedItem(pytest.Item):
 
     def runtest(self) -> None:
         gen = self.config.stash[GENERATED]
+        if not self.backend.implements(self.prop.op):  # no example could run: none is drawn
+            raise outcomes.UnsupportedSkip(f"unsupported: backend {self.backend.name!r} does not implement op "
+                                           f"{self.prop.op!r}")
         result = run_property(self.prop, self.backend, self.device, self.dtype, settings=gen.hypothesis_settings(),
                               base_seed=gen.seed, database_key=self.name)
         self.record.update(examples=result.examples, unsupported_examples=result.unsupported_examples,

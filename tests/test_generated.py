@@ -197,8 +197,10 @@ def test_generated_items_on_xla_are_opt_in(pytester, monkeypatch):
     """Where xla is available its generated items are skipped with the reason unless
     --conformance-generated-on-xla is given (every example's new shapes cost a compilation)."""
     import conformance.run.generated_plugin as plugin
+    import conformance.run.items as items
 
-    monkeypatch.setattr(plugin, "unavailable_reason", lambda device: None)  # pretend xla is there
+    for module in (plugin, items):  # pretend xla is there
+        monkeypatch.setattr(module, "unavailable_reason", lambda device: None)
     pytester.mkdir("specs")
     args = ["specs", "-p", "no:cacheprovider", "-rs", "--conformance-device", "xla", "--conformance-backend",
             "dense", "--conformance-op", "coalesce", "--conformance-dtype", "float32"]

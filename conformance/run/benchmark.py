@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from conformance.run import outcomes
-from conformance.types import RunContext, Unsupported
+from conformance.run.items import ConformanceItem, placements
+from conformance.types import RunContext
 from conformance.backends.base import Backend
 from conformance.compare import Tolerance, compare_outputs, default_tolerance
 from conformance.tensors import CooArray, torch_dtype
@@ -180,34 +180,26 @@ def _benchmark_fixture(item: pytest.Item):
     return fixture, None
 
 
-class BenchmarkItem(pytest.Item):
+class BenchmarkItem(ConformanceItem):
     """One benchmark instance timed on one backend, device and dtype."""
 
-    def __init__(self, *, spec_path, op, bench: Benchmark, backend: Backend, device: str, dtype: str, **kwargs):
-        super().__init__(**kwargs)
+    kind = "benchmark"
+
+    def __init__(self, *, spec_path, op, bench: Benchmark, **kwargs):
+        super().__init__(identity={"spec": str(spec_path), "case": bench.id, "op": op.name,
+                                   "benchmark": bench.describe()}, **kwargs)
         self.op = op
         self.bench = bench
-        self.backend = backend
-        self.device = device
-        self.dtype = dtype
         self.spec_path = spec_path
-        self.add_marker(pytest.mark.conformance)
         self.add_marker(pytest.mark.conformance_benchmark)
-        self.record: dict[str, Any] = {
-            "kind": "benchmark", "spec": str(spec_path), "case": bench.id, "op": op.name,
-            "backend": backend.name, "device": device, "dtype": dtype, "benchmark": bench.describe(),
-        }
 
-    def runtest(self) -> None:
+    def run(self) -> None:
         fixture, why_not = _benchmark_fixture(self)
         if fixture is None:
             pytest.skip(why_not)
         inputs = make_inputs(self.op.name, self.bench, self.dtype)
         self.record["benchmark"]["nnz"] = nnz_of(inputs)
-        try:
-            outputs, _ = run_once(self.op.name, self.backend, inputs, self.device, self.dtype)
-        except Unsupported as exc:
-            raise outcomes.UnsupportedSkip(f"unsupported: {exc}") from None
+        outputs, _ = run_once(self.op.name, self.backend, inputs, self.device, self.dtype)
         if self.backend.name != "reference":
             check_against_reference(self.op, outputs, inputs, self.dtype)
         last: dict[str, Any] = {}
@@ -234,26 +226,7 @@ class BenchmarkItem(pytest.Item):
 
 def benchmark_items(parent: pytest.File, spec, selection) -> list[pytest.Item]:
     """The benchmark items of a spec for the selected backends, devices and dtypes."""
-    from conformance.devices import unavailable_reason
-
-    items = []
-    for bench in getattr(spec, "benchmarks", ()):
-        for backend in selection.backends.values():
-            if not backend.implements(spec.op.name) and not backend.lists_unimplemented_ops:
-                continue
-            if bench.backends is not None and backend.name not in bench.backends:
-                continue
-            for device in selection.devices:
-                if not backend.runs_on(device) or (bench.devices is not None and device not in bench.devices):
-                    continue
-                for dtype in bench.dtypes:
-                    if selection.dtypes is not None and dtype not in selection.dtypes:
-                        continue
-                    item = BenchmarkItem.from_parent(
-                        parent, name=f"{bench.id}[{backend.name}-{device}-{dtype}]", spec_path=spec.path,
-                        op=spec.op, bench=bench, backend=backend, device=device, dtype=dtype)
-                    reason = unavailable_reason(device)
-                    if reason:
-                        item.add_marker(pytest.mark.skip(reason=reason))
-                    items.append(item)
-    return items
+    return [BenchmarkItem.placed(parent, bench.id, placement, spec_path=spec.path, op=spec.op, bench=bench)
+            for bench in getattr(spec, "benchmarks", ())
+            for placement in placements(selection, spec.op.name, bench.dtypes, backends=bench.backends,
+                                        devices=bench.devices)]

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from conformance.run import outcomes
-from conformance.backends.base import Backend
+from conformance.run.items import ConformanceItem, placements
+from conformance.types import Unsupported
 from conformance.compare import Mismatch
 from conformance.devices import unavailable_reason
 from conformance.cases.generated import PROPERTIES, Property, describe_divergences, run_property
@@ -219,54 +220,32 @@ class GeneratedCollector(pytest.Collector):
         from conformance.run.plugin import SELECTION
 
         selection = self.config.stash[SELECTION]
-        dtypes = selection.dtypes or list(FLOAT_DTYPES)
         for prop in PROPERTIES:
             if selection.ops is not None and prop.op not in selection.ops:
                 continue
-            for backend in selection.backends.values():
-                if prop.op and not backend.implements(prop.op) and not backend.lists_unimplemented_ops:
-                    continue
-                if backend.name in prop.skip_backends:
-                    continue
-                if prop.needs_optimizer_object and backend.optimizer_class(prop.op) is None:
-                    continue
-                for device in selection.devices:
-                    if not backend.runs_on(device):
-                        continue
-                    for dtype in dtypes:
-                        if prop.dtypes is not None and dtype not in prop.dtypes:
-                            continue
-                        item = GeneratedItem.from_parent(self, name=f"{prop.id}[{backend.name}-{device}-{dtype}]",
-                                                         prop=prop, backend=backend, device=device, dtype=dtype)
-                        reason = unavailable_reason(device)
-                        if reason:
-                            item.add_marker(pytest.mark.skip(reason=reason))
-                        elif device in COMPILING_DEVICES and not self.config.getoption("conformance_generated_on_xla"):
-                            item.add_marker(pytest.mark.skip(reason=COMPILING_DEVICES[device]))
-                        yield item
+            needs = (lambda backend: backend.optimizer_class(prop.op) is not None) if prop.needs_optimizer_object else None
+            for placement in placements(selection, prop.op, prop.dtypes or FLOAT_DTYPES,
+                                        skip_backends=prop.skip_backends, accepts=needs):
+                item = GeneratedItem.placed(self, prop.id, placement, prop=prop)
+                compiling = COMPILING_DEVICES.get(placement.device)
+                if compiling and not unavailable_reason(placement.device) and \
+                        not self.config.getoption("conformance_generated_on_xla"):
+                    item.add_marker(pytest.mark.skip(reason=compiling))
+                yield item
 
 
-class GeneratedItem(pytest.Item):
+class GeneratedItem(ConformanceItem):
     """One property searched with Hypothesis on one backend, device and dtype."""
 
-    def __init__(self, *, prop: Property, backend: Backend, device: str, dtype: str, **kwargs: Any):
-        super().__init__(**kwargs)
+    def __init__(self, *, prop: Property, **kwargs: Any):
+        super().__init__(identity={"spec": "generated", "case": prop.id, "op": prop.op, "generated": True}, **kwargs)
         self.prop = prop
-        self.backend = backend
-        self.device = device
-        self.dtype = dtype
-        self.add_marker(pytest.mark.conformance)
         self.add_marker(pytest.mark.generated)
-        self.record: dict[str, Any] = {
-            "spec": "generated", "case": prop.id, "op": prop.op, "backend": backend.name,
-            "device": device, "dtype": dtype, "generated": True,
-        }
 
-    def runtest(self) -> None:
+    def run(self) -> None:
         gen = self.config.stash[GENERATED]
         if not self.backend.implements(self.prop.op):  # no example could run: none is drawn
-            raise outcomes.UnsupportedSkip(f"unsupported: backend {self.backend.name!r} does not implement op "
-                                           f"{self.prop.op!r}")
+            raise Unsupported(f"backend {self.backend.name!r} does not implement op {self.prop.op!r}")
         result = run_property(self.prop, self.backend, self.device, self.dtype, settings=gen.hypothesis_settings(),
                               base_seed=gen.seed, database_key=self.name)
         self.record.update(examples=result.examples, unsupported_examples=result.unsupported_examples,

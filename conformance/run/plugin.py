@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 
 from conformance.run import outcomes
-from conformance.backends import Backend, Unsupported, builtin_backends
+from conformance.backends import Backend, builtin_backends
 from conformance.run.benchmark import benchmark_items
 from conformance.backends.candidate import CandidateBackend, CandidateError, parse_impl_options
 from conformance.compare import Mismatch
-from conformance.devices import DEFAULT_DEVICES, DEVICES, unavailable_reason
+from conformance.devices import DEFAULT_DEVICES, DEVICES
 from conformance.ops import OPS
+from conformance.run.items import ConformanceItem, placements
 from conformance.run.runner import run_item
 from conformance.specs.load import Case, SpecError, load_spec
 from conformance.tensors import DTYPES
@@ -144,52 +145,28 @@ class SpecFile(pytest.File):
             yield from benchmark_items(self, spec, selection)
 
     def _items(self, case: Case, selection: Selection):
-        for backend in selection.backends.values():
-            if not backend.implements(case.op.name) and not backend.lists_unimplemented_ops:
-                continue
-            if case.backends is not None and backend.name not in case.backends:
-                continue
-            for device in selection.devices:
-                if not backend.runs_on(device) or (case.devices is not None and device not in case.devices):
-                    continue
-                for dtype in case.dtypes:
-                    if selection.dtypes is not None and dtype not in selection.dtypes:
-                        continue
-                    item = CaseItem.from_parent(self, name=f"{case.id}[{backend.name}-{device}-{dtype}]",
-                                                case=case, backend=backend, device=device, dtype=dtype)
-                    reason = unavailable_reason(device)
-                    if reason:
-                        item.add_marker(pytest.mark.skip(reason=reason))
-                    divergence = case.divergence_for(backend.name, device, dtype)
-                    if divergence is not None:
-                        raises = {"mismatch": Mismatch, "error": Exception, "any": BaseException}[divergence.kind]
-                        text = divergence.reason + (f" ({divergence.link})" if divergence.link else "")
-                        item.add_marker(pytest.mark.xfail(reason=f"known divergence: {text}", raises=raises,
-                                                          strict=False))
-                        item.record["divergence"] = {"reason": divergence.reason, "link": divergence.link}
-                    yield item
+        for placement in placements(selection, case.op.name, case.dtypes, backends=case.backends,
+                                    devices=case.devices):
+            item = CaseItem.placed(self, case.id, placement, case=case)
+            divergence = case.divergence_for(placement.backend.name, placement.device, placement.dtype)
+            if divergence is not None:
+                raises = {"mismatch": Mismatch, "error": Exception, "any": BaseException}[divergence.kind]
+                text = divergence.reason + (f" ({divergence.link})" if divergence.link else "")
+                item.add_marker(pytest.mark.xfail(reason=f"known divergence: {text}", raises=raises, strict=False))
+                item.record["divergence"] = {"reason": divergence.reason, "link": divergence.link}
+            yield item
 
 
-class CaseItem(pytest.Item):
+class CaseItem(ConformanceItem):
     """One case run on one backend, device and dtype."""
 
-    def __init__(self, *, case: Case, backend: Backend, device: str, dtype: str, **kwargs: Any):
-        super().__init__(**kwargs)
+    def __init__(self, *, case: Case, **kwargs: Any):
+        super().__init__(identity={"spec": str(case.spec_path), "case": case.id, "op": case.op.name}, **kwargs)
         self.case = case
-        self.backend = backend
-        self.device = device
-        self.dtype = dtype
-        self.add_marker(pytest.mark.conformance)
-        self.record: dict[str, Any] = {
-            "spec": str(case.spec_path), "case": case.id, "op": case.op.name, "backend": backend.name,
-            "device": device, "dtype": dtype,
-        }
 
-    def runtest(self) -> None:
+    def run(self) -> None:
         try:
             ctx = run_item(self.case, self.backend, self.device, self.dtype, record=self.record)
-        except Unsupported as exc:
-            raise outcomes.UnsupportedSkip(f"unsupported: {exc}") from None
         except SameAsTorch as hit:
             self.record.update(max_abs_error=hit.mismatch.max_abs_error, max_rel_error=hit.mismatch.max_rel_error)
             pytest.xfail(f"{hit.reason}\n{hit.mismatch}")
@@ -207,7 +184,7 @@ class CaseItem(pytest.Item):
         return f"{where}\n{super().repr_failure(excinfo, style='short')}"
 
     def reportinfo(self):
-        return self.path, self.case.line - 1, f"{self.case.id}[{self.backend.name}-{self.device}-{self.dtype}]"
+        return self.path, self.case.line - 1, f"{self.case.id}[{self.placement.id}]"
 
 
 class InvalidSpecItem(pytest.Item):
@@ -216,7 +193,7 @@ class InvalidSpecItem(pytest.Item):
     def __init__(self, *, error: SpecError, **kwargs: Any):
         super().__init__(**kwargs)
         self.error = error
-        self.record = {"spec": str(error.path), "case": None, "op": None, "backend": None,
+        self.record = {"kind": "invalid-spec", "spec": str(error.path), "case": None, "op": None, "backend": None,
                        "device": None, "dtype": None}
 
     def runtest(self) -> None:

@@ -1,0 +1,71 @@
+"""The three item kinds -- spec cases, generated properties, benchmarks -- come out of one pipeline
+(conformance/run/items.py): one expansion into backend x device x dtype, one item base that carries
+its kind and identity as data, skips an unavailable device with the reason and maps Unsupported
+to the outcome unsupported."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conformance.run.items import ConformanceItem
+
+KINDS = ("case", "generated", "benchmark")
+
+
+class _Collected:
+    def __init__(self):
+        self.items: list[pytest.Item] = []
+
+    def pytest_collection_modifyitems(self, items):
+        self.items = list(items)
+
+
+def _kind(item: ConformanceItem) -> str:
+    return "generated" if item.record.get("generated") else item.record["kind"]
+
+
+@pytest.fixture(scope="module")
+def collected():
+    grab = _Collected()
+    code = pytest.main(["specs", "--collect-only", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+                        "--conformance-benchmark", "--conformance-op", "coalesce", "--conformance-backend",
+                        "dense,masked", "--conformance-device", "cpu,cuda", "--conformance-dtype", "float32"],
+                       plugins=[grab])
+    assert code == 0
+    return grab.items
+
+
+def test_every_kind_is_a_conformance_item_with_its_identity_as_data(collected):
+    by_kind: dict[str, list] = {}
+    for item in collected:
+        assert isinstance(item, ConformanceItem), item.nodeid
+        by_kind.setdefault(_kind(item), []).append(item)
+    assert set(by_kind) == set(KINDS), sorted(by_kind)
+    for kind, items in by_kind.items():
+        for item in items:
+            record = item.record
+            assert record["op"] == "coalesce" and record["case"], (kind, record)
+            assert (record["backend"], record["device"], record["dtype"]) == (
+                item.placement.backend.name, item.placement.device, item.placement.dtype)
+            assert item.name.endswith(f"[{item.placement.id}]")
+    assert {i.record["case"] for i in by_kind["benchmark"]} == {"benchmark-many-indices-1000x1000-d0.05"}
+    assert all(i.record["spec"] == "generated" for i in by_kind["generated"])
+
+
+def test_one_expansion_for_every_kind(collected):
+    """Each kind expands into the same selected backends x devices x dtype."""
+    for kind in KINDS:
+        placements = {(i.placement.backend.name, i.placement.device, i.placement.dtype)
+                      for i in collected if _kind(i) == kind}
+        assert placements == {(b, d, "float32") for b in ("dense", "masked") for d in ("cpu", "cuda")}, kind
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_an_unavailable_device_is_skipped_with_the_reason_for_every_kind(collected):
+    for kind in KINDS:
+        cuda = [i for i in collected if _kind(i) == kind and i.device == "cuda"]
+        assert cuda and all(m.kwargs.get("reason") for i in cuda for m in i.iter_markers("skip")), kind
+        assert all(any(True for _ in i.iter_markers("skip")) for i in cuda), kind
+        cpu = [i for i in collected if _kind(i) == kind and i.device == "cpu"]
+        assert cpu and not any(any(True for _ in i.iter_markers("skip")) for i in cpu), kind

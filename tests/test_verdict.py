@@ -25,12 +25,22 @@ def _outcomes(document: dict) -> dict[str, str]:
     return {key: record["outcome"] for key, record in by_case(document).items()}
 
 
-@pytest.mark.parametrize("op, impl", [
-    ("adagrad", "torch.optim:Adagrad"),
-    ("sparse_adam", "torch.optim:SparseAdam"),
-    ("coalesce", "torch:Tensor.coalesce"),
-    ("masked_mean", "conformance.ops.masked_mean:torch_masked_mean"),
-])
+STOCK_TORCH = {
+    "adagrad": "torch.optim:Adagrad",
+    "sparse_adam": "torch.optim:SparseAdam",
+    "sgd": "torch.optim:SGD",
+    "coalesce": "torch:Tensor.coalesce",
+    "masked_mean": "conformance.ops.masked_mean:torch_masked_mean",
+}
+
+
+def test_every_op_with_a_torch_implementation_has_its_gate_test():
+    from conformance.ops import OPS
+
+    assert {name for name, op in OPS.items() if op.torch_implementation is not None} == set(STOCK_TORCH)
+
+
+@pytest.mark.parametrize("op, impl", list(STOCK_TORCH.items()))
 def test_stock_torch_passes_its_own_gate(op, impl):
     code, document = _run(f"stock-{op}", op, impl)
     outcomes = _outcomes(document)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Any, Callable, Mapping
 
-from conformance.types import ModelledDivergence, RunContext, Unsupported
+from conformance.types import ModelledDivergence, RunContext, Unsupported, missing_dtype_kernel, missing_kernel
 
 
 Runner = Callable[[Any, RunContext], dict[str, Any]]
@@ -56,3 +57,20 @@ class Backend:
 
     def __repr__(self) -> str:
         return f"<Backend {self.name}: {sorted(self.runners)}>"
+
+
+@contextmanager
+def torch_kernels_missing_are_unsupported(device: str):
+    """torch's dispatcher with no sparse kernel for the device (XLA: SparseXLA; on cpu that would be
+    a torch regression, so it stays an error there), or a sparse kernel with no implementation for
+    the dtype (float16 sparse adds on cpu): Unsupported, with torch's reason."""
+    try:
+        yield
+    except NotImplementedError as exc:
+        missing = missing_kernel(exc, device)
+        if missing is not None:
+            raise Unsupported(f"on {device}: {missing}") from exc
+        untyped = missing_dtype_kernel(exc)
+        if untyped is not None:
+            raise Unsupported(f"stock torch has no kernel for this dtype: {untyped}") from exc
+        raise

@@ -28,7 +28,7 @@ from typing import Any, Callable
 import torch
 
 from conformance.types import RunContext
-from conformance.backends.base import Backend
+from conformance.backends.base import Backend, torch_kernels_missing_are_unsupported
 from conformance.compare import Mismatch
 from conformance.ops import OPS
 
@@ -83,6 +83,16 @@ class CandidateBackend(Backend):
         self.description = description or "user-supplied implementation"
         self.candidates = dict(candidates)
         super().__init__({op: self._runner(op, obj) for op, obj in candidates.items()})
+
+    def run(self, op: str, inputs: Any, ctx: RunContext) -> dict[str, Any]:
+        # a candidate built on torch meets torch's missing kernels (float16 sparse adds on cpu): it
+        # cannot run this example, as stock torch cannot
+        with torch_kernels_missing_are_unsupported(ctx.device):
+            return super().run(op, inputs, ctx)
+
+    def drive_optimizer(self, op: str, ctx: RunContext, use):
+        with torch_kernels_missing_are_unsupported(ctx.device):
+            return super().drive_optimizer(op, ctx, use)
 
     def optimizer_class(self, op: str):
         if op not in self.candidates or not OPS[op].is_optimizer:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import torch
 
-from conformance.types import RunContext, Unsupported, missing_dtype_kernel, missing_kernel
-from conformance.backends.base import Backend
+from conformance.types import RunContext
+from conformance.backends.base import Backend, torch_kernels_missing_are_unsupported
 from conformance.ops import OPS, adagrad, coalesce, sgd, sparse_adam
 from conformance.ops.masked_mean import MaskedMeanInputs, differentiate
 from conformance.tensors import CooArray
@@ -51,29 +49,12 @@ class CooBackend(Backend):
         return record.torch_implementation if record is not None and record.is_optimizer else None
 
     def run(self, op, inputs, ctx: RunContext):
-        with _torch_kernels_missing_are_unsupported(ctx.device):
+        with torch_kernels_missing_are_unsupported(ctx.device):
             return super().run(op, inputs, ctx)
 
     def drive_optimizer(self, op: str, ctx: RunContext, use):
-        with _torch_kernels_missing_are_unsupported(ctx.device):
+        with torch_kernels_missing_are_unsupported(ctx.device):
             return super().drive_optimizer(op, ctx, use)
-
-
-@contextmanager
-def _torch_kernels_missing_are_unsupported(device: str):
-    """torch's dispatcher with no sparse kernel for the device (XLA: SparseXLA; on cpu that would be
-    a torch regression, so it stays an error there), or a sparse kernel with no implementation for
-    the dtype (float16 sparse adds on cpu): Unsupported, with torch's reason."""
-    try:
-        yield
-    except NotImplementedError as exc:
-        missing = missing_kernel(exc, device)
-        if missing is not None:
-            raise Unsupported(f"sparse COO on {device}: {missing}") from exc
-        untyped = missing_dtype_kernel(exc)
-        if untyped is not None:
-            raise Unsupported(f"stock torch has no sparse kernel for this dtype: {untyped}") from exc
-        raise
 
 
 BACKEND = CooBackend({

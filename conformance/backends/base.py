@@ -60,17 +60,17 @@ class Backend:
 
 
 @contextmanager
-def torch_kernels_missing_are_unsupported(device: str):
+def torch_kernels_missing_are_unsupported(device: str, what: str):
     """torch's dispatcher with no sparse kernel for the device (XLA: SparseXLA; on cpu that would be
     a torch regression, so it stays an error there), or a sparse kernel with no implementation for
-    the dtype (float16 sparse adds on cpu): Unsupported, with torch's reason."""
+    the dtype (float16 sparse adds on cpu): Unsupported, with torch's reason (``what``: what ran into it)."""
     try:
         yield
     except NotImplementedError as exc:
         missing = missing_kernel(exc, device)
         if missing is not None:
-            raise Unsupported(f"on {device}: {missing}") from exc
+            raise Unsupported(f"{what} on {device}: {missing}") from exc
         untyped = missing_dtype_kernel(exc)
         if untyped is not None:
-            raise Unsupported(f"stock torch has no kernel for this dtype: {untyped}") from exc
+            raise Unsupported(f"{what}: stock torch has no kernel for this dtype: {untyped}") from exc
         raise

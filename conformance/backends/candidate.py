@@ -87,11 +87,11 @@ class CandidateBackend(Backend):
     def run(self, op: str, inputs: Any, ctx: RunContext) -> dict[str, Any]:
         # a candidate built on torch meets torch's missing kernels (float16 sparse adds on cpu): it
         # cannot run this example, as stock torch cannot
-        with torch_kernels_missing_are_unsupported(ctx.device):
+        with torch_kernels_missing_are_unsupported(ctx.device, "the candidate"):
             return super().run(op, inputs, ctx)
 
     def drive_optimizer(self, op: str, ctx: RunContext, use):
-        with torch_kernels_missing_are_unsupported(ctx.device):
+        with torch_kernels_missing_are_unsupported(ctx.device, "the candidate"):
             return super().drive_optimizer(op, ctx, use)
 
     def optimizer_class(self, op: str):

@@ -49,11 +49,11 @@ class CooBackend(Backend):
         return record.torch_implementation if record is not None and record.is_optimizer else None
 
     def run(self, op, inputs, ctx: RunContext):
-        with torch_kernels_missing_are_unsupported(ctx.device):
+        with torch_kernels_missing_are_unsupported(ctx.device, "sparse COO"):
             return super().run(op, inputs, ctx)
 
     def drive_optimizer(self, op: str, ctx: RunContext, use):
-        with torch_kernels_missing_are_unsupported(ctx.device):
+        with torch_kernels_missing_are_unsupported(ctx.device, "sparse COO"):
             return super().drive_optimizer(op, ctx, use)
 
 

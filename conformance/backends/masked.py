@@ -13,6 +13,7 @@ import torch
 from conformance.types import RunContext, Unsupported
 from conformance.backends.base import Backend
 from conformance.backends.dense import adagrad_outputs, specified_values, step_gradient
+from conformance.ops import sgd
 from conformance.ops.adagrad import WEIGHT_DECAY_ERROR, adagrad_hyperparameters
 from conformance.ops.masked_mean import MaskedMeanInputs
 from conformance.ops.optimizer_steps import OptimizerInputs
@@ -84,6 +85,44 @@ def sparse_adam_masked(inputs: OptimizerInputs, ctx: RunContext):
     return {"param": param, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq, "step": float(inputs.steps)}
 
 
+def sgd_masked(inputs: OptimizerInputs, ctx: RunContext):
+    """The gradient's (and the momentum buffer's) specified entries as masks; the update is
+    ``param.add(masked_step.to_tensor(0), alpha=-lr)``."""
+    h = sgd.sgd_hyperparameters(inputs.hyperparameters)
+    m, dampening = h["momentum"], h["dampening"]
+    param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
+    masked(param, torch.ones_like(param, dtype=torch.bool))  # dtype check even with no steps
+    buf = buf_mask = None
+    buf_sparse = False  # stock torch keeps a buffer started from a sparse gradient sparse
+    for grad in inputs.grads:
+        g, mask, sparse_mask = step_gradient(grad, param, ctx)
+        sparse = sparse_mask is not None
+        if h["maximize"]:
+            g = -g
+        if h["weight_decay"] != 0:
+            if sparse:
+                raise RuntimeError(sgd.SPARSE_DENSE_ADD_ERROR)
+            g = g + h["weight_decay"] * param
+        step = masked(g, mask)
+        if m != 0:
+            if buf is None:
+                buf, buf_mask, buf_sparse = g.clone(), mask.clone(), sparse
+            else:
+                if buf_sparse and not sparse:
+                    raise RuntimeError(sgd.SPARSE_DENSE_ADD_ERROR)
+                buf_mask = buf_mask | mask
+                buf = (masked(buf, buf_mask) * m + masked(g, buf_mask) * (1 - dampening)).to_tensor(0)
+            if h["nesterov"]:
+                if sparse and not buf_sparse:
+                    raise RuntimeError(sgd.SPARSE_DENSE_ADD_ERROR)
+                both = mask | buf_mask
+                step = masked(g, both) + masked(buf, both) * m
+            else:
+                step = masked(buf, buf_mask)
+        param = param.add(step.to_tensor(0), alpha=-h["lr"])
+    return {"param": param}
+
+
 def masked_mean_masked(inputs: MaskedMeanInputs, ctx: RunContext):
     values = to_torch(inputs.values, ctx.dtype, ctx.torch_device)
     mask = to_torch(inputs.mask, None, ctx.torch_device)
@@ -116,4 +155,5 @@ BACKEND = MaskedBackend({
     "adagrad": adagrad_masked,
     "sparse_adam": sparse_adam_masked,
     "masked_mean": masked_mean_masked,
+    "sgd": sgd_masked,
 })

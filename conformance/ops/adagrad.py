@@ -28,7 +28,7 @@ from conformance.ops.optimizer_steps import (
     ParamGroupsInputs,
     dense_grad_and_mask,
     drawn_inputs,
-    empty_gradient,
+    with_sparse_weight_decay,
     optimizer_inputs_schema,
     optimizer_problem,
     single_step_param_bounds,
@@ -155,11 +155,7 @@ def invalid_inputs(draw, dtype: str = "float64") -> OptimizerInputs:
     problem = draw(st.sampled_from(["lr", "eps", "lr_decay", "weight_decay", "initial_accumulator_value",
                                     "sparse-weight-decay"]))
     if problem == "sparse-weight-decay":
-        hyper["weight_decay"] = draw(st.sampled_from([0.1, 1.0, 1e-4]))
-        grads = list(inputs.grads)
-        if not any(isinstance(g, CooArray) for g in grads):
-            grads[0] = empty_gradient(inputs.param.shape)
-        return OptimizerInputs(inputs.param, grads, hyper)
+        return with_sparse_weight_decay(draw, inputs, hyper)
     hyper[problem] = draw(NEGATIVE)
     return OptimizerInputs(inputs.param, inputs.grads, hyper)
 

@@ -360,6 +360,16 @@ def rounding_inputs(draw, op: "OptimizerOp", dtype: str) -> OptimizerInputs:
 NEGATIVE = st.sampled_from([-1.0, -0.5, -1e-3, -10.0])  # what an out-of-range hyperparameter is drawn from
 
 
+def with_sparse_weight_decay(draw, inputs: OptimizerInputs, hyper: dict) -> OptimizerInputs:
+    """``inputs`` with a weight_decay drawn into ``hyper`` and at least one sparse gradient: torch
+    rejects the two together (RuntimeError) in Adagrad and SGD."""
+    hyper["weight_decay"] = draw(st.sampled_from([0.1, 1.0, 1e-4]))
+    grads = list(inputs.grads)
+    if not any(isinstance(g, CooArray) for g in grads):
+        grads[0] = empty_gradient(inputs.param.shape)
+    return OptimizerInputs(inputs.param, grads, hyper)
+
+
 def densified(inputs: OptimizerInputs, dtype: str) -> OptimizerInputs:
     """The same trajectory with every sparse gradient summed (float64, rounded once) into a dense one."""
     grads = [quantize(dense_grad_and_mask(g, inputs.param.shape)[0], torch_dtype(dtype)) if isinstance(g, CooArray)

@@ -27,7 +27,7 @@ from conformance.ops.optimizer_steps import (
     OptimizerOp,
     dense_grad_and_mask,
     drawn_inputs,
-    empty_gradient,
+    with_sparse_weight_decay,
     negated,
     optimizer_inputs_schema,
     optimizer_problem,
@@ -149,11 +149,7 @@ def invalid_inputs(draw, dtype: str = "float64") -> OptimizerInputs:
     hyper = dict(inputs.hyperparameters)
     problem = draw(st.sampled_from(["lr", "momentum", "weight_decay", "nesterov", "sparse-weight-decay"]))
     if problem == "sparse-weight-decay":
-        hyper["weight_decay"] = draw(st.sampled_from([0.1, 1.0, 1e-4]))
-        grads = list(inputs.grads)
-        if not any(isinstance(g, CooArray) for g in grads):
-            grads[0] = empty_gradient(inputs.param.shape)
-        return OptimizerInputs(inputs.param, grads, hyper)
+        return with_sparse_weight_decay(draw, inputs, hyper)
     if problem == "nesterov":
         hyper.pop("nesterov", None)
         if draw(st.booleans()):

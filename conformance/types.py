@@ -5,9 +5,26 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 import torch
+
+
+class Outcome(str, Enum):
+    """One item's outcome (the meanings: conformance/run/outcomes.py); a str, so records and JSON carry
+    the plain name and compare equal to it."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    UNSUPPORTED = "unsupported"
+    XFAIL = "xfail"
+    XPASS = "xpass"
+    SKIPPED = "skipped"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass(frozen=True)

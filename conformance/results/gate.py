@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from conformance.results.store import Results, key_label
+from conformance.types import Outcome
 
-PASSING = ("passed", "xpass")
-BROKEN = ("failed", "error")
+PASSING = (Outcome.PASSED, Outcome.XPASS)
+BROKEN = (Outcome.FAILED, Outcome.ERROR)
 
 DEFAULT_RATIO = 0.10
 DEFAULT_ALPHA = 0.01
@@ -223,7 +224,7 @@ def run_gate(base: Results, head: Results, *, ops: set[str] | None = None, scope
         reason = (not_run[0].head or {}).get("message") or "skipped"
         problems.append(f"{len(not_run)} item(s) that passed in the baseline were skipped in the candidate, "
                         f"e.g. {not_run[0].label}: {reason.splitlines()[0][:150]}")
-    lost = [c for c in diff.changed if c.base_outcome in PASSING and c.head_outcome == "unsupported"]
+    lost = [c for c in diff.changed if c.base_outcome in PASSING and c.head_outcome == Outcome.UNSUPPORTED]
     for results, name in ((base, "baseline"), (head, "candidate")):
         if results.run.get("status") != "complete":
             not_run = len(results.run.get("not_run") or [])

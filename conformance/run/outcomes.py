@@ -11,24 +11,9 @@ skipped      the device is not available here (the reason says why)
 
 from __future__ import annotations
 
-from enum import Enum
-
 import pytest
 
-
-class Outcome(str, Enum):
-    """One item's outcome; a str, so records and JSON carry the plain name."""
-
-    PASSED = "passed"
-    FAILED = "failed"
-    ERROR = "error"
-    UNSUPPORTED = "unsupported"
-    XFAIL = "xfail"
-    XPASS = "xpass"
-    SKIPPED = "skipped"
-
-    def __str__(self) -> str:
-        return self.value
+from conformance.types import Outcome
 
 
 PASSED, FAILED, ERROR, UNSUPPORTED, XFAIL, XPASS, SKIPPED = Outcome

@@ -234,7 +234,7 @@ def pytest_report_teststatus(report, config):
     if record is None:
         return None
     if record["outcome"] == outcomes.UNSUPPORTED:
-        return "unsupported", "U", ("UNSUPPORTED", {"yellow": True})
+        return outcomes.UNSUPPORTED.value, "U", ("UNSUPPORTED", {"yellow": True})
     if record["outcome"] == outcomes.ERROR and report.failed:  # also a crashed worker's report (when "???")
         return "error", "E", ("ERROR", {"red": True})
     return None

@@ -25,6 +25,7 @@ from typing import Any, Iterable
 
 from conformance.run import outcomes
 from conformance.results.store import Results, ResultsError, item_key, load_many, now
+from conformance.types import Outcome
 
 # the candidate first (the column a reader of a gate looks for), then stock torch's backends
 BACKEND_ORDER = ("candidate", "coo", "masked", "dense", "reference", "kernel", "kernel-triton")
@@ -117,7 +118,7 @@ def divergence_of(record: dict) -> dict | None:
     if isinstance(divergence, dict) and divergence.get("reason"):
         return {"reason": divergence["reason"], "link": divergence.get("link")}
     message = record.get("message") or ""
-    if record.get("outcome") not in ("xfail", "xpass") or not message.startswith("known divergence: "):
+    if record.get("outcome") not in (Outcome.XFAIL, Outcome.XPASS) or not message.startswith("known divergence: "):
         return None
     text = message[len("known divergence: "):].strip()
     match = re.match(r"(?s)(.*?)\s*\((https?://[^\s()]+)\)\s*$", text)
@@ -302,7 +303,7 @@ def build_report(paths: Iterable[str | Path], out: str | Path, *, title: str | N
         differs = multi_run and any(len({o for _, o in v}) > 1 or len(v) < len(runs) for v in outcomes_by_item.values())
         row_outcomes = {items[i]["outcome"] for indices in row["cells"].values() for i in indices}
         # xfails and xpasses are worth a look: only rows of passes, skips and unsupported ones count as clean
-        all_pass = row_outcomes <= {"passed", "skipped", "unsupported"}
+        all_pass = row_outcomes <= {Outcome.PASSED, Outcome.SKIPPED, Outcome.UNSUPPORTED}
         specs[spec].append({"case": case, "kind": kind, "cells": cells, "differs": differs, "all_pass": all_pass,
                             "outcomes": " ".join(sorted(row_outcomes)),
                             "title": f"{spec}::{case}" + (f" (line {cases[f'{spec}::{case}'].get('line')})"

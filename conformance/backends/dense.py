@@ -118,27 +118,20 @@ def sgd_dense(inputs: OptimizerInputs, ctx: RunContext):
     h = sgd.sgd_hyperparameters(inputs.hyperparameters)
     m = h["momentum"]
     param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
-    buf = buf_mask = None
-    buf_sparse = False  # stock torch keeps a buffer started from a sparse gradient sparse
+    buf = buf_mask = layout = None
     for grad in inputs.grads:
-        g, mask, sparse_mask = step_gradient(grad, param, ctx)
-        sparse = sparse_mask is not None
+        layout = sgd.buffer_layout(h, isinstance(grad, CooArray), layout)
+        g, mask, _ = step_gradient(grad, param, ctx)
         if h["maximize"]:
             g = -g
         if h["weight_decay"] != 0:
-            if sparse:
-                raise RuntimeError(sgd.SPARSE_DENSE_ADD_ERROR)
             g = g + h["weight_decay"] * param
         if m != 0:
             if buf is None:
-                buf, buf_mask, buf_sparse = g.clone(), mask.clone(), sparse
+                buf, buf_mask = g.clone(), mask.clone()
             else:
-                if buf_sparse and not sparse:
-                    raise RuntimeError(sgd.SPARSE_DENSE_ADD_ERROR)
                 buf, buf_mask = buf * m + g * (1 - h["dampening"]), buf_mask | mask
             if h["nesterov"]:
-                if sparse and not buf_sparse:
-                    raise RuntimeError(sgd.SPARSE_DENSE_ADD_ERROR)
                 g, mask = g + buf * m, mask | buf_mask
             else:
                 g, mask = buf, buf_mask

@@ -92,29 +92,22 @@ def sgd_masked(inputs: OptimizerInputs, ctx: RunContext):
     m, dampening = h["momentum"], h["dampening"]
     param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
     masked(param, torch.ones_like(param, dtype=torch.bool))  # dtype check even with no steps
-    buf = buf_mask = None
-    buf_sparse = False  # stock torch keeps a buffer started from a sparse gradient sparse
+    buf = buf_mask = layout = None
     for grad in inputs.grads:
-        g, mask, sparse_mask = step_gradient(grad, param, ctx)
-        sparse = sparse_mask is not None
+        layout = sgd.buffer_layout(h, isinstance(grad, CooArray), layout)
+        g, mask, _ = step_gradient(grad, param, ctx)
         if h["maximize"]:
             g = -g
         if h["weight_decay"] != 0:
-            if sparse:
-                raise RuntimeError(sgd.SPARSE_DENSE_ADD_ERROR)
             g = g + h["weight_decay"] * param
         step = masked(g, mask)
         if m != 0:
             if buf is None:
-                buf, buf_mask, buf_sparse = g.clone(), mask.clone(), sparse
+                buf, buf_mask = g.clone(), mask.clone()
             else:
-                if buf_sparse and not sparse:
-                    raise RuntimeError(sgd.SPARSE_DENSE_ADD_ERROR)
                 buf_mask = buf_mask | mask
                 buf = (masked(buf, buf_mask) * m + masked(g, buf_mask) * (1 - dampening)).to_tensor(0)
             if h["nesterov"]:
-                if sparse and not buf_sparse:
-                    raise RuntimeError(sgd.SPARSE_DENSE_ADD_ERROR)
                 both = mask | buf_mask
                 step = masked(g, both) + masked(buf, both) * m
             else:

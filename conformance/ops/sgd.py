@@ -58,30 +58,40 @@ def sgd_hyperparameters(hyper: dict) -> dict:
     return h
 
 
+def buffer_layout(h: dict, sparse: bool, buffer_sparse: bool | None) -> bool | None:
+    """Whether the momentum buffer is a sparse tensor after a step with a ``sparse`` (or dense)
+    gradient (None: no buffer, ``buffer_sparse`` as before the step), raising torch's RuntimeError
+    where the step adds a sparse and a dense tensor: weight_decay with a sparse gradient
+    (``grad.add(param)``), a dense gradient into a sparse buffer (``buf.add_(grad)``), nesterov with
+    a sparse gradient on a dense buffer (``grad.add(buf)``). Every implementation asks it."""
+    if sparse and h["weight_decay"] != 0:
+        raise RuntimeError(SPARSE_DENSE_ADD_ERROR)
+    if h["momentum"] == 0:
+        return None
+    if buffer_sparse is None:
+        return sparse  # the first step's buffer is the gradient itself
+    if sparse != buffer_sparse and (buffer_sparse or h["nesterov"]):
+        raise RuntimeError(SPARSE_DENSE_ADD_ERROR)
+    return buffer_sparse
+
+
 def sgd_reference(inputs: OptimizerInputs) -> dict[str, np.ndarray]:
     """SGD in float64 NumPy: dense arrays, with a mask of the entries each sparse tensor specifies."""
     h = sgd_hyperparameters(inputs.hyperparameters)
     m, lr = h["momentum"], h["lr"]
     param = inputs.param.astype(np.float64).copy()
-    buf = buf_mask = None  # the momentum buffer and the entries it specifies (all, once it started dense)
-    buf_sparse = False  # torch holds the buffer as a sparse tensor when the first gradient was sparse
+    buf = buf_mask = layout = None  # the momentum buffer, the entries it specifies, whether torch's is sparse
     for grad in inputs.grads:
-        sparse = isinstance(grad, CooArray)
+        layout = buffer_layout(h, isinstance(grad, CooArray), layout)
         g, mask = dense_grad_and_mask(negated(grad, h["maximize"]), param.shape)
         if h["weight_decay"] != 0:
-            if sparse:
-                raise RuntimeError(SPARSE_DENSE_ADD_ERROR)  # grad.add(param): sparse + dense
             g = g + h["weight_decay"] * param
         if m != 0:
             if buf is None:
-                buf, buf_mask, buf_sparse = g.copy(), mask.copy(), sparse
+                buf, buf_mask = g.copy(), mask.copy()
             else:
-                if buf_sparse and not sparse:
-                    raise RuntimeError(SPARSE_DENSE_ADD_ERROR)  # buf.add_(grad): sparse + dense
                 buf, buf_mask = m * buf + (1 - h["dampening"]) * g, buf_mask | mask
             if h["nesterov"]:
-                if sparse and not buf_sparse:
-                    raise RuntimeError(SPARSE_DENSE_ADD_ERROR)  # grad.add(buf): sparse + dense
                 g, mask = g + m * buf, mask | buf_mask
             else:
                 g, mask = buf, buf_mask

@@ -26,7 +26,6 @@ from conformance.cases.generated import (
     DivergenceObserved,
     Property,
     Trial,
-    cases_of,
     safe_name,
     tolerances,
     widest,
@@ -113,7 +112,7 @@ def build_spec(prop: Property, backend: Backend, device: str, dtype: str, exampl
                impl_target: str | None = None) -> tuple[dict, str]:
     """(spec document, short hash naming it) for a shrunk failing example."""
     op = OPS[prop.op]
-    cases = cases_of(prop, example, dtype)
+    cases = prop.to_cases(example, dtype)
     digest = hashlib.sha256(json.dumps([op.encode_inputs(inputs) for _, inputs in cases], sort_keys=True,
                                        default=str).encode()).hexdigest()[:10]
     divergences, also_failing = _divergences_elsewhere(prop, example, dtype, backend, others or {})

@@ -187,6 +187,7 @@ class Property:
     check: Callable[[Trial, Any], None]
     skip_backends: tuple[str, ...] = ()
     dtypes: tuple[str, ...] | None = None  # None: every float dtype
+    # the op inputs an example stands for, (label, inputs) per case (two for the pairwise properties)
     to_cases: Callable[[Any, str], list[tuple[str, Any]]] = field(default=lambda example, dtype: [("", example)])
     needs_optimizer_object: bool = False  # only backends with Backend.optimizer_class get items
     # what the three-way verdict compares between a candidate and stock torch when both miss the
@@ -477,11 +478,6 @@ def property_of(op: Op, declared: GeneratedProperty) -> Property:
 PROPERTIES: list[Property] = [property_of(op, declared) for op in OPS.values() for declared in op.properties()]
 
 
-def cases_of(prop: Property, example: Any, dtype: str) -> list[tuple[str, Any]]:
-    """The op inputs an example stands for (two for the pairwise properties)."""
-    return prop.to_cases(example, dtype)
-
-
 # ---------------------------------------------------------------- searching
 
 UNSUPPORTED_BUDGET = 25  # examples drawn before an item on which none can run is reported unsupported
@@ -541,7 +537,7 @@ def same_as_torch(prop: Property, trial: Trial, torch_trial: Trial, example: Any
         runs = [lambda: (prop.observe(trial, example), prop.observe(torch_trial, example))]
     else:
         runs = [lambda inputs=inputs: (trial.run(inputs), torch_trial.run(inputs))
-                for _, inputs in cases_of(prop, example, trial.dtype)]
+                for _, inputs in prop.to_cases(example, trial.dtype)]
     for run in runs:
         try:
             ours, theirs = run()
@@ -554,7 +550,7 @@ def same_as_torch(prop: Property, trial: Trial, torch_trial: Trial, example: Any
                              f"{distance(ours, theirs):.6g})",)
             return None
     single = prop.observe is None and len(runs) == 1
-    explained = trial.known_divergence(cases_of(prop, example, trial.dtype)[0][1], ours, tols) if single else None
+    explained = trial.known_divergence(prop.to_cases(example, trial.dtype)[0][1], ours, tols) if single else None
     divergence = explained or SAME_AS_TORCH
     return DivergenceObserved(lowprec.Divergence(
         divergence.key, f"same as torch: {divergence.reason}", divergence.link), str(mismatch).splitlines()[0])

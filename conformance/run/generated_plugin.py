@@ -265,7 +265,6 @@ class GeneratedItem(ConformanceItem):
     def _fail(self, gen: GeneratedConfig, result) -> None:
         from conformance.backends import builtin_backends
         from conformance.cases.counterexamples import to_yaml, write_counterexample
-        from conformance.cases.generated import cases_of
         from conformance.ops import OPS
 
         failure = result.failure
@@ -281,7 +280,7 @@ class GeneratedItem(ConformanceItem):
         if example is not None:
             op = OPS[self.prop.op]
             shown = [to_yaml({"case": name or "inputs", "inputs": op.encode_inputs(inputs)})
-                     for name, inputs in cases_of(self.prop, example, self.dtype)]
+                     for name, inputs in self.prop.to_cases(example, self.dtype)]
             lines += ["", f"{'shrunk' if gen.shrink else 'failing'} example (spec notation):", *("  " + line for text in shown
                                                                 for line in text.rstrip().splitlines())]
             try:

@@ -302,12 +302,15 @@ def _load_spec(path: Path) -> Spec:
     except _YamlTooBig as exc:
         raise SpecError(path, exc.line, f"{_format_path(exc.path)}: {exc.message}") from None
     lines = _line_map(node)
+    constructor = yaml.SafeLoader("")  # builds the data from the node already composed: one parse, not two
     try:
-        data = yaml.safe_load(text)
+        data = constructor.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
         raise SpecError(path, mark.line + 1 if mark else None, f"invalid YAML: {problem}") from None
+    finally:
+        constructor.dispose()
     if not isinstance(data, dict):
         raise SpecError(path, 1, "a spec file must be a mapping with 'op' and 'cases'")
     error = _schema_error(path, lines, data)

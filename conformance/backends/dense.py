@@ -114,18 +114,26 @@ def sparse_adam_dense(inputs: OptimizerInputs, ctx: RunContext):
     return {"param": param, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq, "step": float(inputs.steps)}
 
 
+def sgd_gradient(h: dict, grad, param: torch.Tensor, ctx: RunContext, layout: bool | None):
+    """One SGD step's gradient as the dense and masked backends prepare it: torch's sparse/dense add
+    errors and the buffer's layout after the step (``sgd.buffer_layout``), then the dense gradient
+    with maximize and weight_decay applied, and its mask: ``(g, mask, layout)``."""
+    layout = sgd.buffer_layout(h, isinstance(grad, CooArray), layout)
+    g, mask, _ = step_gradient(grad, param, ctx)
+    if h["maximize"]:
+        g = -g
+    if h["weight_decay"] != 0:
+        g = g + h["weight_decay"] * param
+    return g, mask, layout
+
+
 def sgd_dense(inputs: OptimizerInputs, ctx: RunContext):
     h = sgd.sgd_hyperparameters(inputs.hyperparameters)
     m = h["momentum"]
     param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
     buf = buf_mask = layout = None
     for grad in inputs.grads:
-        layout = sgd.buffer_layout(h, isinstance(grad, CooArray), layout)
-        g, mask, _ = step_gradient(grad, param, ctx)
-        if h["maximize"]:
-            g = -g
-        if h["weight_decay"] != 0:
-            g = g + h["weight_decay"] * param
+        g, mask, layout = sgd_gradient(h, grad, param, ctx, layout)
         if m != 0:
             if buf is None:
                 buf, buf_mask = g.clone(), mask.clone()

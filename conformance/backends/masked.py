@@ -12,7 +12,7 @@ import torch
 
 from conformance.types import RunContext, Unsupported
 from conformance.backends.base import Backend
-from conformance.backends.dense import adagrad_outputs, specified_values, step_gradient
+from conformance.backends.dense import adagrad_outputs, sgd_gradient, specified_values, step_gradient
 from conformance.ops import sgd
 from conformance.ops.adagrad import WEIGHT_DECAY_ERROR, adagrad_hyperparameters
 from conformance.ops.masked_mean import MaskedMeanInputs
@@ -94,12 +94,7 @@ def sgd_masked(inputs: OptimizerInputs, ctx: RunContext):
     masked(param, torch.ones_like(param, dtype=torch.bool))  # dtype check even with no steps
     buf = buf_mask = layout = None
     for grad in inputs.grads:
-        layout = sgd.buffer_layout(h, isinstance(grad, CooArray), layout)
-        g, mask, _ = step_gradient(grad, param, ctx)
-        if h["maximize"]:
-            g = -g
-        if h["weight_decay"] != 0:
-            g = g + h["weight_decay"] * param
+        g, mask, layout = sgd_gradient(h, grad, param, ctx, layout)
         step = masked(g, mask)
         if m != 0:
             if buf is None:

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -375,8 +376,13 @@ def test_a_crashed_worker_item_is_an_error_in_the_terminal_as_in_the_json():
     report = pytest.TestReport(nodeid="tests/data/robustness_adagrad.yaml::misbehave-here[candidate-cpu-float64]",
                                location=("x", None, "x"), keywords={}, outcome="failed",
                                longrepr="worker 'gw0' crashed", when="???")
-    hooks.pytest_handlecrashitem(report.nodeid, report, sched=None)
+    identity = {"kind": "case", "spec": "tests/data/robustness_adagrad.yaml", "case": "misbehave-here",
+                "op": "adagrad", "backend": "candidate", "device": "cpu", "dtype": "float64"}
+    config = types.SimpleNamespace(stash=pytest.Stash())
+    hooks.collected(config)[report.nodeid] = identity  # as the worker's first report would have brought it
+    hooks.pytest_handlecrashitem(report.nodeid, report, sched=types.SimpleNamespace(config=config))
     record = hooks._record_of(report)
+    assert {k: record[k] for k in identity} == identity
     assert record["outcome"] == "error" and record["crashed"] is True
     assert plugin.pytest_report_teststatus(report, config=None) == ("error", "E", ("ERROR", {"red": True}))
 

@@ -9,7 +9,6 @@ import xml.etree.ElementTree as ET
 import pytest
 import torch
 
-from conformance.run.hooks import record_from_nodeid
 from conformance.results.store import (FORMAT, SCHEMA_VERSION, ResultsError, ResultsWriter, load_results, previous_path,
                                  run_metadata)
 from conformance.specs.load import SpecError, load_spec
@@ -185,13 +184,6 @@ def test_a_crashing_candidate_does_not_stop_the_run():
     assert len(list(junit.iter("testcase"))) == 3
 
 
-def test_a_crashed_item_is_known_by_its_node_id():
-    record = record_from_nodeid("tests/data/robustness_adagrad.yaml::misbehave-here[my-backend-cpu-float64]", REPO)
-    assert record == {"kind": "case", "spec": "tests/data/robustness_adagrad.yaml", "case": "misbehave-here",
-                      "op": "adagrad", "backend": "my-backend", "device": "cpu", "dtype": "float64"}
-    assert record_from_nodeid("specs/nowhere.yaml::benchmark-x-1x2-d0.5[coo-cuda-float32]")["kind"] == "benchmark"
-
-
 def test_under_xdist_generated_items_count_as_expected_records():
     code, path = run_inprocess("xdist-generated", "specs", "--conformance-op", "coalesce", "-n", "2", "-p", "no:benchmark",
                                "--conformance-backend", "reference", "--conformance-examples", "2")
@@ -199,6 +191,3 @@ def test_under_xdist_generated_items_count_as_expected_records():
     generated = [r for r in results.records if r.get("generated")]
     assert code == 0 and generated
     assert results.run["records_expected"] == len(results.records) and results.run["not_run"] == []
-    assert record_from_nodeid("specs::generated::adagrad-param-groups[coo-cpu-float16]") == {
-        "kind": "case", "spec": "generated", "case": "adagrad-param-groups", "op": "adagrad", "backend": "coo",
-        "device": "cpu", "dtype": "float16", "generated": True}

@@ -19,8 +19,10 @@ raised inside a gc callback and printed as "Exception ignored"): the handler als
 that the hooks check.
 
 Under pytest-xdist the records travel from the workers in each report's user properties and the
-controller writes the file; an item whose worker died (segfault, abort) gets an ``error`` record
-saying so, and the run goes on: unless ``--max-worker-restart`` is given it is raised to
+controller writes the file. The controller collects nothing itself, so each worker's first report
+also carries its collection: every conformance item's node id with its identity (``item.record``).
+That is how the controller knows which items a run expects, and what an item whose worker died
+(segfault, abort) was: it gets an ``error`` record saying so, and the run goes on: unless ``--max-worker-restart`` is given it is raised to
 :data:`MAX_WORKER_RESTART`, so that many crashing items do not end the run.
 """
 
@@ -42,6 +44,9 @@ from conformance.results.store import ResultsWriter, lock_path, now, results_loc
 RESULTS = pytest.StashKey["ResultsState"]()
 CASE_PROPERTY = "conformance_case"  # user property: {"key": "<spec>::<case>", "context": case_context(case)}
 _CASES_SENT = pytest.StashKey[set]()
+COLLECTION_PROPERTY = "conformance_collection"  # user property: a worker's {node id: identity}, once per process
+COLLECTED = pytest.StashKey[dict]()  # node id -> identity record of each collected conformance item
+_COLLECTION_SENT = pytest.StashKey[bool]()
 DEFAULT_TIMEOUT = 60.0
 BENCHMARK_TIMEOUT_FACTOR = 10
 DEFAULT_WRITE_EVERY = 10.0
@@ -94,17 +99,22 @@ class ResultsState:
         self.config = config
         self.path = path
         self.writer: ResultsWriter | None = None
-        self.expected: set[str] = set()
         self.last_write = 0.0
         self.every = float(config.getoption("conformance_results_every"))
         self.lock = results_lock(path)
 
+    @property
+    def expected(self) -> set[str]:
+        """The results keys of every conformance item collected (by this process or by the workers)."""
+        return {record_key(nodeid, identity) for nodeid, identity in collected(self.config).items()}
+
     def write(self, status: str | None = None) -> None:
         assert self.writer is not None
         run = self.writer.run
-        if self.expected:
-            run["records_expected"] = len(self.expected)
-        run["not_run"] = sorted(self.expected - set(self.writer.records))
+        expected = self.expected
+        if expected:
+            run["records_expected"] = len(expected)
+        run["not_run"] = sorted(expected - set(self.writer.records))
         self.writer.write(status)
         self.last_write = time.monotonic()
 
@@ -121,13 +131,6 @@ class ResultsState:
             hypothesis_seed=_hypothesis_seed(self.config)),
             companions=tuple(Path(p) for p in [getattr(self.config.option, "xmlpath", None)] if p))
         self.write()
-
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self.expected.update(record_key(item.nodeid, item.record) for item in session.items if hasattr(item, "record"))
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node, ids) -> None:
-        self.expected.update(nodeid for nodeid in ids if _is_spec_nodeid(nodeid))
 
     def pytest_runtest_logreport(self, report) -> None:
         if self.writer is None:
@@ -234,6 +237,31 @@ def pytest_runtest_logreport(report) -> None:
         signals.check()
 
 
+def collected(config: pytest.Config) -> dict[str, dict[str, Any]]:
+    """Node id -> identity record of each conformance item collected: by this process, or (in the
+    xdist controller) by the workers, whose first reports carry their collections."""
+    return config.stash.setdefault(COLLECTED, {})
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    collected(session.config).update(
+        {item.nodeid: item.record for item in session.items if isinstance(getattr(item, "record", None), dict)})
+
+
+class WorkerCollections:
+    """The controller's side of the ledger: takes in each worker's collection from its first report.
+    tryfirst, so that the results writer and a crashed item's record see it."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report) -> None:
+        for key, value in getattr(report, "user_properties", ()):
+            if key == COLLECTION_PROPERTY:
+                collected(self.config).update(value)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     if signal_received(session.config) is not None and session.exitstatus in (
@@ -314,6 +342,9 @@ def case_context(case) -> dict[str, Any]:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     """Each spec case's context travels once per process with the first report of one of its items."""
     report = yield
+    if not _is_controller(item.config) and not item.config.stash.get(_COLLECTION_SENT, False):
+        item.config.stash[_COLLECTION_SENT] = True
+        report.user_properties.append((COLLECTION_PROPERTY, collected(item.config)))
     case = getattr(item, "case", None)
     if case is not None and hasattr(case, "inputs") and hasattr(case, "spec_path"):
         key = f"{case.spec_path}::{case.id}"
@@ -334,44 +365,6 @@ def _is_controller(config: pytest.Config) -> bool:
     return not hasattr(config, "workerinput")
 
 
-GENERATED_MARK = "::generated::"  # node ids of generated items: <rootdir part>::generated::<property>[...]
-
-
-def _is_spec_nodeid(nodeid: str) -> bool:
-    """A conformance item's node id: a spec case or benchmark, or a generated item."""
-    return (nodeid.split("::", 1)[0].endswith((".yaml", ".yml")) and "::" in nodeid) or GENERATED_MARK in nodeid
-
-
-def record_from_nodeid(nodeid: str, rootdir: Path | None = None) -> dict[str, Any]:
-    """A record for an item known only by its node id (its worker died): ``spec::case[backend-device-dtype]``,
-    or ``...::generated::property[backend-device-dtype]``."""
-    if GENERATED_MARK in nodeid:
-        from conformance.cases.generated import PROPERTIES
-
-        record = record_from_nodeid("generated::" + nodeid.split(GENERATED_MARK, 1)[1])
-        prop = next((p for p in PROPERTIES if p.id == record["case"]), None)
-        return {**record, "op": prop.op if prop else None, "generated": True}
-    spec, _, name = nodeid.partition("::")
-    case, backend, device, dtype = name, None, None, None
-    if name.endswith("]") and "[" in name:
-        case, _, params = name[:-1].partition("[")
-        parts = params.rsplit("-", 2)
-        if len(parts) == 3:
-            backend, device, dtype = parts
-    op = None
-    try:
-        import yaml
-
-        path = Path(spec) if rootdir is None or os.path.isabs(spec) else Path(rootdir) / spec
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        op = data.get("op") if isinstance(data, dict) else None
-    except Exception:
-        pass
-    kind = "benchmark" if case.startswith("benchmark-") else "case"
-    return {"kind": kind, "spec": spec, "case": case, "op": op, "backend": backend, "device": device,
-            "dtype": dtype}
-
-
 # ------------------------------------------------------------------ configuration
 
 
@@ -380,6 +373,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "conformance_benchmark: a benchmark item (--conformance-benchmark)")
     if getattr(config.option, "numprocesses", None) and getattr(config.option, "maxworkerrestart", "") is None:
         config.option.maxworkerrestart = str(MAX_WORKER_RESTART)
+    if _is_controller(config) and not config.pluginmanager.has_plugin("conformance-collections"):
+        config.pluginmanager.register(WorkerCollections(config), "conformance-collections")
     if config.getoption("conformance_benchmark") and getattr(config.option, "numprocesses", None) == 1:
         # benchmark items keep timing in a single xdist worker (conformance/benchmark.py)
         config.addinivalue_line("filterwarnings", "ignore:Benchmarks are automatically disabled because xdist")
@@ -459,10 +454,14 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_handlecrashitem(crashitem: str, report, sched) -> None:
-    """xdist's report for an item whose worker died carries no record: make one from the node id."""
-    if not _is_spec_nodeid(crashitem) or _record_of(report) is not None:
+    """xdist's report for an item whose worker died carries no record: make one from the item's
+    identity in the workers' collections (an item no worker reported collecting is left as it is)."""
+    identity = collected(sched.config).get(crashitem) if sched is not None else None
+    if identity is None or _record_of(report) is not None:
         return
-    rootdir = getattr(getattr(sched, "config", None), "rootpath", None)
-    record = {**record_from_nodeid(crashitem, rootdir), "outcome": outcomes.ERROR.value, "crashed": True,
-              "message": f"{CRASH_MESSAGE} ({report.longrepr})"}
-    report.user_properties.append((outcomes.PROPERTY, record))
+    report.user_properties.append((outcomes.PROPERTY, crash_record(identity, report.longrepr)))
+
+
+def crash_record(identity: dict[str, Any], longrepr: Any) -> dict[str, Any]:
+    """The ``error`` record of an item whose worker process died."""
+    return {**identity, "outcome": outcomes.ERROR.value, "crashed": True, "message": f"{CRASH_MESSAGE} ({longrepr})"}

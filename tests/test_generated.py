@@ -257,3 +257,61 @@ def test_every_outcome_of_a_generated_item_is_produced_on_purpose(tmp_path):
     assert outcomes["masked_mean-agrees-with-reference[candidate-cpu-float16]"] == "failed", outcomes
     if not torch.cuda.is_available():
         assert outcomes["coalesce-rounds-correctly[dense-cuda-float16]"] == "skipped", outcomes
+
+
+# ---------------------------------------------------------------- drawn once, replayed per backend
+
+def _ci_settings():
+    from conformance.run.generated_plugin import GeneratedConfig
+
+    return GeneratedConfig(profile="ci", examples=8, seed=0, seed_given=False, counterexamples=REPO / "unused",
+                           database=None, impl_targets={}).hypothesis_settings()
+
+
+def _property(prop_id: str):
+    from conformance.cases.generated import PROPERTIES
+
+    return next(p for p in PROPERTIES if p.id == prop_id)
+
+
+def test_the_next_backend_replays_exactly_the_examples_hypothesis_draws_for_it(monkeypatch):
+    import pickle
+
+    from conformance.backends import builtin_backends
+    from conformance.cases import generated
+
+    drawn = generated.DrawnExamples()
+    monkeypatch.setattr(generated, "DRAWN", drawn)
+    prop, settings, backends = _property("adagrad-agrees-with-reference"), _ci_settings(), builtin_backends()
+    key = drawn.key(prop, "float32", settings, 0)
+    generated.run_property(prop, backends["dense"], "cpu", "float32", settings=settings, base_seed=0)
+    by_dense = drawn.runs.pop(key)  # forget it: coo's run below is Hypothesis's own
+    by_coo = generated.run_property(prop, backends["coo"], "cpu", "float32", settings=settings, base_seed=0)
+    assert drawn.replayed == 0 and len(by_dense) == by_coo.examples == settings.max_examples
+    assert pickle.dumps(drawn.runs[key]) == pickle.dumps(by_dense)  # the very examples dense was drawn
+    replayed = generated.run_property(prop, backends["coo"], "cpu", "float32", settings=settings, base_seed=0)
+    assert drawn.replayed == 1
+    assert (replayed.examples, replayed.failure, replayed.divergences) == (by_coo.examples, None, by_coo.divergences)
+
+
+def test_a_backend_that_fails_a_replayed_example_gets_the_verdict_hypothesis_gives_it(monkeypatch):
+    """The replay is thrown away at the first example that does not pass: the item runs under
+    Hypothesis, which finds and shrinks the same counterexample as without any replay."""
+    from conformance.backends import builtin_backends
+    from conformance.backends.candidate import CandidateBackend, load_object
+    from conformance.cases import generated
+
+    prop, settings = _property("adagrad-agrees-with-reference"), _ci_settings()
+    mutant = CandidateBackend("candidate", {"adagrad": load_object(f"{REPO / MUTANTS}:EpsInsideSqrtAdagrad")})
+    results = []
+    for replay in (True, False):
+        drawn = generated.DrawnExamples()
+        monkeypatch.setattr(generated, "DRAWN", drawn)
+        if replay:
+            generated.run_property(prop, builtin_backends()["coo"], "cpu", "float64", settings=settings, base_seed=0)
+            assert drawn.get(drawn.key(prop, "float64", settings, 0))  # kept: the mutant's run starts as a replay
+        results.append(generated.run_property(prop, mutant, "cpu", "float64", settings=settings, base_seed=0))
+        assert drawn.replayed == 0
+    with_replay, alone = results
+    assert with_replay.failure is not None and alone.failure is not None
+    assert repr(with_replay.failing_example) == repr(alone.failing_example)

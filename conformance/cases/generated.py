@@ -19,6 +19,7 @@ a failure -- and the search goes on.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import re
 from collections import Counter
@@ -562,32 +563,105 @@ def derive_seed(base_seed: int, prop: Property, dtype: str) -> int:
     return int.from_bytes(digest[:8], "little")
 
 
+class DrawnExamples:
+    """The examples each clean run drew, kept per process so the next backend replays them.
+
+    Every backend of a property and dtype gets the same seed (:func:`derive_seed`), so Hypothesis
+    draws each of them the very same examples. In a deterministic run (a fixed seed, no example
+    database, no reuse or target phase) the examples of a *clean* run -- each one ran and passed,
+    none was rejected -- are exactly the ones Hypothesis would draw for the next backend as long as
+    that backend passes them all too. So the next backend replays them instead of drawing them
+    again (drawing is most of a generated item's time). Any other outcome on a replayed example --
+    a mismatch, an error, an unsupported example -- throws the replay away and runs the item under
+    Hypothesis, which draws the same examples again, keeps drawing past unsupported ones and
+    shrinks a failure: the verdict is the one Hypothesis alone would give.
+    """
+
+    def __init__(self, capacity: int = 1024):
+        self.capacity = capacity
+        self.runs: dict[tuple, list] = {}
+        self.replayed = 0  # items answered from a replay (for the harness's own tests)
+
+    @staticmethod
+    def key(prop: Property, dtype: str, settings, base_seed: int) -> tuple | None:
+        """The runs a replay stands for, or None where Hypothesis's search is not deterministic."""
+        from hypothesis import Phase
+
+        phases = set(settings.phases)
+        if settings.database is not None or Phase.reuse in phases or Phase.target in phases \
+                or Phase.generate not in phases:
+            return None
+        return prop.id, dtype, derive_seed(base_seed, prop, dtype), settings.max_examples
+
+    def get(self, key: tuple | None) -> list | None:
+        return self.runs.get(key) if key is not None else None
+
+    def keep(self, key: tuple | None, examples: list) -> None:
+        if key is None or self.capacity <= 0:
+            return
+        if len(self.runs) >= self.capacity:
+            self.runs.pop(next(iter(self.runs)))
+        self.runs[key] = examples
+
+
+DRAWN = DrawnExamples()
+
+
 def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, settings, base_seed: int,
                  database_key: str | None = None) -> PropertyResult:
-    """Search ``prop`` on one backend/device/dtype with Hypothesis under ``settings``."""
-    from hypothesis import given
-
-    from hypothesis import reject
-    from hypothesis.errors import Unsatisfiable
-
-    result = PropertyResult(seed=base_seed)
+    """Search ``prop`` on one backend/device/dtype with Hypothesis under ``settings`` (replaying the
+    examples of an earlier clean run of the same property and dtype where that gives the same verdict;
+    see :class:`DrawnExamples`)."""
     op = OPS[prop.op]
     trial = Trial(op, backend, device, dtype)
     torch_trial = None
     if backend.judged_against_torch and op.torch_implementation is not None:
         torch_trial = Trial(op, StockTorch(), device, dtype)
+    key = DRAWN.key(prop, dtype, settings, base_seed)
+    drawn = DRAWN.get(key)
+    if drawn is not None:
+        replayed = PropertyResult(seed=base_seed)
+        check = _example_check(prop, trial, torch_trial, replayed, replaying=True)
+        try:
+            for example in drawn:
+                check(copy.deepcopy(example))
+        except KeyboardInterrupt:
+            raise
+        except BaseException:  # noqa: BLE001 - not clean: Hypothesis decides (and shrinks)
+            pass
+        else:
+            DRAWN.replayed += 1
+            return replayed
+    result = PropertyResult(seed=base_seed)
+    examples: list = []
+    check = _example_check(prop, trial, torch_trial, result, record=examples if key is not None else None)
+    _search(prop, dtype, check, result, settings=settings, base_seed=base_seed, database_key=database_key)
+    if result.failure is None and result.unsupported is None and result.unsupported_examples == 0:
+        DRAWN.keep(key, examples)
+    return result
+
+
+def _example_check(prop: Property, trial: Trial, torch_trial: Trial | None, result: PropertyResult, *,
+                   record: list | None = None, replaying: bool = False) -> Callable[[Any], None]:
+    """The check of one example, counted into ``result`` (and the example kept in ``record``); an
+    unsupported example is rejected (Hypothesis draws another), or raised when ``replaying``."""
+    from hypothesis import reject
 
     def observed(hit: DivergenceObserved, example) -> None:
         result.divergences[hit.divergence.key] += 1
         result.divergence_details.setdefault(hit.divergence.key, (hit.divergence, hit.detail, example))
 
     def generated_case(example):
+        if record is not None:
+            record.append(copy.deepcopy(example))  # before the backend sees it
         try:
             prop.check(trial, example)
         except DivergenceObserved as hit:
             result.examples += 1
             observed(hit, example)
         except Unsupported as exc:  # this example only: Hypothesis draws another
+            if replaying:
+                raise
             result.unsupported_examples += 1
             result.first_unsupported = result.first_unsupported or exc
             if result.examples == 0 and result.unsupported_examples >= UNSUPPORTED_BUDGET:
@@ -611,10 +685,22 @@ def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, s
             if torch_trial is not None and _misses(prop, torch_trial, example):
                 result.improvements += 1
 
-    generated_case._hypothesis_internal_add_digest = (database_key or prop.id).encode()
+    return generated_case
+
+
+def _search(prop: Property, dtype: str, generated_case: Callable[[Any], None], result: PropertyResult, *,
+            settings, base_seed: int, database_key: str | None) -> None:
+    """Hypothesis's search of ``prop`` for ``dtype`` with ``generated_case`` as the test; its end in ``result``."""
+    from hypothesis import given
+    from hypothesis.errors import Unsatisfiable
+
+    def test_case(example):
+        generated_case(example)
+
+    test_case._hypothesis_internal_add_digest = (database_key or prop.id).encode()
     # a seed without the public @seed decorator, which would also switch the example database off
-    generated_case._hypothesis_internal_use_seed = derive_seed(base_seed, prop, dtype)
-    test = settings(given(prop.strategy(dtype))(generated_case))
+    test_case._hypothesis_internal_use_seed = derive_seed(base_seed, prop, dtype)
+    test = settings(given(prop.strategy(dtype))(test_case))
     if getattr(test, "_hypothesis_internal_use_seed", None) is None:  # another Hypothesis version
         from hypothesis import seed
 
@@ -632,7 +718,6 @@ def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, s
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
         result.failure = exc
-    return result
 
 
 def describe_divergences(result: PropertyResult) -> str:

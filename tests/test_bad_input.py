@@ -379,7 +379,7 @@ def test_a_crashed_worker_item_is_an_error_in_the_terminal_as_in_the_json():
     identity = {"kind": "case", "spec": "tests/data/robustness_adagrad.yaml", "case": "misbehave-here",
                 "op": "adagrad", "backend": "candidate", "device": "cpu", "dtype": "float64"}
     config = types.SimpleNamespace(stash=pytest.Stash())
-    hooks.collected(config)[report.nodeid] = identity  # as the worker's first report would have brought it
+    hooks.collected(config).add([[report.nodeid, identity]])  # as the worker's first report would have brought it
     hooks.pytest_handlecrashitem(report.nodeid, report, sched=types.SimpleNamespace(config=config))
     record = hooks._record_of(report)
     assert {k: record[k] for k in identity} == identity

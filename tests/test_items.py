@@ -69,3 +69,31 @@ def test_an_unavailable_device_is_skipped_with_the_reason_for_every_kind(collect
         assert all(any(True for _ in i.iter_markers("skip")) for i in cuda), kind
         cpu = [i for i in collected if _kind(i) == kind and i.device == "cpu"]
         assert cpu and not any(any(True for _ in i.iter_markers("skip")) for i in cpu), kind
+
+
+def test_a_backend_with_slow_setup_starts_it_and_runs_its_items_last(monkeypatch):
+    """The C++ kernels compile on first use (15-20 s on a fresh machine): the kernel backend starts
+    the build in the background when its items are selected, and its items go after the others."""
+    import conformance.kernels as kernels
+
+    started = []
+    monkeypatch.setattr(kernels, "build_in_background", lambda: started.append(True))
+    grab = _Collected()
+    args = ["specs", "-p", "no:cacheprovider", "-o", "addopts=", "--conformance-examples", "0", "-k", "coalesce",
+            "--conformance-backend", "kernel,dense,coo", "--conformance-device", "cpu", "--conformance-dtype",
+            "float32", "-p", "no:randomly", "--co", "-q"]
+    assert pytest.main(args, plugins=[grab]) == 0
+    assert not started  # --collect-only runs nothing: nothing to build for
+    order = []
+
+    class Order:
+        def pytest_collection_finish(self, session):
+            order.extend(item.record["backend"] for item in session.items)
+
+        def pytest_runtest_protocol(self, item):
+            return True  # run nothing: the order is what matters here
+
+    assert pytest.main([a for a in args if a not in ("--co", "-q")] + ["-q"], plugins=[Order()]) in (0, 5)
+    assert started == [True]
+    first_kernel = order.index("kernel")
+    assert set(order[first_kernel:]) == {"kernel"} and {"dense", "coo"} <= set(order[:first_kernel]), order

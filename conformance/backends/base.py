@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Collection, Mapping
 
 from conformance.types import ModelledDivergence, RunContext, Unsupported, missing_dtype_kernel, missing_kernel
 
@@ -54,6 +54,13 @@ class Backend:
         if optimizer_class is None:
             raise Unsupported(f"backend {self.name!r} drives no optimizer object for {op!r}")
         return use(optimizer_class)
+
+    def warm_up(self, devices: Collection[str]) -> bool:
+        """Start slow one-time setup that this backend's items on ``devices`` need (compiling its
+        kernels) in the background, and say whether it has any: then its items run after the
+        others, so that the setup overlaps them. The answer must not depend on timing (xdist's
+        workers must order their items alike). Default: none."""
+        return False
 
     def __repr__(self) -> str:
         return f"<Backend {self.name}: {sorted(self.runners)}>"

@@ -12,7 +12,7 @@ a later ``step()`` or by ``check_index_errors()``), and ``capturable=True`` make
 capturable in a CUDA graph; see docs/kernels-gpu.md.
 """
 
-from ._build import KernelBuildError, build_directory, load_cpu_kernels
+from ._build import KernelBuildError, build_directory, build_in_background, load_cpu_kernels
 from ._functions import coalesce, masked_mean
 from ._ops import IMPL_ENV_VAR, resolve_impl
 from ._optim import Adagrad, SparseAdam
@@ -24,6 +24,7 @@ __all__ = [
     "masked_mean",
     "KernelBuildError",
     "build_directory",
+    "build_in_background",
     "load_cpu_kernels",
     "resolve_impl",
     "IMPL_ENV_VAR",

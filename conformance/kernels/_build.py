@@ -24,6 +24,7 @@ _SOURCE = Path(__file__).resolve().parent / "csrc" / "sparse_kernels.cpp"
 _EXTENSION_NAME = "conformance_kernels_cpu"
 _LOCK = threading.Lock()
 _LOADED = False
+_FAILURE: "KernelBuildError | None" = None  # a compile that failed fails again without compiling again
 
 #: Seconds the last call to :func:`load_cpu_kernels` spent building/loading.
 last_load_seconds: float | None = None
@@ -66,14 +67,32 @@ def _find_compiler() -> str | None:
     return shutil.which(compiler)
 
 
+def build_in_background() -> None:
+    """Start :func:`load_cpu_kernels` in a daemon thread, so that compiling (15-20 s on a fresh
+    machine) overlaps other work; the first caller that needs the kernels waits for it, and a
+    failure is raised to that caller (not by the thread)."""
+    if _LOADED or _FAILURE is not None or _LOCK.locked():
+        return
+
+    def build() -> None:
+        try:
+            load_cpu_kernels()
+        except Exception:  # noqa: BLE001 - kept in _FAILURE, raised where the kernels are used
+            pass
+
+    threading.Thread(target=build, name="conformance-kernels-build", daemon=True).start()
+
+
 def load_cpu_kernels(verbose: bool = False) -> None:
     """Compile (if needed) and load the C++ operators; idempotent and thread-safe."""
-    global _LOADED, last_load_seconds
+    global _LOADED, _FAILURE, last_load_seconds
     if _LOADED:
         return
     with _LOCK:
         if _LOADED:
             return
+        if _FAILURE is not None:
+            raise _FAILURE
         if _find_compiler() is None:
             raise KernelBuildError(
                 "conformance.kernels: the C++ CPU kernels are compiled on first use, but no "
@@ -102,8 +121,8 @@ def load_cpu_kernels(verbose: bool = False) -> None:
                 verbose=verbose,
             )
         except Exception as exc:  # compiler/linker errors surface as RuntimeError
-            raise KernelBuildError(
-                f"conformance.kernels: failed to build the C++ kernels in {directory}: {exc}"
-            ) from exc
+            _FAILURE = KernelBuildError(
+                f"conformance.kernels: failed to build the C++ kernels in {directory}: {exc}")
+            raise _FAILURE from exc
         last_load_seconds = time.perf_counter() - started
         _LOADED = True

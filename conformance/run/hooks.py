@@ -44,8 +44,8 @@ from conformance.results.store import ResultsWriter, lock_path, now, results_loc
 RESULTS = pytest.StashKey["ResultsState"]()
 CASE_PROPERTY = "conformance_case"  # user property: {"key": "<spec>::<case>", "context": case_context(case)}
 _CASES_SENT = pytest.StashKey[set]()
-COLLECTION_PROPERTY = "conformance_collection"  # user property: a worker's {node id: identity}, once per process
-COLLECTED = pytest.StashKey[dict]()  # node id -> identity record of each collected conformance item
+COLLECTION_PROPERTY = "conformance_collection"  # user property: a worker's [[node id, identity]...], once per process
+COLLECTED = pytest.StashKey["Collected"]()
 _COLLECTION_SENT = pytest.StashKey[bool]()
 DEFAULT_TIMEOUT = 60.0
 BENCHMARK_TIMEOUT_FACTOR = 10
@@ -106,7 +106,7 @@ class ResultsState:
     @property
     def expected(self) -> set[str]:
         """The results keys of every conformance item collected (by this process or by the workers)."""
-        return {record_key(nodeid, identity) for nodeid, identity in collected(self.config).items()}
+        return collected(self.config).keys()
 
     def write(self, status: str | None = None) -> None:
         assert self.writer is not None
@@ -237,15 +237,34 @@ def pytest_runtest_logreport(report) -> None:
         signals.check()
 
 
-def collected(config: pytest.Config) -> dict[str, dict[str, Any]]:
-    """Node id -> identity record of each conformance item collected: by this process, or (in the
-    xdist controller) by the workers, whose first reports carry their collections."""
-    return config.stash.setdefault(COLLECTED, {})
+class Collected:
+    """The conformance items a run expects, each with its identity record (``item.record``): those
+    this process collected, or (in the xdist controller) those the workers' first reports brought."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, tuple[str, dict[str, Any]]] = {}  # results key -> (node id, identity)
+
+    def add(self, pairs) -> None:
+        for nodeid, identity in pairs:
+            self.items[record_key(nodeid, identity)] = (nodeid, identity)
+
+    def keys(self) -> set[str]:
+        return set(self.items)
+
+    def pairs(self) -> list[list]:
+        return [[nodeid, identity] for nodeid, identity in self.items.values()]
+
+    def identity(self, nodeid: str) -> dict[str, Any] | None:
+        return next((identity for known, identity in self.items.values() if known == nodeid), None)
+
+
+def collected(config: pytest.Config) -> Collected:
+    return config.stash.setdefault(COLLECTED, Collected())
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    collected(session.config).update(
-        {item.nodeid: item.record for item in session.items if isinstance(getattr(item, "record", None), dict)})
+    collected(session.config).add(
+        (item.nodeid, item.record) for item in session.items if isinstance(getattr(item, "record", None), dict))
 
 
 class WorkerCollections:
@@ -259,7 +278,7 @@ class WorkerCollections:
     def pytest_runtest_logreport(self, report) -> None:
         for key, value in getattr(report, "user_properties", ()):
             if key == COLLECTION_PROPERTY:
-                collected(self.config).update(value)
+                collected(self.config).add(value)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -344,7 +363,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
     if not _is_controller(item.config) and not item.config.stash.get(_COLLECTION_SENT, False):
         item.config.stash[_COLLECTION_SENT] = True
-        report.user_properties.append((COLLECTION_PROPERTY, collected(item.config)))
+        report.user_properties.append((COLLECTION_PROPERTY, collected(item.config).pairs()))
     case = getattr(item, "case", None)
     if case is not None and hasattr(case, "inputs") and hasattr(case, "spec_path"):
         key = f"{case.spec_path}::{case.id}"
@@ -456,7 +475,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 def pytest_handlecrashitem(crashitem: str, report, sched) -> None:
     """xdist's report for an item whose worker died carries no record: make one from the item's
     identity in the workers' collections (an item no worker reported collecting is left as it is)."""
-    identity = collected(sched.config).get(crashitem) if sched is not None else None
+    identity = collected(sched.config).identity(crashitem) if sched is not None else None
     if identity is None or _record_of(report) is not None:
         return
     report.user_properties.append((outcomes.PROPERTY, crash_record(identity, report.longrepr)))

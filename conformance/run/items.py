@@ -5,6 +5,7 @@ command line's selection. :class:`ConformanceItem` is the one base of the three 
 carries its kind and identity as data (``item.record``, which every outcome and results record is
 built from), skips an unavailable device with the reason, and maps ``Unsupported`` to the outcome
 unsupported. A kind only says what it runs (``run``) and how its failure reads.
+:func:`warmed_up_last` starts the backends' slow one-time setup and runs their items last.
 """
 
 from __future__ import annotations
@@ -84,3 +85,18 @@ class ConformanceItem(pytest.Item):
 
     def run(self) -> None:
         raise NotImplementedError
+
+
+def warmed_up_last(items: list[pytest.Item]) -> list[pytest.Item]:
+    """``items`` with those of the backends that have slow one-time setup (``Backend.warm_up``,
+    started here for the devices they run on) moved after the others, in their order."""
+    devices: dict[str, tuple[Backend, set[str]]] = {}
+    for item in items:
+        if isinstance(item, ConformanceItem) and item.get_closest_marker("skip") is None:
+            devices.setdefault(item.backend.name, (item.backend, set()))[1].add(item.device)
+    warming = {name for name, (backend, on) in devices.items() if backend.warm_up(on)}
+    if not warming:
+        return items
+    late = [item for item in items if isinstance(item, ConformanceItem) and item.backend.name in warming]
+    early = [item for item in items if not (isinstance(item, ConformanceItem) and item.backend.name in warming)]
+    return early + late

@@ -18,8 +18,7 @@
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/scalar_tensor.h>
+#include <ATen/EmptyTensor.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -567,8 +566,8 @@ std::tuple<at::Tensor, at::Tensor> coalesce_cpu(const at::Tensor& indices,
   std::vector<int64_t> out_values_shape(values.sizes().begin(),
                                         values.sizes().end());
   out_values_shape[0] = nseg;
-  at::Tensor out_values = at::empty(out_values_shape, values.options());
-  at::Tensor out_indices = at::empty({sparse_dim, nseg}, indices.options());
+  at::Tensor out_values = at::detail::empty_cpu(out_values_shape, values.options());
+  at::Tensor out_indices = at::detail::empty_cpu({sparse_dim, nseg}, indices.options());
 
   // Indices come from the sorted keys (sequential) rather than from the
   // original columns (a random gather).
@@ -748,7 +747,7 @@ std::tuple<at::Tensor, at::Tensor> masked_mean_cpu(const at::Tensor& values_in,
   std::vector<double> partial_sum(chunks, 0.0);
   std::vector<int64_t> partial_count(chunks, 0);
   const bool* mp = mask.const_data_ptr<bool>();
-  at::Tensor mean = at::empty({}, values.options());
+  at::Tensor mean = at::detail::empty_cpu({}, values.options());
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, values.scalar_type(), "masked_mean", [&] {
         const scalar_t* vp = values.const_data_ptr<scalar_t>();
@@ -777,8 +776,8 @@ std::tuple<at::Tensor, at::Tensor> masked_mean_cpu(const at::Tensor& values_in,
         *mean.mutable_data_ptr<scalar_t>() = static_cast<scalar_t>(result);
         partial_count[0] = count;
       });
-  at::Tensor count = at::scalar_tensor(
-      partial_count[0], values.options().dtype(at::kLong));
+  at::Tensor count = at::detail::empty_cpu({}, values.options().dtype(at::kLong));
+  *count.mutable_data_ptr<int64_t>() = partial_count[0];
   return {mean, count};
 }
 
@@ -796,7 +795,7 @@ at::Tensor masked_mean_backward_cpu(const at::Tensor& grad,
                    "mask must be a bool tensor, got ", mask_in.scalar_type());
   const at::Tensor mask = mask_in.contiguous();
   const int64_t cnt = count.item<int64_t>();
-  at::Tensor out = at::empty(mask.sizes(), grad.options());
+  at::Tensor out = at::detail::empty_cpu(mask.sizes(), grad.options());
   const int64_t n = mask.numel();
   const bool* mp = mask.const_data_ptr<bool>();
   AT_DISPATCH_FLOATING_TYPES_AND2(

@@ -60,7 +60,7 @@ def interpreter_active() -> bool:
 
 # triton.jit picks interpreter or compiler when the kernels below are decorated
 INTERPRETED = interpreter_active()
-INTERPRETED_ROWS, INTERPRETED_DUPS = 64, 256  # the interpreter's tiles (see _grid)
+INTERPRETED_ROWS, INTERPRETED_DUPS = 256, 256  # the interpreter's tiles (see _grid)
 
 
 def _acc_dtype(dtype: torch.dtype):
@@ -413,7 +413,9 @@ def _grid(nnz: int, width: int):
     block_s, block_k = _block_rows(block_d), _block_dups(block_d)
     if INTERPRETED:
         # the interpreter pays ~20 ms per program and per loop trip, whatever the tile: fewer,
-        # bigger tiles on CPU tensors (the results do not depend on the tiling)
+        # bigger tiles on CPU tensors (the results do not depend on the tiling); and no columns
+        # past the row's width, which it would compute and mask away (16x the work at width 1)
+        block_d = min(block_d, triton.next_power_of_2(max(width, 1)))
         block_s = max(block_s, min(INTERPRETED_ROWS, triton.next_power_of_2(max(nnz, 1))))
         block_k = max(block_k, INTERPRETED_DUPS)
     return (triton.cdiv(nnz, block_s), max(1, triton.cdiv(width, block_d))), dict(

@@ -315,3 +315,27 @@ def test_a_backend_that_fails_a_replayed_example_gets_the_verdict_hypothesis_giv
     with_replay, alone = results
     assert with_replay.failure is not None and alone.failure is not None
     assert repr(with_replay.failing_example) == repr(alone.failing_example)
+
+
+def test_examples_one_worker_drew_are_replayed_by_another_through_the_run_s_folder(tmp_path, monkeypatch):
+    """Under pytest-xdist each worker is its own process: a clean run's examples are also kept as a
+    file in the run's folder, and a worker that never drew them replays them from there; a file that
+    cannot be read is no replay (Hypothesis draws)."""
+    import pickle
+
+    from conformance.backends import builtin_backends
+    from conformance.cases import generated
+
+    prop, settings, backends = _property("coalesce-idempotent"), _ci_settings(), builtin_backends()
+    key = generated.DrawnExamples.key(prop, "float32", settings, 0)
+    first = generated.DrawnExamples(directory=tmp_path)
+    monkeypatch.setattr(generated, "DRAWN", first)
+    generated.run_property(prop, backends["dense"], "cpu", "float32", settings=settings, base_seed=0)
+    assert [path.suffix for path in tmp_path.iterdir()] == [".pickle"]
+    other = generated.DrawnExamples(directory=tmp_path)  # another worker: nothing in its memory
+    monkeypatch.setattr(generated, "DRAWN", other)
+    result = generated.run_property(prop, backends["coo"], "cpu", "float32", settings=settings, base_seed=0)
+    assert other.replayed == 1 and result.failure is None and result.examples == settings.max_examples
+    assert pickle.dumps(other.runs[key]) == pickle.dumps(first.runs[key])
+    next(tmp_path.iterdir()).write_bytes(b"half-writ")
+    assert generated.DrawnExamples(directory=tmp_path).get(key) is None

@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import os
+import pickle
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -564,7 +567,7 @@ def derive_seed(base_seed: int, prop: Property, dtype: str) -> int:
 
 
 class DrawnExamples:
-    """The examples each clean run drew, kept per process so the next backend replays them.
+    """The examples each clean run drew, kept so that the next backend replays them.
 
     Every backend of a property and dtype gets the same seed (:func:`derive_seed`), so Hypothesis
     draws each of them the very same examples. In a deterministic run (a fixed seed, no example
@@ -575,10 +578,15 @@ class DrawnExamples:
     a mismatch, an error, an unsupported example -- throws the replay away and runs the item under
     Hypothesis, which draws the same examples again, keeps drawing past unsupported ones and
     shrinks a failure: the verdict is the one Hypothesis alone would give.
+
+    They are kept in memory, and with ``directory`` set (pytest-xdist: one folder of the run's,
+    :mod:`conformance.run.generated_plugin`) also as files, so that one worker replays what another
+    drew. A file that cannot be written or read is no replay: Hypothesis draws instead.
     """
 
-    def __init__(self, capacity: int = 1024):
+    def __init__(self, capacity: int = 1024, directory: Path | None = None):
         self.capacity = capacity
+        self.directory = directory
         self.runs: dict[tuple, list] = {}
         self.replayed = 0  # items answered from a replay (for the harness's own tests)
 
@@ -593,12 +601,35 @@ class DrawnExamples:
             return None
         return prop.id, dtype, derive_seed(base_seed, prop, dtype), settings.max_examples
 
+    def _file(self, key: tuple) -> Path | None:
+        if self.directory is None:
+            return None
+        return self.directory / (hashlib.sha256(repr(key).encode()).hexdigest()[:32] + ".pickle")
+
     def get(self, key: tuple | None) -> list | None:
-        return self.runs.get(key) if key is not None else None
+        if key is None or self.capacity <= 0:
+            return None
+        if key not in self.runs and (path := self._file(key)) is not None and path.is_file():
+            try:
+                self._remember(key, pickle.loads(path.read_bytes()))  # noqa: S301 - this run's own file
+            except Exception:  # noqa: BLE001 - half-written or unreadable: Hypothesis draws instead
+                return None
+        return self.runs.get(key)
 
     def keep(self, key: tuple | None, examples: list) -> None:
         if key is None or self.capacity <= 0:
             return
+        self._remember(key, examples)
+        path = self._file(key)
+        if path is not None and not path.exists():
+            partial = path.with_name(f".{path.name}.{os.getpid()}")
+            try:
+                partial.write_bytes(pickle.dumps(examples))
+                os.replace(partial, path)  # atomic: a reader sees the whole file or none
+            except Exception:  # noqa: BLE001 - no file, no replay elsewhere: nothing lost
+                partial.unlink(missing_ok=True)
+
+    def _remember(self, key: tuple, examples: list) -> None:
         if len(self.runs) >= self.capacity:
             self.runs.pop(next(iter(self.runs)))
         self.runs[key] = examples

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
+import tempfile
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +26,7 @@ from conformance.run.items import ConformanceItem, placements
 from conformance.types import Unsupported
 from conformance.compare import Mismatch
 from conformance.devices import unavailable_reason
-from conformance.cases.generated import PROPERTIES, Property, describe_divergences, run_property
+from conformance.cases.generated import DRAWN, PROPERTIES, Property, describe_divergences, run_property
 from conformance.cases.strategies import FLOAT_DTYPES
 
 PROFILES = {
@@ -162,6 +164,30 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "generated: a generated (Hypothesis) conformance item")
     config.stash[GENERATED] = GeneratedConfig(profile, examples, seed, seed_given, counterexamples, database,
                                               impl_targets, shrink=not config.getoption("conformance_no_shrink"))
+    shared = getattr(config, "workerinput", {}).get(DRAWN_DIRECTORY)
+    DRAWN.directory = Path(shared) if shared else None
+
+
+DRAWN_DIRECTORY = "conformance_drawn_examples"  # xdist workerinput: the run's folder of drawn examples
+_DRAWN_FOLDER = pytest.StashKey[Path]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """Each xdist worker gets the run's folder of drawn examples (cases.generated.DrawnExamples),
+    so that an example drawn in one worker is replayed in the others instead of drawn again."""
+    config = node.config
+    if _DRAWN_FOLDER not in config.stash:
+        config.stash[_DRAWN_FOLDER] = Path(tempfile.mkdtemp(prefix="conformance-drawn-"))
+    node.workerinput[DRAWN_DIRECTORY] = str(config.stash[_DRAWN_FOLDER])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(_DRAWN_FOLDER, None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+    if not hasattr(config, "workerinput"):
+        DRAWN.directory = None
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -193,7 +193,7 @@ def test_unavailable_device_items_are_skipped_with_the_reason(tmp_path):
     assert outcomes["dense-cuda-float32]"] == ("passed" if torch.cuda.is_available() else "skipped")
 
 
-def test_generated_items_on_xla_are_opt_in(pytester, monkeypatch):
+def test_generated_items_on_xla_are_opt_in(pytester, monkeypatch, warm_imports):
     """Where xla is available its generated items are skipped with the reason unless
     --conformance-generated-on-xla is given (every example's new shapes cost a compilation)."""
     import conformance.run.generated_plugin as plugin

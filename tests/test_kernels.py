@@ -603,6 +603,7 @@ def test_impl_selection():
 
 def test_missing_compiler_gives_clear_error(monkeypatch):
     monkeypatch.setattr(_build, "_LOADED", False)
+    monkeypatch.setattr(_build, "_registered", lambda: False)  # as in a process that never loaded them
     monkeypatch.setenv("CXX", "no-such-compiler-xyz")
     with pytest.raises(K.KernelBuildError, match="no C\\+\\+ compiler was found"):
         K.load_cpu_kernels()
@@ -925,3 +926,15 @@ def test_cpp_inputs_are_checked_in_python_before_any_cpp_code(monkeypatch, bad):
         else:
             p = torch.zeros(5, 2)
             _ops.adagrad_step(p, p.clone(), indices, torch.ones(2, 2), 0.1, 1e-10, False, "cpp")
+
+
+def test_the_kernels_load_once_per_process_even_if_their_module_is_imported_again(monkeypatch):
+    """pytester's in-process runs drop the modules first imported during them; a fresh
+    conformance.kernels._build that loaded the library again would register its operator namespace
+    twice, which aborts the process. It finds the operators registered and does not load them."""
+    K.load_cpu_kernels()
+    monkeypatch.setattr(_build, "_LOADED", False)  # what a re-imported module starts with
+    loads = []
+    monkeypatch.setattr(torch.ops, "load_library", lambda path: loads.append(path))
+    K.load_cpu_kernels()
+    assert loads == [] and _build._LOADED

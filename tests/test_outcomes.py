@@ -34,18 +34,6 @@ CANDIDATES = textwrap.dedent("""
 """)
 
 
-@pytest.fixture(scope="module")
-def warm_imports(tmp_path_factory):
-    """One run of the suite in this process, outside pytester, before any pytester run: pytester's
-    in-process runs remove the modules first imported during them (torch imports some lazily, e.g.
-    torch.distributed.tensor from assert_close), and re-importing those breaks torch."""
-    from conformance_runs import run_inprocess
-
-    for op in ("coalesce", "adagrad"):
-        run_inprocess(f"warm-{op}", "specs", "--conformance-op", op, "--conformance-examples", "1", "-x", "-q",
-                      "-k", "float32 and (basic or tutorial or agrees-with-reference)")
-
-
 @pytest.fixture
 def spec_dir(pytester: pytest.Pytester, warm_imports):
     pytester.makefile(".yaml", **{"specs/basic": BASIC_SPEC})

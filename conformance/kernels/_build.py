@@ -67,6 +67,15 @@ def _find_compiler() -> str | None:
     return shutil.which(compiler)
 
 
+def _registered() -> bool:
+    """Whether this process already has the operators (a library is loaded once per process)."""
+    try:
+        torch._C._dispatch_find_schema_or_throw(f"{_EXTENSION_NAME}::coalesce", "")
+    except RuntimeError:
+        return False
+    return True
+
+
 def build_in_background() -> None:
     """Start :func:`load_cpu_kernels` in a daemon thread, so that compiling (15-20 s on a fresh
     machine) overlaps other work; the first caller that needs the kernels waits for it, and a
@@ -93,6 +102,9 @@ def load_cpu_kernels(verbose: bool = False) -> None:
             return
         if _FAILURE is not None:
             raise _FAILURE
+        if _registered():
+            _LOADED = True  # this module was imported again (pytester restores sys.modules): loading
+            return          # the library twice would register its namespace twice, and abort
         if _find_compiler() is None:
             raise KernelBuildError(
                 "conformance.kernels: the C++ CPU kernels are compiled on first use, but no "

@@ -176,7 +176,7 @@ def _benchmark_fixture(item: pytest.Item):
     # pytest-benchmark turns itself off under xdist; with one worker, timings are as good as without
     add_stats = session.benchmarks.append if workerinput is None else (lambda stats: None)
     fixture = BenchmarkFixture(item, add_stats=add_stats, logger=session.logger, warner=item.warn,
-                               disabled=False, **dict(session.options, group=item.nodeid.split("::")[0]))
+                               disabled=False, **dict(session.options, group=item.record["spec"]))
     return fixture, None
 
 

@@ -80,7 +80,7 @@ class GeneratedConfig:
             print_blob=False,
         )
 
-    def replay_command(self, nodeid: str, op: str) -> str:
+    def replay_command(self, nodeid: str, op: str, backend) -> str:
         parts = [f"python -m pytest '{nodeid}'", f"--conformance-seed {self.seed}"]
         if self.profile != DEFAULT_PROFILE:
             parts.append(f"--conformance-hypothesis-profile {self.profile}")
@@ -88,7 +88,9 @@ class GeneratedConfig:
             parts.append(f"--conformance-examples {self.examples}")
         if not self.shrink:
             parts.append("--conformance-no-shrink")
-        if op in self.impl_targets and "[candidate-" in nodeid:
+        from conformance.backends.candidate import CandidateBackend
+
+        if op in self.impl_targets and isinstance(backend, CandidateBackend):
             parts.append(f"--conformance-impl {op}={self.impl_targets[op]}")
         return " ".join(parts)
 
@@ -294,7 +296,7 @@ class GeneratedItem(ConformanceItem):
         from conformance.ops import OPS
 
         failure = result.failure
-        replay = gen.replay_command(self.nodeid, self.prop.op)
+        replay = gen.replay_command(self.nodeid, self.prop.op, self.backend)
         lines = [f"generated property {self.prop.id}: {self.prop.summary}",
                  f"backend {self.backend.name}, device {self.device}, dtype {self.dtype}; "
                  f"{result.examples} examples run (profile {gen.profile}, seed {gen.seed})",

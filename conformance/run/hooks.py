@@ -22,8 +22,9 @@ Under pytest-xdist the records travel from the workers in each report's user pro
 controller writes the file. The controller collects nothing itself, so each worker's first report
 also carries its collection: every conformance item's node id with its identity (``item.record``).
 That is how the controller knows which items a run expects, and what an item whose worker died
-(segfault, abort) was: it gets an ``error`` record saying so, and the run goes on: unless ``--max-worker-restart`` is given it is raised to
-:data:`MAX_WORKER_RESTART`, so that many crashing items do not end the run.
+(segfault, abort) was: it gets an ``error`` record saying so, and the run goes on: unless
+``--max-worker-restart`` is given it is raised to :data:`MAX_WORKER_RESTART`, so that many
+crashing items do not end the run.
 """
 
 from __future__ import annotations

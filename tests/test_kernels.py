@@ -938,3 +938,19 @@ def test_the_kernels_load_once_per_process_even_if_their_module_is_imported_agai
     monkeypatch.setattr(torch.ops, "load_library", lambda path: loads.append(path))
     K.load_cpu_kernels()
     assert loads == [] and _build._LOADED
+
+
+@pytest.mark.timeout(120)
+def test_a_build_left_half_done_by_a_dead_process_does_not_hang_the_next_one(monkeypatch):
+    """torch's cpp_extension marks a build in progress with a ``lock`` file that it deletes when
+    done; a process killed mid-build leaves it, and every later build waited on it forever. The
+    kernels' own lock (released by the OS with its process) tells that nobody is building."""
+    K.load_cpu_kernels()  # built (and loaded) once in this process
+    stale = K.build_directory() / "lock"
+    stale.touch()  # as a process killed while compiling leaves it
+    monkeypatch.setattr(_build, "_LOADED", False)
+    monkeypatch.setattr(_build, "_registered", lambda: False)
+    loads = []
+    monkeypatch.setattr(torch.ops, "load_library", lambda path: loads.append(path))  # loaded already
+    K.load_cpu_kernels()
+    assert len(loads) == 1 and not stale.exists()

@@ -16,6 +16,7 @@ import shutil
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -62,6 +63,19 @@ def _stable_source(directory: Path) -> Path:
     return copy
 
 
+@contextmanager
+def _only_builder(directory: Path):
+    """Hold the build directory's own lock (``filelock``: the OS releases it when the process ends)
+    while torch builds there. torch's own lock (a ``lock`` file it deletes when done) stays behind
+    when a process dies mid-build, and every later build would wait on it forever; holding ours,
+    no other process is building, so such a file is stale and goes."""
+    import filelock
+
+    with filelock.FileLock(str(directory / "conformance-build.lock")):
+        (directory / "lock").unlink(missing_ok=True)
+        yield
+
+
 def _find_compiler() -> str | None:
     compiler = os.environ.get("CXX", "c++")
     return shutil.which(compiler)
@@ -89,7 +103,8 @@ def build_in_background() -> None:
         except Exception:  # noqa: BLE001 - kept in _FAILURE, raised where the kernels are used
             pass
 
-    threading.Thread(target=build, name="conformance-kernels-build", daemon=True).start()
+    # not a daemon: the interpreter waits for it at exit, rather than leave a half-built directory
+    threading.Thread(target=build, name="conformance-kernels-build", daemon=False).start()
 
 
 def load_cpu_kernels(verbose: bool = False) -> None:
@@ -123,15 +138,16 @@ def load_cpu_kernels(verbose: bool = False) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
         try:
-            cpp_extension.load(
-                name=_EXTENSION_NAME,
-                sources=[str(_stable_source(directory))],
-                extra_cflags=["-O3", "-fopenmp", "-fno-math-errno"],
-                extra_ldflags=["-fopenmp"],
-                build_directory=str(directory),
-                is_python_module=False,
-                verbose=verbose,
-            )
+            with _only_builder(directory):
+                cpp_extension.load(
+                    name=_EXTENSION_NAME,
+                    sources=[str(_stable_source(directory))],
+                    extra_cflags=["-O3", "-fopenmp", "-fno-math-errno"],
+                    extra_ldflags=["-fopenmp"],
+                    build_directory=str(directory),
+                    is_python_module=False,
+                    verbose=verbose,
+                )
         except Exception as exc:  # compiler/linker errors surface as RuntimeError
             _FAILURE = KernelBuildError(
                 f"conformance.kernels: failed to build the C++ kernels in {directory}: {exc}")

@@ -43,9 +43,12 @@ def build_directory() -> Path:
     else:
         cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
         root = Path(cache) / "torch_sparse_conformance"
-    # keyed by the source too: two checkouts with different kernels must not rebuild over each other
+    # keyed by the source too: two checkouts with different kernels must not rebuild over each other;
+    # and by where torch is installed: the compile command names its headers, so two environments
+    # with the same torch version (a venv and the system's) took turns recompiling in one directory
     source = hashlib.sha256(_SOURCE.read_bytes()).hexdigest()[:12]
-    tag = f"torch{torch.__version__}-py{sys.version_info.major}{sys.version_info.minor}-{source}"
+    install = hashlib.sha256(str(Path(torch.__file__).resolve().parent).encode()).hexdigest()[:8]
+    tag = f"torch{torch.__version__}-py{sys.version_info.major}{sys.version_info.minor}-{source}-{install}"
     return root / tag.replace("+", "_")
 
 

@@ -683,8 +683,8 @@ def _example_check(prop: Property, trial: Trial, torch_trial: Trial | None, resu
         result.divergence_details.setdefault(hit.divergence.key, (hit.divergence, hit.detail, example))
 
     def generated_case(example):
-        if record is not None:
-            record.append(copy.deepcopy(example))  # before the backend sees it
+        if record is not None and result.failing_example is None and not result.unsupported_examples:
+            record.append(copy.deepcopy(example))  # before the backend sees it; only a clean run is kept
         try:
             prop.check(trial, example)
         except DivergenceObserved as hit:

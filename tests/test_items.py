@@ -97,3 +97,25 @@ def test_a_backend_with_slow_setup_starts_it_and_runs_its_items_last(monkeypatch
     assert started == [True]
     first_kernel = order.index("kernel")
     assert set(order[first_kernel:]) == {"kernel"} and {"dense", "coo"} <= set(order[:first_kernel]), order
+
+
+@pytest.mark.parametrize("workers, set_threads", [(2, [1]), (4, [1]), (1, [])])  # on 2 cores, torch using 2
+def test_an_xdist_worker_gives_torch_its_share_of_the_cores(monkeypatch, workers, set_threads):
+    """With every worker's torch using every core, OpenMP's threads spin waiting for each other: a
+    worker takes cores // workers threads (at least 1); OMP_NUM_THREADS, when set, rules."""
+    import types
+
+    from conformance.run import plugin
+
+    set_to = []
+    monkeypatch.setattr(torch, "set_num_threads", set_to.append)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    monkeypatch.setattr(plugin.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    plugin._take_a_share_of_the_cores(types.SimpleNamespace(workerinput={"workercount": workers}))
+    assert set_to == set_threads
+    set_to.clear()
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    plugin._take_a_share_of_the_cores(types.SimpleNamespace(workerinput={"workercount": workers}))
+    plugin._take_a_share_of_the_cores(types.SimpleNamespace())  # not a worker
+    assert set_to == []

@@ -95,8 +95,4 @@ def warmed_up_last(items: list[pytest.Item]) -> list[pytest.Item]:
         if isinstance(item, ConformanceItem) and item.get_closest_marker("skip") is None:
             devices.setdefault(item.backend.name, (item.backend, set()))[1].add(item.device)
     warming = {name for name, (backend, on) in devices.items() if backend.warm_up(on)}
-    if not warming:
-        return items
-    late = [item for item in items if isinstance(item, ConformanceItem) and item.backend.name in warming]
-    early = [item for item in items if not (isinstance(item, ConformanceItem) and item.backend.name in warming)]
-    return early + late
+    return sorted(items, key=lambda item: isinstance(item, ConformanceItem) and item.backend.name in warming)

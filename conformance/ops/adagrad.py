@@ -188,9 +188,6 @@ class Adagrad(OptimizerOp):
     def torch_implementation(self) -> type:
         return torch.optim.Adagrad
 
-    def decode_inputs(self, raw: dict, dtype: torch.dtype) -> OptimizerInputs:
-        return OptimizerInputs.decode(raw, dtype)
-
     def reference(self, inputs: OptimizerInputs) -> dict[str, np.ndarray]:
         return adagrad_reference(inputs)
 

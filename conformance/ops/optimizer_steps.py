@@ -393,6 +393,14 @@ class OptimizerOp(Op):
     def is_optimizer(self) -> bool:
         return True
 
+    def decode_inputs(self, raw: dict, dtype: torch.dtype) -> "OptimizerInputs":
+        return OptimizerInputs.decode(raw, dtype)
+
+    def run_candidate(self, candidate, inputs: "OptimizerInputs", ctx: RunContext) -> dict[str, Any]:
+        """The candidate optimizer stepped through the trajectory; the outputs are the parameter
+        and the state keys the record names (``state_outputs``)."""
+        return run_optimizer(candidate, inputs, ctx, self.state_outputs)
+
     def hyperparameters_strategy(self) -> Any:
         """A Hypothesis strategy of valid hyperparameters for sparse gradients."""
         raise NotImplementedError

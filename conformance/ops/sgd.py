@@ -31,12 +31,10 @@ from conformance.ops.optimizer_steps import (
     negated,
     optimizer_inputs_schema,
     optimizer_problem,
-    run_optimizer,
     single_step_param_bounds,
     trajectory_tolerances,
 )
 from conformance.tensors import CooArray, rounder
-from conformance.types import RunContext
 
 SPARSE_DENSE_ADD_ERROR = "add(sparse, dense) is not supported. Use add(dense, sparse) instead."
 NESTEROV_ERROR = "Nesterov momentum requires a momentum and zero dampening"
@@ -200,14 +198,8 @@ class SGD(OptimizerOp):
     def torch_implementation(self) -> type:
         return torch.optim.SGD
 
-    def decode_inputs(self, raw: dict, dtype: torch.dtype) -> OptimizerInputs:
-        return OptimizerInputs.decode(raw, dtype)
-
     def reference(self, inputs: OptimizerInputs) -> dict[str, np.ndarray]:
         return sgd_reference(inputs)
-
-    def run_candidate(self, candidate, inputs: OptimizerInputs, ctx: RunContext) -> dict[str, Any]:
-        return run_optimizer(candidate, inputs, ctx, self.state_outputs)
 
     def candidate_problem(self, candidate: Any) -> str | None:
         return optimizer_problem(candidate)

@@ -18,7 +18,6 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from conformance.types import RunContext
 from conformance.compare import at_least_default
 from conformance.ops import draw as d
 from conformance.ops.base import TENSOR
@@ -34,7 +33,6 @@ from conformance.ops.optimizer_steps import (
     single_step_param_bounds,
     negated,
     OptimizerOp,
-    run_optimizer,
     trajectory_tolerances,
 )
 
@@ -137,18 +135,12 @@ class SparseAdam(OptimizerOp):
         "properties": {"param": TENSOR, "exp_avg": TENSOR, "exp_avg_sq": TENSOR, "step": {"type": "number"}},
     }
 
-    def decode_inputs(self, raw: dict, dtype: torch.dtype) -> OptimizerInputs:
-        return OptimizerInputs.decode(raw, dtype)
-
     def reference(self, inputs: OptimizerInputs) -> dict[str, np.ndarray]:
         return sparse_adam_reference(inputs)
 
     @property
     def torch_implementation(self) -> type:
         return torch.optim.SparseAdam
-
-    def run_candidate(self, candidate, inputs: OptimizerInputs, ctx: RunContext) -> dict[str, Any]:
-        return run_optimizer(candidate, inputs, ctx, self.state_outputs)
 
     def rounding_bounds(self, inputs: OptimizerInputs, dtype: torch.dtype,
                         accumulation_unit: float = 2.0**-24) -> dict[str, tuple]:

@@ -27,8 +27,9 @@ from conformance.verdict import SameAsTorch
 SPEC_SUFFIXES = (".yaml", ".yml")
 
 # results files, per-item timeouts, crashed xdist workers, benchmark options (conformance/hooks.py);
-# generated (Hypothesis) cases: their options, profiles and the specs::generated collector
-pytest_plugins = ["conformance.run.hooks", "conformance.run.generated_plugin"]
+# generated (Hypothesis) cases: their options, profiles and the specs::generated collector;
+# --conformance-shard K/N (conformance/run/shard.py)
+pytest_plugins = ["conformance.run.hooks", "conformance.run.generated_plugin", "conformance.run.shard"]
 
 
 def _split(values: list[str] | None) -> list[str]:

@@ -1,0 +1,96 @@
+"""``--conformance-shard K/N``: run one of N deterministic pieces of a run.
+
+An item belongs to shard ``1 + sha256(node id) mod N``: every item lands in exactly one shard, and
+which one depends only on its own node id (relative to the rootdir), not on the collection order,
+the number of xdist workers or the machine. N runners given the same command line and shards
+1/N ... N/N together run each item of the unsharded run once; ``conformance merge`` joins their
+results files into one (:mod:`conformance.results.merge`). The shard is recorded in the results
+file's run options (``conformance_shard``).
+
+Registered from :mod:`conformance.run.plugin` through ``pytest_plugins``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import NamedTuple
+
+import pytest
+
+OPTION = "--conformance-shard"
+_FORM = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+class Shard(NamedTuple):
+    index: int  # 1-based
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def parse_shard(text: str) -> Shard:
+    """``"K/N"`` with 1 <= K <= N; ValueError with a one-line reason otherwise."""
+    match = _FORM.match(text or "")
+    if not match:
+        raise ValueError(f"{text!r} is not of the form K/N (e.g. 1/3: the first of three shards)")
+    index, count = int(match.group(1)), int(match.group(2))
+    if count < 1:
+        raise ValueError(f"{text!r}: the number of shards N must be at least 1")
+    if not 1 <= index <= count:
+        raise ValueError(f"{text!r}: the shard K must be between 1 and N={count}")
+    return Shard(index, count)
+
+
+def shard_of(nodeid: str, count: int) -> int:
+    """The 1-based shard of the item ``nodeid`` among ``count`` shards."""
+    digest = hashlib.sha256(nodeid.encode("utf-8")).digest()
+    return 1 + int.from_bytes(digest[:8], "big") % count
+
+
+SHARD = pytest.StashKey[Shard | None]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("conformance")
+    group.addoption(OPTION, metavar="K/N", default=None,
+                    help="run only shard K of N (1 <= K <= N): the items whose node id hashes to K, the same "
+                         "split on every machine and with any -n; join the N results files with "
+                         "`conformance merge`")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    text = config.getoption("conformance_shard")
+    if text is None:
+        config.stash[SHARD] = None
+        return
+    try:
+        shard = parse_shard(text)
+    except ValueError as exc:
+        raise pytest.UsageError(f"{OPTION}: {exc}") from None
+    profile = config.getoption("conformance_hypothesis_profile", None)
+    if profile == "thorough" and config.getoption("conformance_seed", None) is None:
+        raise pytest.UsageError(f"{OPTION} {shard} with --conformance-hypothesis-profile thorough needs "
+                                "--conformance-seed SEED: each shard would draw a fresh seed of its own, and "
+                                "the shards would not be pieces of one run")
+    config.stash[SHARD] = shard
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep this shard's items, deselect the others (before the plugin's reordering)."""
+    shard = config.stash.get(SHARD, None)
+    if shard is None or shard.count == 1:
+        return
+    keep, drop = [], []
+    for item in items:
+        (keep if shard_of(item.nodeid, shard.count) == shard.index else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    shard = config.stash.get(SHARD, None)
+    return [f"conformance shard: {shard} (by node id hash)"] if shard is not None else []

@@ -3,11 +3,12 @@
   conformance report RESULTS... -o reports/index.html
   conformance gate --baseline A.json --candidate B.json [--base-ref origin/main | --changed-files F...]
   conformance select --base-ref origin/main        # the pytest options that run only the touched ops
+  conformance merge SHARD.json... -o merged.json   # join the shards of a run (--conformance-shard K/N)
   conformance schema [spec|results]                # print a JSON Schema
   conformance check adagrad=mypkg:MyAdagrad        # gate your implementation against the specs and stock torch
 
 Exit codes: report 0 (1 when no results file could be read); gate 0 pass, 1 regression,
-2 not comparable or unusable input; select 0; check: pytest's (0 conforms, 1 a candidate item failed).
+2 not comparable or unusable input; select 0; merge 0 (2 when the files are not the shards of one run); check: pytest's (0 conforms, 1 a candidate item failed).
 """
 
 from __future__ import annotations
@@ -104,6 +105,22 @@ def _select(args: argparse.Namespace) -> int:
     return 0
 
 
+def _merge(args: argparse.Namespace) -> int:
+    from conformance.results.merge import MergeError, write_merged
+
+    try:
+        merged = write_merged(args.results, args.output)
+    except MergeError as exc:
+        print(f"conformance merge: {exc}", file=sys.stderr)
+        return 2
+    for warning in merged.warnings:
+        print(f"conformance merge: warning: {warning}", file=sys.stderr)
+    run = merged.document["run"]
+    print(f"conformance merge: {args.output} ({len(merged.shards)} shards, {len(merged.records)} records; "
+          f"status {run['status']}, exit status {run['exit_status']})")
+    return 0
+
+
 def _schema(args: argparse.Namespace) -> int:
     if args.which == "results":
         from conformance.results.store import results_schema
@@ -170,6 +187,14 @@ def build_parser() -> argparse.ArgumentParser:
     check.build_parser(sub.add_parser("check", help="gate your implementation (OP=module:attr) against the specs "
                                                     "and stock torch; writes results and the HTML report",
                                       description=check.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
+
+    from conformance.results.merge import DESCRIPTION as merge_description
+
+    merge = sub.add_parser("merge", help="join the results files of a run split with --conformance-shard K/N",
+                           description=merge_description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    merge.add_argument("results", nargs="+", metavar="SHARD.json", help="the results files of shards 1/N ... N/N")
+    merge.add_argument("-o", "--output", required=True, metavar="MERGED.json", help="the merged results file to write")
+    merge.set_defaults(func=_merge)
 
     schema = sub.add_parser("schema", help="print the spec or results JSON Schema")
     schema.add_argument("which", nargs="?", choices=["spec", "results"], default="spec")

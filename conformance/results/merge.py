@@ -1,0 +1,276 @@
+"""``conformance merge``: join the results files of one run split with ``--conformance-shard K/N``
+into one results file, the one an unsharded run on a single machine would have written.
+
+The inputs must be the shards 1/N ... N/N of one run, each once: same torch (and torch_xla),
+Python, NumPy, suite version and commit, Hypothesis seed, label, selected devices (and whether each
+was available) and the same options, except those that only say where a shard wrote its files or
+how it was scheduled (:data:`SHARD_LOCAL_OPTIONS`). Anything else is refused with what differs and
+in which files; so are a file that is not a shard, overlapping shards (the same K twice, or an
+item recorded by two files) and missing shards. Each input is validated against the results
+schema (:func:`conformance.results.store.load_results`), and so is the merged document.
+
+The merged run has the records of all shards (sorted by node id), the union of their case
+contexts, ``records_expected`` summed and ``not_run`` joined; its status is ``complete`` only when
+every shard's was. ``run.shards`` keeps each shard's own metadata (file, id, host, machine, times,
+status): the shards may have run on different machines, so the merged run's machine fingerprint
+matches a single machine's only when all shards ran on machines with one fingerprint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from conformance.results.store import (FORMAT, SCHEMA_VERSION, Results, ResultsError, atomic_write_json, load_results,
+                                       now, results_schema)
+from conformance.run.shard import OPTION, Shard, parse_shard
+
+DESCRIPTION = """\
+Join the results files of one run split with --conformance-shard K/N into one results file, the
+one an unsharded run on a single machine would have written:
+
+  conformance merge reports/shard-1.json reports/shard-2.json reports/shard-3.json -o reports/results.json
+
+The files must be shards 1/N ... N/N of one run, each once: the same torch, Python, NumPy, suite
+commit, Hypothesis seed, label, devices and options (except where a shard wrote its files and how
+many xdist workers it had). Exit status 0 when merged; 2 when a file is unreadable or not valid
+against the results schema, the files are not the shards of one run (what differs is named),
+shards overlap or are missing.
+"""
+
+# run options that say where a shard wrote its files or how it was scheduled, not what it ran
+SHARD_LOCAL_OPTIONS = frozenset({
+    "conformance_shard", "conformance_results", "conformance_results_every", "conformance_counterexamples",
+    "xmlpath", "args", "rootdir", "numprocesses", "maxworkerrestart",
+})
+# run fields that must be the same in every shard of one run
+SAME_RUN_FIELDS = ("torch", "torch_xla", "python", "numpy", "hypothesis_seed", "label")
+
+
+class MergeError(Exception):
+    """Inputs that do not make one run; the message names the files and what differs."""
+
+
+@dataclass
+class Merged:
+    document: dict[str, Any]
+    shards: list[tuple[Shard, Results]]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        return self.document["records"]
+
+
+def _shard(results: Results) -> Shard:
+    text = (results.run.get("options") or {}).get("conformance_shard")
+    if text is None:
+        raise MergeError(f"{results.path}: not a shard (its run has no {OPTION} K/N); merge joins the results "
+                         f"files of one run split with {OPTION} 1/N ... N/N")
+    try:
+        return parse_shard(str(text))
+    except ValueError as exc:
+        raise MergeError(f"{results.path}: run option conformance_shard {exc}") from None
+
+
+def _identity(run: dict[str, Any]) -> dict[str, Any]:
+    """What must be equal in every shard of one run, flattened to 'field' / 'options.name' keys."""
+    fields: dict[str, Any] = {name: run.get(name) for name in SAME_RUN_FIELDS}
+    suite = run.get("suite") or {}
+    fields["suite.version"] = suite.get("version")
+    fields["suite.git_commit"] = suite.get("git_commit")
+    devices = run.get("devices") or {}
+    fields["devices"] = ", ".join(
+        f"{name} {'available' if not (info or {}).get('unavailable') else 'unavailable'}"
+        for name, info in sorted(devices.items())) or "none"
+    for name, value in sorted((run.get("options") or {}).items()):
+        if name not in SHARD_LOCAL_OPTIONS:
+            fields[f"options.{name}"] = value
+    return fields
+
+
+def _check_one_run(loaded: list[tuple[Shard, Results]]) -> None:
+    identities = [(results.path, _identity(results.run)) for _, results in loaded]
+    names = list(dict.fromkeys(name for _, fields in identities for name in fields))
+    differences = []
+    for name in names:
+        values = [(path, fields.get(name)) for path, fields in identities]
+        if len({repr(value) for _, value in values}) > 1:
+            differences.append(f"{name} differs (" + "; ".join(f"{path}: {value!r}" for path, value in values) + ")")
+    if differences:
+        raise MergeError("not shards of one run: " + "; ".join(differences))
+
+
+def _check_shards(loaded: list[tuple[Shard, Results]]) -> None:
+    counts = sorted({shard.count for shard, _ in loaded})
+    if len(counts) > 1:
+        raise MergeError("shards of different splits: " + ", ".join(
+            f"{results.path} is shard {shard}" for shard, results in loaded))
+    count = counts[0]
+    by_index: dict[int, list[Path]] = {}
+    for shard, results in loaded:
+        by_index.setdefault(shard.index, []).append(results.path)
+    overlapping = [f"{' and '.join(map(str, paths))} are all shard {index}/{count}" if len(paths) > 2 else
+                   f"{paths[0]} and {paths[1]} are both shard {index}/{count}"
+                   for index, paths in sorted(by_index.items()) if len(paths) > 1]
+    if overlapping:
+        raise MergeError("overlapping shards: " + "; ".join(overlapping))
+    missing = [f"{index}/{count}" for index in range(1, count + 1) if index not in by_index]
+    if missing:
+        have = ", ".join(f"{shard} from {results.path}" for shard, results in sorted(loaded, key=lambda p: p[0]))
+        raise MergeError(f"missing shard{'s' if len(missing) > 1 else ''} {', '.join(missing)} (have {have})")
+
+
+def _exit_status(statuses: list[Any]) -> int | None:
+    """One run's exit status from its shards': 0 when all passed; a shard that collected nothing
+    (5) counts as passed when another ran something; otherwise the highest."""
+    if any(status is None for status in statuses):
+        return None
+    ran = [status for status in statuses if status != 5]
+    if not ran:
+        return 5
+    return max(ran)
+
+
+def _joined(values: Iterable[Any]) -> Any:
+    distinct = list(dict.fromkeys(v for v in values if v is not None))
+    if len(distinct) <= 1:
+        return distinct[0] if distinct else None
+    return ", ".join(str(v) for v in distinct)
+
+
+def _whole_run_args(args: list[Any], output: Path | str | None) -> list[Any]:
+    """The command line of the whole run: the shard's args without ``--conformance-shard K/N``,
+    with ``--conformance-results`` naming the merged file."""
+    out, skip = [], None
+    for arg in args:
+        if skip is not None:
+            if skip == "results":
+                out.append(str(output))
+            skip = None
+            continue
+        if arg == OPTION:
+            skip = "shard"
+            continue
+        if isinstance(arg, str) and arg.startswith(OPTION + "="):
+            continue
+        if output is not None and arg == "--conformance-results":
+            out.append(arg)
+            skip = "results"
+            continue
+        if output is not None and isinstance(arg, str) and arg.startswith("--conformance-results="):
+            arg = f"--conformance-results={output}"
+        out.append(arg)
+    return out
+
+
+def merge_results(paths: Iterable[Path | str], output: Path | str | None = None) -> Merged:
+    """The merged document of the shards in ``paths`` (MergeError when they are not one run)."""
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise MergeError("no results files given")
+    seen: dict[Path, Path] = {}
+    for path in paths:
+        resolved = path.resolve()
+        if resolved in seen:
+            raise MergeError(f"{path}: given twice (also as {seen[resolved]})")
+        seen[resolved] = path
+    if output is not None and Path(output).resolve() in seen:
+        raise MergeError(f"-o {output}: is one of the inputs; write the merged file elsewhere")
+    loaded: list[tuple[Shard, Results]] = []
+    for path in paths:
+        try:
+            results = load_results(path)
+        except ResultsError as exc:
+            raise MergeError(str(exc)) from None
+        loaded.append((_shard(results), results))
+    _check_shards(loaded)
+    _check_one_run(loaded)
+    loaded.sort(key=lambda pair: pair[0].index)
+
+    warnings = []
+    records: dict[str, dict[str, Any]] = {}
+    owner: dict[str, Path] = {}
+    cases: dict[str, Any] = {}
+    for shard, results in loaded:
+        if results.run.get("status") != "complete":
+            warnings.append(f"{results.path}: shard {shard} is {results.run.get('status')!r}, not complete "
+                            f"({len(results.run.get('not_run') or [])} of its items not run): the merged run is "
+                            "marked interrupted")
+        for record in results.records:
+            key = record["nodeid"]
+            if key in records:
+                raise MergeError(f"overlapping shards: {owner[key]} and {results.path} both have a record of {key}")
+            records[key] = record
+            owner[key] = results.path
+        for key, context in results.cases.items():
+            cases.setdefault(key, context)
+
+    runs = [results.run for _, results in loaded]
+    first = runs[0]
+    run: dict[str, Any] = {key: value for key, value in first.items()}
+    run["id"] = uuid.UUID(bytes=hashlib.sha256(" ".join(str(r.get("id")) for r in runs).encode()).digest()[:16],
+                          version=5).hex
+    run["status"] = "complete" if all(r.get("status") == "complete" for r in runs) else "interrupted"
+    interrupted_by = _joined(r.get("interrupted_by") for r in runs)
+    run.pop("interrupted_by", None)
+    if interrupted_by is not None:
+        run["interrupted_by"] = interrupted_by
+    run["exit_status"] = _exit_status([r.get("exit_status") for r in runs])
+    run["started"] = min(r["started"] for r in runs)
+    finished = [r.get("finished") for r in runs]
+    run["finished"] = None if None in finished else max(finished)
+    run["updated"] = now()
+    for name in ("platform", "hostname", "cpu_model"):
+        run[name] = _joined(r.get(name) for r in runs) or first.get(name)
+    counts = {r.get("cpu_count") for r in runs}
+    run["cpu_count"] = counts.pop() if len(counts) == 1 else None
+    run["devices"] = {name: {"name": _joined(((r.get("devices") or {}).get(name) or {}).get("name") for r in runs),
+                             "unavailable": info.get("unavailable")}
+                      for name, info in (first.get("devices") or {}).items()}
+    fingerprints = sorted({r["machine"]["fingerprint"] for r in runs})
+    if len(fingerprints) > 1:
+        run["machine"] = {"fingerprint": "shards-" + hashlib.sha256("|".join(fingerprints).encode()).hexdigest()[:16],
+                          "cpu_model": run["cpu_model"], "cpu_count": run["cpu_count"],
+                          "arch": _joined(r["machine"].get("arch") for r in runs)}
+    options = dict(first.get("options") or {})
+    options["conformance_shard"] = None
+    if isinstance(options.get("args"), list):
+        options["args"] = _whole_run_args(options["args"], output)
+    if output is not None:
+        options["conformance_results"] = str(output)
+    run["options"] = options
+    expected = [r.get("records_expected") for r in runs]
+    run["records_expected"] = None if None in expected else sum(expected)
+    run["not_run"] = sorted({key for r in runs for key in r.get("not_run") or []})
+    run["shards"] = [{"shard": str(shard), "file": str(results.path), "id": results.run.get("id"),
+                      "hostname": results.run.get("hostname"), "machine": results.run.get("machine"),
+                      "started": results.run.get("started"), "finished": results.run.get("finished"),
+                      "status": results.run.get("status"), "exit_status": results.run.get("exit_status"),
+                      "records": len(results.records)}
+                     for shard, results in loaded]
+    document = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "run": run,
+                "records": [records[key] for key in sorted(records)], "cases": dict(sorted(cases.items()))}
+    _validate(document)
+    return Merged(document, loaded, warnings)
+
+
+def _validate(document: dict[str, Any]) -> None:
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(results_schema())
+    errors = sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path))
+    if errors:  # a bug of this module, not of the inputs (each of which was valid)
+        where = "/".join(str(p) for p in errors[0].absolute_path) or "(top level)"
+        raise MergeError(f"the merged document does not match the results schema at {where}: "
+                         f"{errors[0].message[:300]}")
+
+
+def write_merged(paths: Iterable[Path | str], output: Path | str) -> Merged:
+    """Merge ``paths`` and write the result to ``output`` atomically."""
+    merged = merge_results(paths, output)
+    atomic_write_json(Path(output), merged.document)
+    return merged

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from conformance.types import Divergence, ModelledDivergence, RunContext
 from conformance.compare import at_least_default
+from conformance.diagnosis import Mistake
 from conformance.ops import draw as d
 from conformance.ops.base import TENSOR, GeneratedProperty
 from conformance.ops.coalesce import accumulation_differs, coalesce_sequential
@@ -160,6 +161,104 @@ def invalid_inputs(draw, dtype: str = "float64") -> OptimizerInputs:
     return OptimizerInputs(inputs.param, inputs.grads, hyper)
 
 
+# ---------------------------------------------------------------- known mistakes (conformance.diagnosis)
+
+
+def _rows(array: np.ndarray) -> np.ndarray:
+    return array.reshape(array.shape[0], -1)
+
+
+def adagrad_with_slip(inputs: OptimizerInputs, *, squares_each: bool = False, eps_inside_root: bool = False,
+                      rowwise: bool = False, ignore_maximize: bool = False, lr_decay_shift: int = 0,
+                      sparse_weight_decay: bool = False, whole_rows: bool = False) -> dict[str, np.ndarray]:
+    """:func:`adagrad_reference` with one slip (each keyword is one known mistake): duplicates
+    squared one at a time, eps inside the root, one accumulator per row (FBGEMM's
+    EXACT_ROWWISE_ADAGRAD: each touched row adds the mean of its g**2), maximize ignored, the
+    decay counted from step ``1 - lr_decay_shift``, weight decay applied to a sparse gradient's
+    entries, an element-sparse gradient written as whole rows."""
+    h = adagrad_hyperparameters(inputs.hyperparameters)
+    param = inputs.param.astype(np.float64).copy()
+    state_sum = np.full_like(param, h["initial_accumulator_value"])
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for step, grad in enumerate(inputs.grads, start=1):
+            sparse = isinstance(grad, CooArray)
+            g, mask = dense_grad_and_mask(grad, param.shape)
+            if whole_rows and sparse and param.ndim > 1:
+                mask = np.broadcast_to(_rows(mask).any(axis=1).reshape(-1, *([1] * (param.ndim - 1))),
+                                       param.shape).copy()
+            if h["maximize"] and not ignore_maximize:
+                g = -g
+            squares = g * g
+            if squares_each and sparse:
+                squares = np.zeros_like(param)
+                np.add.at(squares, tuple(grad.indices), grad.values.astype(np.float64) ** 2)
+            if h["weight_decay"] != 0:
+                if sparse and not sparse_weight_decay:
+                    raise RuntimeError(WEIGHT_DECAY_ERROR)
+                g = np.where(mask, g + h["weight_decay"] * param, g)
+                squares = g * g
+            clr = h["lr"] / (1 + (step - 1 + lr_decay_shift) * h["lr_decay"])
+            if rowwise:
+                touched = _rows(mask).any(axis=1)
+                added = _rows(np.where(mask, squares, 0.0)).sum(axis=1) / _rows(param).shape[1]
+                rows = _rows(state_sum)[:, 0] + np.where(touched, added, 0.0)
+                state_sum = np.broadcast_to(rows.reshape(-1, *([1] * (param.ndim - 1))), param.shape).copy()
+            else:
+                state_sum = np.where(mask, state_sum + squares, state_sum)
+            std = np.sqrt(state_sum + h["eps"]) if eps_inside_root else np.sqrt(state_sum) + h["eps"]
+            param = np.where(mask, param - clr * g / std, param)
+    return {"param": param, "state_sum": state_sum, "step": np.float64(inputs.steps)}
+
+
+def _slip(condition, **slip):
+    """A model of one slip, None where ``condition(inputs)`` says it changes nothing here."""
+    def model(inputs: OptimizerInputs):
+        return adagrad_with_slip(inputs, **slip) if condition(inputs) else None
+    return model
+
+
+def _has_duplicates(inputs: OptimizerInputs) -> bool:
+    return any(isinstance(g, CooArray) and len({tuple(c) for c in g.indices.T.tolist()}) < g.indices.shape[1]
+               for g in inputs.grads)
+
+
+def _element_sparse(inputs: OptimizerInputs) -> bool:
+    return inputs.param.ndim > 1 and any(isinstance(g, CooArray) and g.indices.shape[1] for g in inputs.grads)
+
+
+def _hyper(name: str):
+    return lambda inputs: bool(inputs.hyperparameters.get(name))
+
+
+def rejects_uncoalesced(inputs: OptimizerInputs, error: BaseException) -> bool:
+    """An error about coalescing on a trajectory with a sparse gradient: ``nn.Embedding(sparse=True)``
+    and every sparse gradient the harness passes is uncoalesced, as the sparse optimizers accept."""
+    return "coalesc" in str(error).lower() and any(isinstance(g, CooArray) for g in inputs.grads)
+
+
+MISTAKES = (
+    Mistake("squares before summing", "duplicate indices are squared one at a time (state_sum += sum of g_i**2), "
+            "not summed first ((sum of g_i)**2)", _slip(_has_duplicates, squares_each=True)),
+    Mistake("eps inside the root", "std = sqrt(state_sum + eps) instead of sqrt(state_sum) + eps",
+            _slip(lambda inputs: True, eps_inside_root=True)),
+    Mistake("one accumulator per row", "a single accumulator per row, adding the mean of the row's g**2 (row-wise "
+            "Adagrad, FBGEMM's EXACT_ROWWISE_ADAGRAD), not one per entry", _slip(lambda i: i.param.ndim > 1, rowwise=True)),
+    Mistake("no maximize", "maximize=True is ignored: the parameter descends instead of ascending",
+            _slip(_hyper("maximize"), ignore_maximize=True)),
+    Mistake("lr_decay off by one", "clr = lr / (1 + step * lr_decay): the first step is already decayed "
+            "(torch: (step - 1) * lr_decay)", _slip(_hyper("lr_decay"), lr_decay_shift=1)),
+    Mistake("weight decay on sparse gradients", "weight_decay is applied at a sparse gradient's entries, where "
+            "torch raises \"weight_decay option is not compatible with sparse gradients\"",
+            _slip(_hyper("weight_decay"), sparse_weight_decay=True)),
+    Mistake("whole-row writes of element-sparse updates", "an element-sparse gradient is applied to the whole rows it "
+            "touches (the other entries of those rows are written too)",
+            _slip(_element_sparse, whole_rows=True, sparse_weight_decay=True)),
+    Mistake("rejected uncoalesced gradients", "raises on an uncoalesced sparse gradient (duplicate or unsorted "
+            "indices, what nn.Embedding(sparse=True) produces); torch's sparse optimizers coalesce it",
+            raises=rejects_uncoalesced),
+)
+
+
 class Adagrad(OptimizerOp):
     name = "adagrad"
     title = "Adagrad"
@@ -168,6 +267,7 @@ class Adagrad(OptimizerOp):
     repro_run = "optimizer"
     summary = "torch.optim.Adagrad steps on sparse (masked) gradients"
     candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.Adagrad's constructor"
+    mistakes = MISTAKES
     torch_sums_duplicates_in_half = True
     group_divergences = (ModelledDivergence(GROUP_INITIAL_ACCUMULATOR, "adagrad", constructor_initial_accumulator),)
     state_outputs = {"state_sum": "sum", "step": "step"}  # output name -> torch's state key

@@ -62,6 +62,9 @@ class Op:
     repro_run: str | None = None
     # whether decode_expected reads an empty multi-dim output's {fill, shape} (else encode_expected leaves it out)
     decodes_empty_expected: bool = False
+    # known mistakes in implementing the op (conformance.diagnosis.Mistake): what a failing output
+    # "looks like", named in the failure, its record and the report
+    mistakes: tuple = ()
 
     @property
     def state_tensors(self) -> tuple[str, ...]:

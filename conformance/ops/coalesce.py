@@ -23,6 +23,7 @@ from conformance.compare import (
     at_least_default,
     finite_abs_max,
 )
+from conformance.diagnosis import Mistake
 from conformance.ops import draw as d
 from conformance.ops.base import COO, TENSOR, GeneratedProperty, Op
 from conformance.rounding import FLOAT32_UNIT
@@ -176,6 +177,87 @@ def check_dense_sum(trial, coo: CooArray) -> None:
                   against="the dense sum of the input's entries", model=model)
 
 
+# ---------------------------------------------------------------- known mistakes (conformance.diagnosis)
+
+
+def _outputs(indices: np.ndarray, values: np.ndarray, coo: CooArray) -> dict[str, np.ndarray]:
+    return {"indices": indices, "values": values, "nnz": np.int64(indices.shape[1]),
+            "size": np.array(coo.size, dtype=np.int64)}
+
+
+def dropping_zeros_model(coo: CooArray):
+    result = coalesce_reference(coo)
+    values = result["values"]
+    keep = (values != 0).reshape(len(values), -1).any(axis=1) if values.size else np.ones(len(values), dtype=bool)
+    if keep.all():
+        return None
+    return _outputs(result["indices"][:, keep], values[keep], coo)
+
+
+def last_write_wins_model(coo: CooArray):
+    if coo.indices.shape[1] < 2:
+        return None
+    last: dict[tuple, int] = {}
+    for position in range(coo.indices.shape[1]):
+        last[tuple(coo.indices[:, position].tolist())] = position
+    if len(last) == coo.indices.shape[1]:
+        return None  # no duplicates: nothing to tell
+    chosen = [last[key] for key in sorted(last)]
+    return _outputs(coo.indices[:, chosen], coo.values[chosen].astype(np.float64), coo)
+
+
+def column_major_model(coo: CooArray):
+    result = coalesce_reference(coo)
+    indices = result["indices"]
+    if indices.shape[0] < 2 or indices.shape[1] < 2:
+        return None
+    order = sorted(range(indices.shape[1]), key=lambda i: tuple(reversed(indices[:, i].tolist())))
+    return _outputs(indices[:, order], result["values"][order], coo)
+
+
+def round_toward_zero(exact: np.ndarray, dtype: str) -> np.ndarray | None:
+    """``exact`` (float64) stored in ``dtype`` by truncation instead of round-to-nearest-even."""
+    bits = {"float16": torch.int16, "bfloat16": torch.int16, "float32": torch.int32}.get(dtype)
+    if bits is None:
+        return None
+    exact = np.asarray(exact, dtype=np.float64)
+    nearest = torch.from_numpy(exact.copy()).to(getattr(torch, dtype))
+    over = torch.from_numpy(np.abs(nearest.double().numpy()) > np.abs(exact))
+    stepped = torch.where(over, nearest.view(bits) - 1, nearest.view(bits)).view(nearest.dtype)
+    return stepped.double().numpy().reshape(exact.shape)
+
+
+def truncating_model(coo: CooArray, dtype: str):
+    result = coalesce_reference(coo)
+    values = round_toward_zero(result["values"], dtype)
+    if values is None:
+        return None
+    return _outputs(result["indices"], values, coo)
+
+
+def with_a_sparse_dim(coo: CooArray) -> CooArray | None:
+    """The same entries with one sparse dim of size 1 in front (what a raise on sparse_dim == 0 is told
+    apart from raising on everything by)."""
+    if coo.indices.shape[0] != 0:
+        return None
+    return CooArray(np.zeros((1, coo.indices.shape[1]), dtype=np.int64), coo.values, (1, *coo.size))
+
+
+MISTAKES = (
+    Mistake("dropping explicit zeros", "entries whose duplicates sum to zero (or were written as zero) are removed; "
+            "coalesce keeps them", dropping_zeros_model),
+    Mistake("last-write-wins duplicates", "the last value written at an index is kept (index_put_ without "
+            "accumulate) instead of the sum of the duplicates", last_write_wins_model),
+    Mistake("column-major order", "entries are ordered by the last sparse dim first; coalesce orders indices "
+            "lexicographically (row-major)", column_major_model),
+    Mistake("truncating stores", "the sums are stored in the dtype by truncation (round toward zero), not rounded "
+            "to nearest even", truncating_model, tight=True),
+    Mistake("rejects a tensor without sparse dims", "raises on sparse_dim == 0 (a sparse scalar or an all-dense "
+            "hybrid), which coalesce accepts", raises=lambda coo, error: coo.indices.shape[0] == 0,
+            control=with_a_sparse_dim),
+)
+
+
 class Coalesce(Op):
     name = "coalesce"
     decodes_empty_expected = True
@@ -183,6 +265,7 @@ class Coalesce(Op):
     repro_run = "coalesce"
     summary = "COO tensor -> coalesced COO tensor (duplicates summed, indices sorted)"
     candidate_contract = "a callable taking and returning a sparse COO tensor"
+    mistakes = MISTAKES
     torch_sums_duplicates_in_half = True
     inputs_schema = {
         "type": "object",

@@ -18,6 +18,7 @@ import torch
 from hypothesis import strategies as st
 
 from conformance.types import RunContext
+from conformance.diagnosis import Mistake
 from conformance.compare import (
     ACCUMULATION_ROUNDOFF,
     UNIT_ROUNDOFF,
@@ -30,7 +31,7 @@ from conformance.compare import (
 from conformance.ops import draw as d
 from conformance.ops.base import TENSOR, GeneratedProperty, Op
 from conformance.rounding import FLOAT32_UNIT, rounded
-from conformance.tensors import decode_array, encode_array, quantize, to_numpy, to_torch, torch_dtype
+from conformance.tensors import decode_array, encode_array, quantize, rounder, to_numpy, to_torch, torch_dtype
 
 
 @dataclass
@@ -159,12 +160,96 @@ def pair_cases(pair, dtype: str):
     return [("masked-out-a", pair[0]), ("masked-out-b", pair[1])]
 
 
+# ---------------------------------------------------------------- known mistakes (conformance.diagnosis)
+
+
+def _count_and_grad(inputs: MaskedMeanInputs, count: float | None = None) -> tuple[float, np.ndarray] | None:
+    count = float(inputs.mask.sum()) if count is None else count
+    if count == 0:
+        return None
+    return count, np.where(inputs.mask, 1.0 / count, 0.0)
+
+
+def multiply_by_mask_model(inputs: MaskedMeanInputs):
+    counted = _count_and_grad(inputs)
+    if counted is None:
+        return None
+    count, grad = counted
+    with np.errstate(invalid="ignore", over="ignore"):
+        total = (inputs.values * inputs.mask).sum()
+    return {"value": np.float64(total / count), "grad": grad}
+
+
+def nansum_model(inputs: MaskedMeanInputs):
+    counted = _count_and_grad(inputs)
+    if counted is None:
+        return None
+    count, grad = counted
+    with np.errstate(invalid="ignore", over="ignore"):
+        total = np.nansum(inputs.values * inputs.mask)
+    return {"value": np.float64(total / count), "grad": grad}
+
+
+def skipna_model(inputs: MaskedMeanInputs):
+    """pandas' ``Series.where(mask).mean()``: NaN at a valid entry is skipped, and not counted."""
+    kept = inputs.mask & ~np.isnan(inputs.values)
+    if not kept.any():
+        return {"value": np.float64("nan")}
+    return {"value": np.float64(inputs.values[kept].sum() / kept.sum())}
+
+
+def numel_model(inputs: MaskedMeanInputs):
+    if inputs.values.size == 0 or not inputs.mask.any():
+        return None
+    count, grad = _count_and_grad(inputs, float(inputs.values.size))
+    with np.errstate(invalid="ignore", over="ignore"):
+        total = np.where(inputs.mask, inputs.values, 0.0).sum()
+    return {"value": np.float64(total / count), "grad": grad}
+
+
+def grad_leak_model(inputs: MaskedMeanInputs):
+    counted = _count_and_grad(inputs)
+    if counted is None:
+        return None
+    count, _ = counted
+    return {"value": masked_mean_reference(inputs)["value"], "grad": np.full(inputs.values.shape, 1.0 / count)}
+
+
+def half_sum_model(inputs: MaskedMeanInputs, dtype: str):
+    """The valid values summed one after another in ``dtype`` (float16/bfloat16), then divided."""
+    counted = _count_and_grad(inputs)
+    if counted is None or dtype not in ("float16", "bfloat16"):
+        return None
+    q = rounder(dtype)
+    total = q(0.0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for value in inputs.values[inputs.mask].reshape(-1):
+            total = q(total + value)
+    return {"value": np.float64(q(total / counted[0]))}
+
+
+MISTAKES = (
+    Mistake("multiply-by-mask mean", "sum(values * mask) / count: a NaN or inf under the mask leaks in (NaN * 0 = NaN)",
+            multiply_by_mask_model),
+    Mistake("NaN dropped from the sum (nansum)", "nansum(values * mask) / count hides a masked-out NaN, and also a "
+            "NaN at a valid entry, which must propagate", nansum_model),
+    Mistake("skipna mean", "NaN at a valid entry is skipped and not counted (pandas' default skipna=True), where the "
+            "mean must be NaN", skipna_model),
+    Mistake("numel instead of count", "divides by the number of entries, not the number of valid ones", numel_model),
+    Mistake("gradient leaking outside the mask", "the gradient is 1/count at every entry: the backward forgets to "
+            "multiply by the mask", grad_leak_model),
+    Mistake("half-precision accumulation", "the valid values are summed in float16/bfloat16, one rounding per "
+            "addition, where torch accumulates in float32", half_sum_model, tight=True),
+)
+
+
 class MaskedMean(Op):
     name = "masked_mean"
     stock_backend = "masked"
     repro_run = "masked_mean"
     summary = "mean over mask==True entries, and its gradient (zero where the mask is False)"
     candidate_contract = "a callable (values, bool_mask) -> 0-d tensor that autograd can differentiate"
+    mistakes = MISTAKES
     inputs_schema = {
         "type": "object", "required": ["values", "mask"], "additionalProperties": False,
         "properties": {"values": TENSOR, "mask": {"$ref": "#/$defs/bool_tensor"}},

@@ -19,6 +19,7 @@ import torch
 from hypothesis import strategies as st
 
 from conformance.compare import at_least_default
+from conformance.diagnosis import Mistake
 from conformance.ops import draw as d
 from conformance.ops.base import TENSOR
 from conformance.tensors import CooArray, rounder
@@ -114,6 +115,92 @@ def invalid_inputs(draw, dtype: str = "float64") -> OptimizerInputs:
     return OptimizerInputs(inputs.param, inputs.grads, hyper)
 
 
+# ---------------------------------------------------------------- known mistakes (conformance.diagnosis)
+
+
+def sparse_adam_with_slip(inputs: OptimizerInputs, *, ignore_maximize: bool = False, dense_moments: bool = False,
+                          per_row_steps: bool = False, nonempty_steps: bool = False, step_shift: int = 0,
+                          adam_eps: bool = False, whole_rows: bool = False) -> dict[str, np.ndarray]:
+    """:func:`sparse_adam_reference` with one slip (each keyword is one known mistake): maximize
+    ignored; dense Adam's moments (every entry decays and moves, every step); bias correction
+    with a step count per entry (how often it was hit), with steps counted only on non-empty
+    gradients, or with the next step's count; Adam's eps (after bias correction); an
+    element-sparse gradient written as whole rows."""
+    h = sparse_adam_hyperparameters(inputs.hyperparameters)
+    beta1, beta2 = h["betas"]
+    param = inputs.param.astype(np.float64).copy()
+    exp_avg = np.zeros_like(param)
+    exp_avg_sq = np.zeros_like(param)
+    hits = np.zeros_like(param)
+    counted = 0
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for step, grad in enumerate(inputs.grads, start=1):
+            if isinstance(grad, np.ndarray):
+                raise RuntimeError(DENSE_GRADIENT_ERROR)
+            g, mask = dense_grad_and_mask(grad, param.shape)
+            if h["maximize"] and not ignore_maximize:
+                g = -g
+            if dense_moments:
+                mask = np.ones(param.shape, dtype=bool)
+            elif not mask.any():
+                continue
+            if whole_rows and param.ndim > 1:
+                rows = mask.reshape(mask.shape[0], -1).any(axis=1)
+                mask = np.broadcast_to(rows.reshape(-1, *([1] * (param.ndim - 1))), param.shape).copy()
+            counted += 1
+            hits += mask
+            exp_avg = np.where(mask, exp_avg + (g - exp_avg) * (1 - beta1), exp_avg)
+            exp_avg_sq = np.where(mask, exp_avg_sq + (g * g - exp_avg_sq) * (1 - beta2), exp_avg_sq)
+            t = hits if per_row_steps else (counted if nonempty_steps else step) + step_shift
+            if adam_eps:
+                update = h["lr"] / (1 - beta1**t) * exp_avg / (np.sqrt(exp_avg_sq) / np.sqrt(1 - beta2**t) + h["eps"])
+            else:
+                update = h["lr"] * np.sqrt(1 - beta2**t) / (1 - beta1**t) * exp_avg / (np.sqrt(exp_avg_sq) + h["eps"])
+            param = np.where(mask, param - update, param)
+    steps = counted if nonempty_steps else inputs.steps
+    return {"param": param, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq, "step": np.float64(steps)}
+
+
+def _slip(condition, **slip):
+    def model(inputs: OptimizerInputs):
+        return sparse_adam_with_slip(inputs, **slip) if condition(inputs) else None
+    return model
+
+
+def _has_empty_step(inputs: OptimizerInputs) -> bool:
+    return any(isinstance(g, CooArray) and g.indices.shape[1] == 0 for g in inputs.grads)
+
+
+def _always(inputs: OptimizerInputs) -> bool:
+    return True
+
+
+def _rejects_uncoalesced(inputs: OptimizerInputs, error: BaseException) -> bool:
+    return "coalesc" in str(error).lower() and any(isinstance(g, CooArray) for g in inputs.grads)
+
+
+MISTAKES = (
+    Mistake("non-lazy moments", "dense Adam on the densified gradient: the moments of entries the gradient does not "
+            "specify decay and those entries move (SparseAdam is lazy: only specified entries change)",
+            _slip(_always, dense_moments=True)),
+    Mistake("per-row step counts", "bias correction uses how often each entry was hit, not the optimizer's step "
+            "count", _slip(_always, per_row_steps=True)),
+    Mistake("empty steps not counted", "a step with an empty gradient does not advance the step count (torch's does), "
+            "so later bias corrections use a smaller step", _slip(_has_empty_step, nonempty_steps=True)),
+    Mistake("the next step's bias correction", "bias correction with step + 1 instead of step",
+            _slip(_always, step_shift=1)),
+    Mistake("no maximize", "maximize=True is ignored: the parameter descends instead of ascending",
+            _slip(lambda inputs: bool(inputs.hyperparameters.get("maximize")), ignore_maximize=True)),
+    Mistake("eps after bias correction", "Adam's placement: eps added to sqrt(exp_avg_sq / (1 - beta2**step)); "
+            "SparseAdam adds it to the uncorrected root", _slip(_always, adam_eps=True)),
+    Mistake("whole-row writes of element-sparse updates", "an element-sparse gradient is applied to the whole rows it "
+            "touches: the other entries' moments decay", _slip(lambda i: i.param.ndim > 1, whole_rows=True)),
+    Mistake("rejected uncoalesced gradients", "raises on an uncoalesced sparse gradient (duplicate or unsorted "
+            "indices, what nn.Embedding(sparse=True) produces); torch's SparseAdam coalesces it",
+            raises=_rejects_uncoalesced),
+)
+
+
 class SparseAdam(OptimizerOp):
     name = "sparse_adam"
     title = "SparseAdam"
@@ -122,6 +209,7 @@ class SparseAdam(OptimizerOp):
     repro_run = "optimizer"
     summary = "torch.optim.SparseAdam steps: moments and parameter updated only at specified entries"
     candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.SparseAdam's constructor"
+    mistakes = MISTAKES
     torch_sums_duplicates_in_half = True
     state_outputs = {"exp_avg": "exp_avg", "exp_avg_sq": "exp_avg_sq", "step": "step"}  # output -> state key
     inputs_schema = optimizer_inputs_schema({

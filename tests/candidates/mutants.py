@@ -73,9 +73,13 @@ class CleanAdagrad(torch.optim.Adagrad):
                     std = self.std(state["sum"].sparse_mask(grad)._values(), group["eps"])
                     p.add_(torch.sparse_coo_tensor(grad._indices(), grad._values() / std, grad.shape), alpha=-clr)
                 else:
-                    state["sum"].addcmul_(grad, grad, value=1)
+                    self.accumulate_dense(state["sum"], grad)
                     p.addcdiv_(grad, self.std(state["sum"], group["eps"]), value=-clr)
         return None
+
+    def accumulate_dense(self, state_sum, grad):
+        """state_sum += g**2 at every entry (a dense gradient)."""
+        state_sum.addcmul_(grad, grad, value=1)
 
 
 class EpsInsideSqrtAdagrad(CleanAdagrad):
@@ -106,6 +110,34 @@ class SquareThenSumAdagrad(CleanAdagrad):
         squares = torch.sparse_coo_tensor(grad._indices(), grad._values().pow(2), grad.shape).coalesce()
         state_sum.add_(squares)
         return grad.coalesce()
+
+
+class RowwiseAdagrad(CleanAdagrad):
+    """One accumulator per row, as FBGEMM's EXACT_ROWWISE_ADAGRAD keeps for embedding tables: each
+    touched row adds the mean of its g**2, and every entry of the row divides by that row's root
+    (the row's value is kept in each of its entries, so the state has torch's shape)."""
+
+    def add_row_means(self, state_sum, squares, rows):
+        if state_sum.dim() < 2:
+            state_sum[rows] += squares[rows]
+            return
+        means = squares[rows].reshape(len(rows), -1).mean(dim=1)
+        state_sum[rows] += means.reshape(-1, *([1] * (state_sum.dim() - 1)))
+
+    def accumulate(self, state_sum, grad):
+        if grad.sparse_dim() == 0:
+            return super().accumulate(state_sum, grad)
+        grad = grad.coalesce()
+        squares = torch.sparse_coo_tensor(grad._indices(), grad._values().pow(2), grad.shape).to_dense()
+        self.add_row_means(state_sum, squares, grad._indices()[0].unique() if grad._nnz() else
+                           torch.zeros(0, dtype=torch.long))
+        return grad
+
+    def accumulate_dense(self, state_sum, grad):
+        if state_sum.dim() == 0:
+            state_sum.addcmul_(grad, grad, value=1)
+            return
+        self.add_row_means(state_sum, grad * grad, torch.arange(state_sum.shape[0]))
 
 
 class CleanSparseAdam(torch.optim.SparseAdam):

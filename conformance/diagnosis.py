@@ -1,0 +1,258 @@
+"""Diagnosis: which known mistake a failing output looks like.
+
+Each op record carries a catalogue of known mistakes (``Op.mistakes``): a :class:`Mistake` is a
+short name, a one-line explanation, and a model -- a small NumPy function of the op's inputs that
+gives the outputs an implementation with that mistake would return (or, for a mistake that shows as
+an error, a predicate on the inputs and the exception raised). When an item fails, the judging code
+calls :func:`looks_like` (spec items) or :func:`looks_like_example` (generated items) with the
+failing example: each model runs on it, and a model is named when
+
+- the candidate's outputs match the model's within the item's tolerance,
+- the model itself differs from the NumPy reference on this example (it tells the two apart), and
+- the candidate is closer to the model than to the reference.
+
+The failure's message then ends with ``looks like: <name> -- <explanation>``, the record gets
+``looks_like: {name, explanation}``, and the report shows it in the item's panel. Correct
+implementations never fail, so they never get a diagnosis; a failure no model explains gets none.
+
+This module is a lower layer: it imports only ``compare``, ``tensors`` and ``types``, and takes the
+op record as an argument, so that op records can import :class:`Mistake` from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+import torch
+
+from conformance.compare import Mismatch, Tolerance, compare_outputs, default_tolerance
+from conformance.tensors import quantize, to_numpy, torch_dtype
+from conformance.types import Unsupported
+
+RECORD_FIELD = "looks_like"
+DASH = "\u2014"
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """One known mistake in implementing an op.
+
+    ``model(inputs)`` returns the outputs (NumPy, keyed like the op's reference) an implementation
+    with this mistake gives on ``inputs``, or None where the mistake does not apply or changes
+    nothing (a ``tight`` model is called as ``model(inputs, dtype_name)``). ``raises(inputs, error)`` says whether ``error``, raised on ``inputs`` where the
+    reference returns a result, is this mistake (for mistakes that show as errors); ``control(inputs)``
+    gives inputs without the trigger, on which an implementation with only this mistake returns (an
+    implementation that raises there too raises on everything: not this mistake). ``tight``: the
+    mistake is one of rounding (truncating stores, half-precision sums), so the model is matched
+    bit for bit and told apart from the reference correctly rounded to the dtype, not within the
+    item's tolerance."""
+
+    name: str
+    explanation: str
+    model: Callable[[Any], Mapping[str, Any] | None] | None = None
+    raises: Callable[[Any, BaseException], bool] | None = None
+    control: Callable[[Any], Any] | None = None
+    tight: bool = False
+
+    @property
+    def record(self) -> dict[str, str]:
+        return {"name": self.name, "explanation": self.explanation}
+
+    @property
+    def line(self) -> str:
+        return f"looks like: {self.name} {DASH} {self.explanation}"
+
+
+def _dtype_name(dtype: Any) -> str:
+    return str(dtype).removeprefix("torch.") if isinstance(dtype, torch.dtype) else str(dtype)
+
+
+def _fallback(op: Any, inputs: Any, dtype: str) -> Tolerance:
+    tolerance = default_tolerance(torch_dtype(dtype))
+    try:
+        return tolerance.scaled(float(op.reference_tolerance_scale(inputs)))
+    except Exception:  # noqa: BLE001 - the dtype's default is still a tolerance
+        return tolerance
+
+
+def item_tolerances(op: Any, inputs: Any, dtype: str, names: Iterable[str]) -> dict[str, Tolerance | None]:
+    """The tolerance of each output name for matching a model: the op's tolerances for generated
+    inputs (``Op.generated_tolerances``), else assert_close's default for the dtype scaled as the
+    reference cross-check scales it; exact for the op's exact outputs."""
+    try:
+        tolerances = dict(op.generated_tolerances(inputs, dtype, lambda: {}))
+    except Exception:  # noqa: BLE001 - an op or input without derived tolerances
+        tolerances = {}
+    fallback = _fallback(op, inputs, dtype)
+    exact = set(getattr(op, "exact_outputs", ()))
+    return {name: (None if name in exact else tolerances.get(name) or fallback) for name in names}
+
+
+def _as_float(value: Any) -> np.ndarray:
+    array = to_numpy(value)
+    return np.asarray(array, dtype=np.float64)
+
+
+def distance(outputs: Mapping[str, Any], other: Mapping[str, Any], names: Iterable[str]) -> float:
+    """Largest absolute difference over ``names`` (NaN equals NaN, inf equals the same inf; a NaN
+    against a number, or a shape mismatch, is infinitely far)."""
+    worst = 0.0
+    for name in names:
+        a, b = _as_float(outputs[name]), _as_float(other[name])
+        if a.shape != b.shape:
+            return float("inf")
+        if not a.size:
+            continue
+        same = (np.isnan(a) & np.isnan(b)) | (a == b)
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = np.where(same, 0.0, np.abs(a - b))
+        diff = np.where(np.isnan(diff), np.inf, diff)
+        worst = max(worst, float(diff.max()))
+    return worst
+
+
+def _close(outputs: Mapping[str, Any], expected: Mapping[str, Any], names: list[str],
+           tolerances: Mapping[str, Tolerance | None]) -> bool:
+    try:
+        compare_outputs(outputs, {name: expected[name] for name in names}, tolerances, against="a model")
+    except Mismatch:
+        return False
+    except Exception:  # noqa: BLE001 - outputs that cannot even be compared do not match
+        return False
+    return True
+
+
+def _quantized(values: Mapping[str, Any], names: list[str], dtype: str, exact: set[str]) -> dict[str, Any]:
+    dt = torch_dtype(dtype)
+    return {name: (values[name] if name in exact else quantize(_as_float(values[name]), dt)) for name in names}
+
+
+def diagnose(op: Any, inputs: Any, outputs_or_error: Any, dtype: Any,
+             run: Callable[[Any], Any] | None = None) -> Mistake | None:
+    """The known mistake of ``op`` (``op.mistakes``) that explains this failing run, or None.
+
+    ``outputs_or_error``: the implementation's outputs (a dict), the exception it raised, or a
+    zero-argument callable that runs it (called here, once). ``dtype``: the item's dtype (name or
+    ``torch.dtype``). ``run(inputs)`` runs the implementation on other inputs (an error mistake's
+    control); without it the controls are not run. Never raises for a model's sake: a model that fails on these inputs is skipped."""
+    mistakes = tuple(getattr(op, "mistakes", ()) or ())
+    if not mistakes:
+        return None
+    dtype = _dtype_name(dtype)
+    outputs = outputs_or_error
+    if callable(outputs) and not isinstance(outputs, Mapping):
+        try:
+            outputs = outputs()
+        except Unsupported:
+            return None
+        except Exception as exc:  # noqa: BLE001 - an error is what some mistakes look like
+            outputs = exc
+    try:
+        reference: Any = op.reference(inputs)
+    except Exception as exc:  # noqa: BLE001 - the documented behaviour is an error here
+        reference = exc
+    if isinstance(outputs, BaseException):
+        if isinstance(reference, BaseException):
+            return None
+        for mistake in mistakes:
+            if mistake.raises is not None and _safe(mistake.raises, inputs, outputs) and \
+                    _control_returns(mistake, inputs, run):
+                return mistake
+        return None
+    if not isinstance(outputs, Mapping):
+        return None
+    exact = set(getattr(op, "exact_outputs", ()))
+    best: tuple[float, Mistake] | None = None
+    for mistake in mistakes:
+        if mistake.model is None:
+            continue
+        modelled = _safe(mistake.model, inputs, dtype) if mistake.tight else _safe(mistake.model, inputs)
+        if not isinstance(modelled, Mapping):
+            continue
+        names = [name for name in modelled if name in outputs
+                 and (isinstance(reference, BaseException) or name in reference)]
+        if not names:
+            continue
+        if mistake.tight:
+            tolerances = {name: (None if name in exact else Tolerance(0.0, 0.0)) for name in names}
+            modelled = _quantized(modelled, names, dtype, exact)
+        else:
+            tolerances = item_tolerances(op, inputs, dtype, names)
+        if not _close(outputs, modelled, names, tolerances):
+            continue
+        to_model = distance(outputs, modelled, names)
+        if not isinstance(reference, BaseException):
+            correct = _quantized(reference, names, dtype, exact) if mistake.tight else reference
+            if _close(modelled, correct, names, tolerances):
+                continue  # on this example the mistake gives the right answer: it cannot be told apart
+            if not to_model < distance(outputs, reference, names):
+                continue
+        if best is None or to_model < best[0]:
+            best = (to_model, mistake)
+    return best[1] if best else None
+
+
+def _control_returns(mistake: Mistake, inputs: Any, run: Callable[[Any], Any] | None) -> bool:
+    if mistake.control is None or run is None:
+        return True
+    control = _safe(mistake.control, inputs)
+    if control is None:
+        return True
+    try:
+        run(control)
+    except Exception:  # noqa: BLE001 - it raises without the trigger too
+        return False
+    return True
+
+
+def _safe(function: Callable, *args: Any) -> Any:
+    try:
+        return function(*args)
+    except Exception:  # noqa: BLE001 - a model that cannot run on these inputs explains nothing
+        return None
+
+
+def _annotated(failure: BaseException, found: Mistake) -> BaseException:
+    """``failure`` with the diagnosis as its last line (the same type; a Mismatch keeps its errors)."""
+    text = f"{str(failure).rstrip()}\n  {found.line}"
+    if isinstance(failure, Mismatch):
+        annotated: BaseException = Mismatch(text, failure.max_abs_error, failure.max_rel_error)
+    else:
+        try:
+            annotated = type(failure)(text)
+        except Exception:  # noqa: BLE001 - an exception type with another constructor: keep it as it is
+            return failure
+    annotated.__cause__ = failure.__cause__
+    return annotated
+
+
+def looks_like(op: Any, inputs: Any, outputs_or_error: Any, dtype: Any, record: dict | None,
+               failure: BaseException, run: Callable[[Any], Any] | None = None) -> BaseException:
+    """The judging code's hook: diagnose a failing item, put ``looks_like`` in its ``record`` and
+    return ``failure`` with the "looks like: ..." line added (``failure`` itself when no known
+    mistake explains it). Never raises for the diagnosis's sake."""
+    try:
+        found = diagnose(op, inputs, outputs_or_error, dtype, run)
+    except Exception:  # noqa: BLE001 - a diagnosis never replaces the failure
+        found = None
+    if found is None:
+        return failure
+    if record is not None:
+        record[RECORD_FIELD] = found.record
+    return _annotated(failure, found)
+
+
+def looks_like_example(op: Any, cases: Iterable[tuple[str, Any]], run: Callable[[Any], Any], dtype: Any) -> Mistake | None:
+    """The known mistake one failing generated example shows: each of the op inputs the example
+    stands for (``(label, inputs)``, from the property's ``to_cases``) is run again with ``run``
+    and diagnosed; the first one a model explains names it."""
+    for _, inputs in cases:
+        try:
+            found = diagnose(op, inputs, lambda inputs=inputs: run(inputs), dtype, run)
+        except Exception:  # noqa: BLE001
+            found = None
+        if found is not None:
+            return found
+    return None

@@ -6,9 +6,10 @@
   conformance merge SHARD.json... -o merged.json   # join the shards of a run (--conformance-shard K/N)
   conformance schema [spec|results]                # print a JSON Schema
   conformance check adagrad=mypkg:MyAdagrad        # gate your implementation against the specs and stock torch
+  conformance replay 'specs/adagrad.yaml::tutorial-step-2[coo-cpu-float32]'  # re-run one item, from anywhere
 
 Exit codes: report 0 (1 when no results file could be read); gate 0 pass, 1 regression,
-2 not comparable or unusable input; select 0; merge 0 (2 when the files are not the shards of one run); check: pytest's (0 conforms, 1 a candidate item failed).
+2 not comparable or unusable input; select 0; merge 0 (2 when the files are not the shards of one run); check: pytest's (0 conforms, 1 a candidate item failed); replay: pytest's (0 passes, 1 fails, 4 no such item).
 """
 
 from __future__ import annotations
@@ -187,6 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
     check.build_parser(sub.add_parser("check", help="gate your implementation (OP=module:attr) against the specs "
                                                     "and stock torch; writes results and the HTML report",
                                       description=check.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
+
+    from conformance import replay
+
+    replay.build_parser(sub.add_parser("replay", help="re-run one item (its id as printed), from any directory",
+                                       description=replay.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
 
     from conformance.results.merge import DESCRIPTION as merge_description
 

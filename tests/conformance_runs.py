@@ -109,3 +109,19 @@ def stock_adagrad_run() -> Path:
                                "--conformance-label", "stock torch")
     assert code == 0, f"the stock torch run failed (exit code {code})"
     return path
+
+
+def wrong_adagrad_source() -> str:
+    """The README's wrong Adagrad (tests/candidates/mutants.py:SquareBeforeSumAdagrad) as a file of
+    its own, the way a user has it in their repository: the module's imports and constants, the
+    class, its base and the name."""
+    import ast
+
+    source = (REPO / MUTANTS).read_text(encoding="utf-8")
+    keep = {"CleanAdagrad", "SquareThenSumAdagrad", "SquareBeforeSumAdagrad", "WEIGHT_DECAY_ERROR"}
+    parts = []
+    for node in ast.parse(source).body:
+        names = {getattr(node, "name", None)} | {getattr(t, "id", None) for t in getattr(node, "targets", [])}
+        if isinstance(node, (ast.Import, ast.ImportFrom)) or names & keep:
+            parts.append(ast.get_source_segment(source, node))
+    return "\n\n\n".join(parts) + "\n"

@@ -100,7 +100,7 @@ def test_single_slip_mutants_are_flagged_with_a_counterexample_spec(tmp_path, mu
     assert proc.returncode == 1, output[-4000:]
     if shrink:
         assert "failure on the first failing (not shrunk) example:" in output
-        assert " --conformance-no-shrink" in output.split("replay: ", 1)[1].splitlines()[0]
+        assert " --no-shrink" in output.split("replay: ", 1)[1].splitlines()[0]
     else:
         assert "failure on the shrunk example:" in output and "not shrunk" not in output
     for op, mutant in mutants.items():
@@ -122,7 +122,7 @@ def test_single_slip_mutants_are_flagged_with_a_counterexample_spec(tmp_path, mu
             with pytest.raises(SystemExit) as exited:
                 runpy.run_path(str(script), run_name="__main__")
             assert exited.value.code == 1, f"{script} does not reproduce the failure of {mutant}"
-        assert "replay: python -m pytest" in output and "--conformance-seed 0" in output
+        assert "replay: python -m conformance replay 'specs::generated::" in output and "--seed 0" in output
 
 
 def test_clean_reimplementations_pass(tmp_path):

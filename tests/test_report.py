@@ -87,7 +87,7 @@ def test_report_merges_runs_of_two_torch_versions(tmp_path, capsys):
     assert len(failed) == 1 and data["items"][failed[0]]["nodeid"] == flipped
     item = data["items"][failed[0]]
     assert item["pairs"] == [{"expected": "[1.0, 2.0]", "got": "[1.0, 2.5]"}]
-    assert item["repro"].startswith(f"python -m pytest '{flipped}' --conformance-backend coo")
+    assert item["repro"] == f"python -m conformance replay '{flipped}'"
 
     # the diff between the runs: the flipped item regressed
     assert page.find("div", id="diff-0-1", **{"class": "diff"})
@@ -122,9 +122,9 @@ def test_repro_commands_carry_the_runs_options():
     results = load_results(adagrad_run("SquareBeforeSumAdagrad"))
     record = results.records[0]
     command = repro_command(record, results.run)
-    assert command == (f"python -m pytest '{record['nodeid']}' --conformance-backend candidate "
-                       f"--conformance-device cpu --conformance-dtype {record['dtype']} "
-                       "--conformance-impl adagrad=tests/candidates/mutants.py:SquareBeforeSumAdagrad")
+    assert command == record["rerun"] == (
+        f"python -m conformance replay 'specs/adagrad.yaml::{record['case']}[candidate-cpu-{record['dtype']}]' "
+        "--impl adagrad=tests/candidates/mutants.py:SquareBeforeSumAdagrad")
 
 
 def test_run_labels_are_unique():

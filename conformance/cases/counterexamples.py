@@ -33,6 +33,36 @@ from conformance.cases.generated import (
 from conformance.ops import OPS, Op
 from conformance.verdict import first_line
 
+# ---------------------------------------------------------------- where they are written
+
+
+def reports_directory(config) -> Path:
+    """The run's reports folder: the results file's folder (``--conformance-results``), else
+    ``reports/`` of the directory pytest was started from -- where the user stands, never the
+    rootdir (``conformance check`` runs the specs inside the installed package)."""
+    results = config.getoption("conformance_results", None)
+    if not results:
+        try:
+            results = config.getini("conformance_results")
+        except ValueError:
+            results = None
+    here = Path(config.invocation_params.dir)
+    if results:
+        path = Path(results)
+        return (path if path.is_absolute() else here / path).parent
+    return here / "reports"
+
+
+def counterexamples_directory(config) -> Path:
+    """``--conformance-counterexamples DIR`` (relative to where pytest was started), else
+    ``counterexamples/`` in :func:`reports_directory`."""
+    directory = config.getoption("conformance_counterexamples", None)
+    if not directory:
+        return reports_directory(config) / "counterexamples"
+    path = Path(directory)
+    return path if path.is_absolute() else Path(config.invocation_params.dir) / path
+
+
 # ---------------------------------------------------------------- YAML in spec notation (the op records encode)
 
 
@@ -172,12 +202,12 @@ def write_counterexample(directory: Path, prop: Property, backend: Backend, devi
     header = (f"# Generated counterexample ({prop.id}, backend {backend.name}, {device}, {dtype}).\n"
               f"# Golden values: the NumPy float64 reference, not the code under test.\n"
               f"# Replay the search: {replay}\n"
-              f"# Reproduce with plain torch: python {stem}.py\n")
+              f"# Reproduce with plain torch: python {_shown(directory / f'{stem}.py')}\n")
     text = header + to_yaml(document)
     spec_path.write_text(text, encoding="utf-8")
     script_path = directory / f"{stem}.py"
     script_path.write_text(render_script(prop, backend, dtype, document, impl_target=impl_target, replay=replay,
-                                         spec_name=spec_path.name), encoding="utf-8")
+                                         spec_name=spec_path.name, run_as=_shown(script_path)), encoding="utf-8")
     result = Counterexample(spec_path, script_path, text)
     try:
         spec = load_spec(spec_path)
@@ -194,6 +224,16 @@ def write_counterexample(directory: Path, prop: Property, backend: Backend, devi
             result.reproduced.append(f"{case.id}: passes as a single case (the property needs the script)")
     result.problems += _other_backends_on(spec, others or {}, exclude=backend.name, dtype=dtype)
     return result
+
+
+def _shown(path: Path) -> str:
+    """``path`` as the user types it from where they stand: relative to the current directory when
+    it is inside it, else absolute."""
+    path = Path(path).resolve()
+    try:
+        return path.relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def _other_backends_on(spec, others: dict[str, Backend], exclude: str, dtype: str) -> list[str]:
@@ -255,14 +295,15 @@ def _stock_optimizer(op: Op, backend: Backend) -> str | None:
 
 
 def render_script(prop: Property, backend: Backend, dtype: str, document: dict, *, impl_target: str | None,
-                  replay: str, spec_name: str) -> str:
+                  replay: str, spec_name: str, run_as: str | None = None) -> str:
+    """The standalone script; ``run_as`` is its path as the user runs it (default: ``spec_name``'s .py)."""
     op = prop.op
     first = next((c for c in document["cases"] if "tolerance" in c), {})
     tolerance = first.get("tolerance", {"rtol": 0.0, "atol": 0.0})
     cases = [{k: c[k] for k in ("id", "inputs", "expected", "expected_error") if k in c} for c in document["cases"]]
     head = _fragment(
         "head.py", prop_id=prop.id, backend=backend.name, dtype=dtype, summary=prop.summary, spec_name=spec_name,
-        replay=replay, script_name=spec_name.replace(".yaml", ".py"), root=str(Path.cwd()),
+        replay=replay, script_name=run_as or spec_name.replace(".yaml", ".py"), root=str(Path.cwd()),
         rtol=tolerance["rtol"], atol=tolerance["atol"],
         cases_json=("[\n" + ",\n".join(json.dumps(case, allow_nan=True) for case in cases) + "\n]").replace(
             '"""', '\\"\\"\\"'))

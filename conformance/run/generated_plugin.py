@@ -80,19 +80,12 @@ class GeneratedConfig:
             print_blob=False,
         )
 
-    def replay_command(self, nodeid: str, op: str, backend) -> str:
-        parts = [f"python -m pytest '{nodeid}'", f"--conformance-seed {self.seed}"]
-        if self.profile != DEFAULT_PROFILE:
-            parts.append(f"--conformance-hypothesis-profile {self.profile}")
-        if self.examples != PROFILES[self.profile]["examples"]:
-            parts.append(f"--conformance-examples {self.examples}")
-        if not self.shrink:
-            parts.append("--conformance-no-shrink")
-        from conformance.backends.candidate import CandidateBackend
+    def replay_command(self, item) -> str:
+        """The one re-run form of ``item`` (``python -m conformance replay ID --seed N ...``, from any
+        directory): :func:`conformance.replay.command_for`."""
+        from conformance.replay import command_for
 
-        if op in self.impl_targets and isinstance(backend, CandidateBackend):
-            parts.append(f"--conformance-impl {op}={self.impl_targets[op]}")
-        return " ".join(parts)
+        return item.record.get("rerun") or command_for(item)
 
 
 GENERATED = pytest.StashKey[GeneratedConfig]()
@@ -112,7 +105,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="base seed of the generated cases (printed with every failure, to replay it). "
                          f"Default: {DEFAULT_SEED} for ci, a fresh one for thorough.")
     group.addoption("--conformance-counterexamples", metavar="DIR",
-                    help="where shrunk counterexamples are written (default: reports/counterexamples)")
+                    help="where shrunk counterexamples are written (default: counterexamples/ beside the "
+                         "--conformance-results file, else ./reports/counterexamples)")
     group.addoption("--conformance-no-shrink", action="store_true",
                     help="report a generated item's first failing example as drawn, without minimising it: the "
                          "verdict is the same and comes sooner (shrinking tries many new inputs, and libraries "
@@ -151,11 +145,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if seed is None:
         seed = DEFAULT_SEED if profile == "ci" else random.SystemRandom().randrange(2**32)
         os.environ[SEED_VARIABLE] = str(seed)  # xdist workers start after this and inherit it
-    reports = config.rootpath / "reports"
-    directory = config.getoption("conformance_counterexamples")
-    counterexamples = Path(directory) if directory else reports / "counterexamples"
-    if not counterexamples.is_absolute():
-        counterexamples = config.rootpath / counterexamples
+    from conformance.cases.counterexamples import counterexamples_directory, reports_directory
+
+    reports = reports_directory(config)  # where the user stands, never inside the installed package
+    counterexamples = counterexamples_directory(config)
     # keep Hypothesis' own files (.hypothesis/) out of the repository root
     os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(reports / "hypothesis"))
     database = reports / "hypothesis" / "examples" if PROFILES[profile]["database"] else None
@@ -296,7 +289,7 @@ class GeneratedItem(ConformanceItem):
         from conformance.ops import OPS
 
         failure = result.failure
-        replay = gen.replay_command(self.nodeid, self.prop.op, self.backend)
+        replay = gen.replay_command(self)
         lines = [f"generated property {self.prop.id}: {self.prop.summary}",
                  f"backend {self.backend.name}, device {self.device}, dtype {self.dtype}; "
                  f"{result.examples} examples run (profile {gen.profile}, seed {gen.seed})",

@@ -196,11 +196,12 @@ class CaseItem(ConformanceItem):
 
     def repr_failure(self, excinfo, style=None):
         where = f"{self.case.spec_path}:{self.case.line}: {self.name}"
+        rerun = f"\n\nreplay: {self.record['rerun']}" if self.record.get("rerun") else ""
         if excinfo.errisinstance(Mismatch):
-            return f"{where}\n{excinfo.value}"
+            return f"{where}\n{excinfo.value}{rerun}"
         excinfo.traceback = excinfo.traceback.filter(
             lambda entry: not any(part in str(entry.path) for part in ("/_pytest/", "/pluggy/")))
-        return f"{where}\n{super().repr_failure(excinfo, style='short')}"
+        return f"{where}\n{super().repr_failure(excinfo, style='short')}{rerun}"
 
     def reportinfo(self):
         return self.path, self.case.line - 1, f"{self.case.id}[{self.placement.id}]"

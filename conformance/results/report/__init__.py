@@ -16,7 +16,6 @@ import html
 import json
 import re
 import math
-import shlex
 from collections import defaultdict
 from dataclasses import dataclass
 from importlib import resources
@@ -78,22 +77,11 @@ def run_tag(index: int) -> str:
 
 
 def repro_command(record: dict, run: dict) -> str:
-    """The command line that re-runs one item with the options of its run."""
-    args = ["python", "-m", "pytest", record["nodeid"]]
-    if record.get("backend"):
-        args += ["--conformance-backend", record["backend"]]
-    if record.get("device"):
-        args += ["--conformance-device", record["device"]]
-    if record.get("dtype"):
-        args += ["--conformance-dtype", record["dtype"]]
-    options = run.get("options") or {}
-    for impl in options.get("conformance_impl") or []:
-        args += ["--conformance-impl", impl]
-    if record.get("kind") == "benchmark":
-        args += ["--conformance-benchmark"]
-    if options.get("hypothesis_seed") is not None:
-        args += ["--hypothesis-seed", str(options["hypothesis_seed"])]
-    return shlex.join(args)
+    """The command line that re-runs one item with the options of its run, from any directory
+    (``python -m conformance replay``): the record's ``rerun``, or rebuilt for an older record."""
+    from conformance.replay import command_from_record
+
+    return command_from_record(record, run)
 
 
 def _expected_vs_got(message: str | None) -> list[dict[str, str]]:

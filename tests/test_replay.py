@@ -1,0 +1,99 @@
+"""``python -m conformance replay ITEM``: the one re-run form the suite prints, from any directory.
+
+The ids round-trip (what :func:`portable_id` prints, :func:`parse_item` reads back from anywhere);
+a bad id names what is wrong; and the command run from an empty directory exits 1 on a failing
+item, 0 on a passing one, 4 when there is no such item. (From a directory with the suite installed
+from a wheel: tests/test_wheel.py.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conformance.check import specs_dir
+from conformance.replay import ReplayError, command, command_from_record, parse_item, portable_id
+from conformance_runs import wrong_adagrad_source
+
+WRONG = "adagrad=my_adagrad.py:SquareBeforeSumAdagrad"
+
+
+def test_item_ids_read_back_from_any_directory(tmp_path):
+    specs = specs_dir()
+    suite = portable_id(specs / "adagrad.yaml", "tutorial-step-2[coo-cpu-float32]", generated=False, cwd=tmp_path)
+    assert suite == "specs/adagrad.yaml::tutorial-step-2[coo-cpu-float32]"
+    item = parse_item(suite, cwd=tmp_path)
+    assert (item.path, item.generated, item.case) == (specs / "adagrad.yaml", False, "tutorial-step-2")
+    assert (item.backend, item.device, item.dtype) == ("coo", "cpu", "float32")
+
+    generated = portable_id(specs, "adagrad-agrees-with-reference[kernel-triton-cpu-float16]", generated=True)
+    assert generated == "specs::generated::adagrad-agrees-with-reference[kernel-triton-cpu-float16]"
+    item = parse_item(generated, cwd=tmp_path)
+    assert (item.path, item.generated, item.backend, item.device) == (specs, True, "kernel-triton", "cpu")
+
+    # a spec file of your own: relative to where you stand, and never read as the suite's specs/
+    (tmp_path / "specs").mkdir()
+    own = tmp_path / "specs" / "adagrad.yaml"
+    own.write_text("op: adagrad\n")
+    mine = portable_id(own, "c[coo-cpu-float32]", generated=False, cwd=tmp_path)
+    assert mine == "./specs/adagrad.yaml::c[coo-cpu-float32]"
+    assert parse_item(mine, cwd=tmp_path).path == own
+    elsewhere = portable_id(own, "c[coo-cpu-float32]", generated=False, cwd=tmp_path / "somewhere-else")
+    assert elsewhere == f"{own.resolve()}::c[coo-cpu-float32]"  # not under where you stand: absolute
+    assert parse_item(elsewhere, cwd=Path("/")).path == own.resolve()
+
+
+@pytest.mark.parametrize("text, says", [
+    ("tutorial-step-2[coo-cpu-float32]", "is not an item id: expected PATH::NAME"),
+    ("specs/nope.yaml::c[coo-cpu-float32]", "no spec file specs/nope.yaml in the suite's specs"),
+    ("specs/adagrad.yaml::c[float32]", "should read BACKEND-DEVICE-DTYPE"),
+    ("specs::other::c[coo-cpu-float32]", "only the generated items have a second '::'"),
+])
+def test_a_bad_item_id_says_what_is_wrong(text, says, tmp_path):
+    with pytest.raises(ReplayError) as raised:
+        parse_item(text, cwd=tmp_path)
+    assert says in str(raised.value)
+
+
+def test_the_command_carries_what_changes_the_item():
+    assert command("specs/a.yaml::c[candidate-cpu-float32]", impl="adagrad=m.py:A") == \
+        "python -m conformance replay 'specs/a.yaml::c[candidate-cpu-float32]' --impl adagrad=m.py:A"
+    record = {"kind": "case", "generated": True, "case": "adagrad-agrees-with-reference", "op": "adagrad",
+              "backend": "candidate", "device": "cpu", "dtype": "float16", "seed": 7, "profile": "thorough",
+              "nodeid": "specs::generated::adagrad-agrees-with-reference[candidate-cpu-float16]"}
+    run = {"options": {"conformance_impl": ["coalesce=x:y", "adagrad=my.py:A"], "conformance_no_shrink": True}}
+    assert command_from_record(record, run) == (
+        "python -m conformance replay 'specs::generated::adagrad-agrees-with-reference[candidate-cpu-float16]' "
+        "--impl adagrad=my.py:A --seed 7 --profile thorough --no-shrink")
+    assert command_from_record({**record, "rerun": "as recorded"}, run) == "as recorded"
+
+
+def _replay(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "conformance", "replay", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_replay_from_an_empty_directory_exits_with_the_items_verdict(tmp_path):
+    (tmp_path / "my_adagrad.py").write_text(wrong_adagrad_source(), encoding="utf-8")
+    failing = _replay(tmp_path, "specs/adagrad.yaml::duplicates-cancel[candidate-cpu-float32]", "--impl", WRONG)
+    assert failing.returncode == 1, failing.stdout[-3000:] + failing.stderr[-2000:]
+    assert "1 failed, " in failing.stdout and "duplicates-cancel" in failing.stdout
+    # the failure names its own re-run command: this one
+    assert ("replay: python -m conformance replay 'specs/adagrad.yaml::duplicates-cancel[candidate-cpu-float32]' "
+            f"--impl {WRONG}") in failing.stdout
+
+    passing = _replay(tmp_path, "specs/adagrad.yaml::tutorial-step-1[candidate-cpu-float32]", "--impl", WRONG)
+    assert passing.returncode == 0, passing.stdout[-3000:] + passing.stderr[-2000:]
+    assert "1 passed, " in passing.stdout
+
+    missing = _replay(tmp_path, "specs/adagrad.yaml::no-such-case[coo-cpu-float32]")
+    assert missing.returncode == 4
+    assert "no item specs/adagrad.yaml::no-such-case[coo-cpu-float32]" in missing.stdout + missing.stderr
+    no_file = _replay(tmp_path, "specs/nope.yaml::c[coo-cpu-float32]")
+    assert no_file.returncode == 4 and "no spec file specs/nope.yaml" in no_file.stderr
+    needs_impl = _replay(tmp_path, "specs/adagrad.yaml::duplicates-cancel[candidate-cpu-float32]")
+    assert needs_impl.returncode == 4 and "give it with --impl OP=module:attr" in needs_impl.stderr
+    # a spec item writes nothing where it runs (no cache, no reports of its own)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["my_adagrad.py"]

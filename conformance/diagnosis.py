@@ -214,18 +214,17 @@ def _safe(function: Callable, *args: Any) -> Any:
         return None
 
 
-def _annotated(failure: BaseException, found: Mistake) -> BaseException:
-    """``failure`` with the diagnosis as its last line (the same type; a Mismatch keeps its errors)."""
-    text = f"{str(failure).rstrip()}\n  {found.line}"
+def annotated(failure: BaseException, found: Mistake) -> BaseException:
+    """``failure`` with the diagnosis as its last line: a Mismatch (a failure) is rebuilt with it,
+    keeping its errors; any other exception (an error) keeps its type and traceback and gets the
+    line as a note (Python 3.11+; the record has it either way)."""
     if isinstance(failure, Mismatch):
-        annotated: BaseException = Mismatch(text, failure.max_abs_error, failure.max_rel_error)
-    else:
-        try:
-            annotated = type(failure)(text)
-        except Exception:  # noqa: BLE001 - an exception type with another constructor: keep it as it is
-            return failure
-    annotated.__cause__ = failure.__cause__
-    return annotated
+        rebuilt = Mismatch(f"{str(failure).rstrip()}\n  {found.line}", failure.max_abs_error, failure.max_rel_error)
+        rebuilt.__cause__ = failure.__cause__
+        return rebuilt
+    if hasattr(failure, "add_note"):
+        failure.add_note(found.line)
+    return failure
 
 
 def looks_like(op: Any, inputs: Any, outputs_or_error: Any, dtype: Any, record: dict | None,
@@ -241,7 +240,7 @@ def looks_like(op: Any, inputs: Any, outputs_or_error: Any, dtype: Any, record: 
         return failure
     if record is not None:
         record[RECORD_FIELD] = found.record
-    return _annotated(failure, found)
+    return annotated(failure, found)
 
 
 def looks_like_example(op: Any, cases: Iterable[tuple[str, Any]], run: Callable[[Any], Any], dtype: Any) -> Mistake | None:

@@ -32,6 +32,7 @@ from typing import Any, Callable
 import numpy as np
 from hypothesis import strategies as st
 
+from conformance import diagnosis
 from conformance.cases import known_divergences, lowprec
 from conformance.types import RunContext, Unsupported
 from conformance.backends.base import Backend
@@ -511,6 +512,7 @@ class PropertyResult:
     failure: BaseException | None = None
     failing_example: Any = None
     seed: int | None = None
+    looks_like: Any = None  # the known mistake (conformance.diagnosis.Mistake) the failing example shows
 
 
 def _misses(prop: Property, trial: Trial, example: Any) -> bool:
@@ -667,6 +669,11 @@ def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, s
     examples: list = []
     check = _example_check(prop, trial, torch_trial, result, record=examples if key is not None else None)
     _search(prop, dtype, check, result, settings=settings, base_seed=base_seed, database_key=database_key)
+    if result.failure is not None and result.failing_example is not None:  # what the failure looks like
+        result.looks_like = diagnosis.looks_like_example(op, prop.to_cases(result.failing_example, dtype), trial.run,
+                                                         dtype)
+        if result.looks_like is not None:
+            result.failure = diagnosis.annotated(result.failure, result.looks_like)
     if result.failure is None and result.unsupported is None and result.unsupported_examples == 0:
         DRAWN.keep(key, examples)
     return result

@@ -274,6 +274,8 @@ class GeneratedItem(ConformanceItem):
                            hypothesis_database=str(gen.database) if gen.database else None)
         if self.backend.judged_against_torch:
             self.record["improvements"] = result.improvements
+        if getattr(result, "looks_like", None) is not None:  # conformance.diagnosis
+            self.record["looks_like"] = result.looks_like.record
         if result.unsupported is not None:
             raise outcomes.UnsupportedSkip(f"unsupported: {result.unsupported} (on all {result.unsupported_examples} "
                                            f"examples drawn)")

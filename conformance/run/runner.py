@@ -7,6 +7,7 @@ import re
 import time
 from typing import Any, Callable
 
+from conformance import diagnosis
 from conformance.backends.base import Backend
 from conformance.types import RunContext, Unsupported
 from conformance.verdict import (SameAsTorch, TorchRun, Verdict, agreement_tolerance, agrees, distance, first_line,
@@ -111,11 +112,21 @@ def run_item(case: Case, backend: Backend, device: str, dtype_name: str,
                 case, lambda: op.run_candidate(op.torch_implementation, inputs, RunContext(device, dtype, {}))))
         same = torch is not None and (failure is None) == (torch.failure is None) and (
             failure is None or str(failure).split(":")[0] == str(torch.failure).split(":")[0])
-        _conclude(case, backend, ctx, failure, torch, same, divergence, expected={}, outputs={})
+        try:
+            _conclude(case, backend, ctx, failure, torch, same, divergence, expected={}, outputs={})
+        except Mismatch as differs:  # what the candidate computed instead of raising, and what it looks like
+            run = lambda other: backend.run(op.name, other, RunContext(device, dtype, {}))  # noqa: E731
+            raise diagnosis.looks_like(op, inputs, lambda: run(inputs), dtype, ctx.record, differs, run) from failure
         return ctx
     started = time.perf_counter()
     with measure(device, ctx.record):  # XLA: compile counts, the lazy graph executed
-        outputs = backend.run(op.name, inputs, ctx)
+        try:
+            outputs = backend.run(op.name, inputs, ctx)
+        except Unsupported:
+            raise
+        except Exception as error:  # an error where a result is expected: what it looks like, if known
+            raise diagnosis.looks_like(op, inputs, error, dtype, ctx.record, error,
+                                       lambda other: backend.run(op.name, other, RunContext(device, dtype, {})))
     ctx.record["seconds"] = time.perf_counter() - started
     failure = None
     try:
@@ -131,7 +142,11 @@ def run_item(case: Case, backend: Backend, device: str, dtype_name: str,
         names = set(expected) | set(_reference(case, inputs))
         same = agrees(outputs, torch.outputs, _tolerances(case, agreement_tolerance(dtype)), names)
         ctx.record["torch_max_abs_error"] = distance(outputs, torch.outputs)
-    _conclude(case, backend, ctx, failure, torch, same, divergence, expected, outputs)
+    try:
+        _conclude(case, backend, ctx, failure, torch, same, divergence, expected, outputs)
+    except Mismatch as differs:
+        run = lambda other: backend.run(op.name, other, RunContext(device, dtype, {}))  # noqa: E731
+        raise diagnosis.looks_like(op, inputs, outputs, dtype, ctx.record, differs, run) from failure
     return ctx
 
 

@@ -121,6 +121,8 @@ class RowwiseAdagrad(CleanAdagrad):
         if state_sum.dim() < 2:
             state_sum[rows] += squares[rows]
             return
+        if len(rows) == 0 or state_sum.numel() == 0:
+            return
         means = squares[rows].reshape(len(rows), -1).mean(dim=1)
         state_sum[rows] += means.reshape(-1, *([1] * (state_sum.dim() - 1)))
 

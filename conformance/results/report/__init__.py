@@ -244,6 +244,7 @@ def build_report(paths: Iterable[str | Path], out: str | Path, *, title: str | N
                 "torch_max_abs_error": record.get("torch_max_abs_error"), "values": record.get("values"),
                 "improvement": record.get("improvement"), "stale_divergence": record.get("stale_divergence"),
                 "counterexample": record.get("counterexample"),
+                "looks_like": record.get("looks_like"),
             }
             item_index[(r_index, key)] = len(items)
             items.append(entry)

@@ -86,6 +86,8 @@
                                                          target: "_blank", rel: "noopener", text: it.divergence.link})]));
       }
     }
+    if (it.looks_like) section("Likely cause", "details-looks-like").appendChild(el("p", {id: "details-looks-like-text",
+        text: "looks like: " + it.looks_like.name + " \u2014 " + it.looks_like.explanation}));
     if (it.improvement) section("Improvement over stock torch", "details-improvement").appendChild(el("p", {text: String(it.improvement)}));
     if (it.stale_divergence) section("Stale known divergence", "details-stale").appendChild(el("p", {text: String(it.stale_divergence)}));
 

@@ -36,6 +36,8 @@ def run_pytest(args: list[str], cwd: Path = REPO, records: Path | None = None,
     os.environ.update({**clean_env(saved_env), **(env or {})})
     if records is not None:
         os.environ["CONFORMANCE_RECORDS"] = str(records)
+        if not any(arg.startswith("--conformance-counterexamples") for arg in args):  # not into the checkout
+            args = [*args, f"--conformance-counterexamples={records.parent / 'counterexamples'}"]
     try:
         os.chdir(cwd)
         with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):

@@ -182,6 +182,28 @@ def _check_expansion(node: yaml.Node, limit: int = MAX_YAML_NODES) -> None:
                       f"{limit:,} a spec may have (an alias bomb?)")
 
 
+def _check_duplicate_keys(path: Path, root: yaml.Node) -> None:
+    """A key given twice in one mapping is an error naming both lines (PyYAML keeps the last silently)."""
+    seen_nodes: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen_nodes:
+            continue
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            first: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if isinstance(key_node, yaml.ScalarNode) and key_node.value != "<<":
+                    key = (key_node.tag, key_node.value)
+                    if key in first:
+                        raise SpecError(path, key_node.start_mark.line + 1,
+                                        f"duplicate key {key_node.value!r} (first given on line {first[key]})")
+                    first[key] = key_node.start_mark.line + 1
+        if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+            stack.extend(child for pair in node.value for child in (pair if isinstance(pair, tuple) else (pair,)))
+
+
 def _line_map(node: yaml.Node) -> dict[tuple, int]:
     """Map each JSON path in the document to the 1-based line where its value starts
     (aliases expanded: call :func:`_check_expansion` first)."""
@@ -246,10 +268,11 @@ def _schema_error(path: Path, lines: dict, data: Any) -> SpecError | None:
     where = tuple(error.absolute_path)
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         allowed = set(error.schema.get("properties", {}))
-        extra = sorted(key for key in error.instance if key not in allowed)
+        extra = sorted((key for key in error.instance if key not in allowed), key=str)  # `on:` reads as True
         if extra:  # point at the unexpected key itself
             return SpecError(path, _line_of(lines, where + (extra[0],)),
-                             f"{_format_path(where + (extra[0],))}: unexpected field {extra[0]!r}; "
+                             f"{_format_path(where + (extra[0],))}: unexpected field {extra[0]!r}"
+                             f"{' (YAML reads a bare on/off/yes/no as a boolean)' if isinstance(extra[0], bool) else ''}; "
                              f"allowed here: {', '.join(sorted(allowed))}")
     return SpecError(path, _line_of(lines, where), f"{_format_path(where)}: {message}")
 
@@ -301,6 +324,7 @@ def _load_spec(path: Path) -> Spec:
         _check_expansion(node)  # before anything is built from the aliases
     except _YamlTooBig as exc:
         raise SpecError(path, exc.line, f"{_format_path(exc.path)}: {exc.message}") from None
+    _check_duplicate_keys(path, node)
     lines = _line_map(node)
     constructor = yaml.SafeLoader("")  # builds the data from the node already composed: one parse, not two
     try:

@@ -37,3 +37,109 @@ class SwallowedSigtermAdagrad(torch.optim.Adagrad):
             finally:
                 gc.callbacks.remove(callback)
         return super().step(closure)
+
+
+# ---------------------------------------------------------------- faults `conformance check` must survive
+# (tests/test_check_robustness.py): each is torch's Adagrad except on the 3 x 3 parameter of the
+# ``misbehave-here`` case of tests/data/robustness_adagrad.yaml, unless its docstring says otherwise.
+
+if os.environ.get("CONFORMANCE_TEST_EXIT_AT_IMPORT"):
+    os._exit(0)  # the candidate's module ends the process while it is imported
+
+
+def _here(optimizer: torch.optim.Optimizer) -> bool:
+    return any(tuple(p.shape) == (3, 3) for group in optimizer.param_groups for p in group["params"])
+
+
+class NativeDeadlockAdagrad(torch.optim.Adagrad):
+    """Deadlocks in C with the GIL released, as a hung fused kernel does: locks a plain pthread
+    mutex twice (ctypes releases the GIL around foreign calls; the futex wait ignores signals)."""
+
+    def step(self, closure=None):
+        if _here(self):
+            import ctypes
+
+            libc = ctypes.CDLL(None)
+            mutex = ctypes.create_string_buffer(64)  # zeroed: PTHREAD_MUTEX_INITIALIZER on glibc
+            libc.pthread_mutex_lock(mutex)
+            libc.pthread_mutex_lock(mutex)
+        return super().step(closure)
+
+
+class GilHoldingAdagrad(torch.optim.Adagrad):
+    """Spins in C code that holds the GIL and never checks for signals: ``sum(range(10**11))``."""
+
+    def step(self, closure=None):
+        if _here(self):
+            sum(range(10**11))
+        return super().step(closure)
+
+
+class ExitingAdagrad(torch.optim.Adagrad):
+    """Ends the process with status 0 (``os._exit(0)``), as a library's fatal path may."""
+
+    def step(self, closure=None):
+        if _here(self):
+            os._exit(0)
+        return super().step(closure)
+
+
+class AbortingAdagrad(torch.optim.Adagrad):
+    """Aborts the process (SIGABRT), as a failed C assertion does."""
+
+    def step(self, closure=None):
+        if _here(self):
+            os.abort()
+        return super().step(closure)
+
+
+class PytestExitAdagrad(torch.optim.Adagrad):
+    """Calls ``pytest.exit(returncode=0)``: the candidate must not end the run with status 0."""
+
+    def step(self, closure=None):
+        if _here(self):
+            import pytest
+
+            pytest.exit("the candidate asked pytest to stop", returncode=0)
+        return super().step(closure)
+
+
+class StrayThreadAdagrad(torch.optim.Adagrad):
+    """Correct, but leaves a non-daemon thread that never ends (a worker pool it never shuts down)."""
+
+    def step(self, closure=None):
+        if _here(self):
+            import threading
+
+            threading.Thread(target=threading.Event().wait, name="candidate-pool-worker", daemon=False).start()
+        return super().step(closure)
+
+
+class UnsupportedEverywhereAdagrad(torch.optim.Adagrad):
+    """Supports nothing: raises ``Unsupported`` on every input (every item)."""
+
+    def __init__(self, params, **kwargs):
+        from conformance import Unsupported
+
+        raise Unsupported("this candidate supports no input")
+
+
+class _HostileStr(Exception):
+    def __str__(self):
+        raise RuntimeError("__str__ of the candidate's exception raised")
+
+
+class _NonStringStr(Exception):
+    def __str__(self):
+        return 42
+
+
+class HostileStrAdagrad(torch.optim.Adagrad):
+    """Raises an exception whose ``__str__`` raises; on ``after`` one whose ``__str__`` returns an int."""
+
+    def step(self, closure=None):
+        if _here(self):
+            raise _HostileStr()
+        if any(tuple(p.shape) == (2, 2) for group in self.param_groups for p in group["params"]):
+            raise _NonStringStr()
+        return super().step(closure)

@@ -147,7 +147,7 @@ def test_report_carries_case_context_and_reads_at_a_glance(tmp_path):
 
     stock = stock_adagrad_run()
     document = load(stock)
-    assert document["cases"]["specs/adagrad.yaml::tutorial-step-1"]["source"]["document"]
+    assert document["cases"]["specs/adagrad.yaml::tutorial-step-1"]["source"]["url"].startswith("https://")
     # TEST FIXTURE: the same run with a cuda column that was skipped everywhere
     skipped = [dict(r, nodeid=r["nodeid"].replace("-cpu-", "-cuda-"), device="cuda", outcome="skipped",
                     message="Skipped: cuda not available: no driver") for r in document["records"]]

@@ -18,7 +18,13 @@ def test_shipped_specs_load_and_cite_sources(path):
     spec = load_spec(path)
     assert spec.cases
     for case in spec.cases:
-        assert case.source and case.source.get("document"), f"{case.id} has no source"
+        # a public document: its title, and its address or the claim derived by hand (no local files)
+        assert case.source and case.source.get("title"), f"{case.id} has no source"
+        assert case.source.get("url") or case.source.get("derivation"), f"{case.id}: source without url or derivation"
+        for address in (case.source.get("url"), case.source.get("see")):
+            assert address is None or address.startswith("https://"), f"{case.id}: {address}"
+        if "github.com/pytorch/pytorch/blob/" in (case.source.get("url") or ""):
+            assert f"/blob/{case.source['commit']}/" in case.source["url"], f"{case.id}: source code not at a commit"
         if case.expected is not None:
             assert case.derivation, f"{case.id} gives golden values without a derivation"
 

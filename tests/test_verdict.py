@@ -141,7 +141,7 @@ def test_a_candidate_that_differs_from_both_fails_with_torch_beside_it():
 SPEC = """\
 op: coalesce
 sources:
-  hand: {{document: "by hand", title: "a hand-derived example"}}
+  hand: {{title: "a hand-derived example", derivation: "1 + 2 = 3, by hand"}}
 defaults: {{source: hand, dtypes: [float32]}}
 cases:
   - id: {case}

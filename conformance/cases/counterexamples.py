@@ -110,10 +110,12 @@ def _source_of(op: Op) -> dict:
     module = inspect.getmodule(type(op))
     path = Path(inspect.getfile(module)) if module else None
     document = f"conformance/ops/{path.name}" if path else f"conformance.ops.{op.name}"
-    return {"document": document,
-            "title": f"NumPy float64 reference of {op.name} (conformance.ops.{op.name}: {op.name}.reference), "
+    return {"title": f"NumPy float64 reference of {op.name} ({document}: {op.name}.reference), "
                      "independent of the code under test",
-            "section": "golden values of generated counterexamples"}
+            "section": "golden values of generated counterexamples",
+            "derivation": f"computed in float64 by {op.name}.reference ({document}), which restates the op's "
+                          f"documented behaviour in NumPy, on inputs exact in the case's dtype; never by the code "
+                          f"under test"}
 
 
 def _divergences_elsewhere(prop: Property, example: Any, dtype: str, failing: Backend,

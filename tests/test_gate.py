@@ -153,9 +153,12 @@ EVERY_OP = set(OPS)
     ("conformance/ops/adagrad.py", {"adagrad"}),
     ("specs/adagrad.yaml", {"adagrad"}),
     ("kernels/csrc/fused_adagrad_step.cpp", {"adagrad"}),
-    ("torch/optim/sparse_adam.py", {"sparse_adam", "adagrad"}),  # also a file under optim/
+    ("torch/optim/sparse_adam.py", {"sparse_adam", "adagrad", "sgd"}),  # also a file under optim/
     ("conformance/ops/sparse_adam.py", {"sparse_adam"}),
-    ("conformance/ops/optimizer_steps.py", {"adagrad", "sparse_adam"}),
+    ("conformance/ops/sgd.py", {"sgd"}),  # every op record has its rule, none written by hand
+    ("tests/candidates/my_SGD.py", EVERY_OP),  # tests/candidates/** is the harness's
+    ("mypkg/fused_sgd.cpp", {"sgd"}),
+    ("conformance/ops/optimizer_steps.py", {"adagrad", "sgd", "sparse_adam"}),
     ("conformance/ops/masked_mean.py", {"masked_mean", "masked_mean_compiles"}),
     ("conformance/backends/masked_mean_idioms.py", EVERY_OP),  # conformance/backends/**
     ("conformance/masked_mean_approaches.py", EVERY_OP),  # conformance/*.py

@@ -13,6 +13,7 @@ from typing import Iterable
 import yaml
 
 ALL = "all"
+OPTIMIZERS = "optimizers"  # a rule's ops: every op record that is an optimizer (Op.is_optimizer)
 
 
 class SelectionError(Exception):
@@ -65,7 +66,25 @@ class OpSelection:
         return self.ops >= set(OPS)
 
 
+def op_rules() -> list[Rule]:
+    """Each op's own files, from its record (``conformance.ops.OPS``), so that a new op needs no
+    rule: any path that names the op (``**/*sparse_adam*``, also without underscores) or its torch
+    class (``**/*SparseAdam*``): its record, its spec, a kernel's source, a candidate's file."""
+    from conformance.ops import OPS
+
+    rules = []
+    for name, op in OPS.items():
+        words = {name, name.replace("_", "")}
+        torch_class = getattr(op, "torch_implementation", None)
+        if isinstance(torch_class, type):
+            words.add(torch_class.__name__)
+        rules.append(Rule(sorted(f"**/*{word}*" for word in words), [name]))
+    return rules
+
+
 def load_rules(path: Path | str | None = None) -> list[Rule]:
+    """The op records' own rules (:func:`op_rules`), then the map's: ``conformance/results/paths.yaml``
+    by default. A rule's ``ops`` is a list of op names, ``all``, or ``optimizers``."""
     from conformance.ops import OPS
 
     if path is None:
@@ -83,14 +102,17 @@ def load_rules(path: Path | str | None = None) -> list[Rule]:
         raise SelectionError(f"{where}: invalid YAML: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
         raise SelectionError(f"{where}: expected a mapping with a 'rules' list")
-    rules = []
+    rules = op_rules()
     for index, raw in enumerate(data["rules"]):
         if not isinstance(raw, dict) or not isinstance(raw.get("paths"), list) or "ops" not in raw:
             raise SelectionError(f"{where}: rules[{index}] needs 'paths' (a list of globs) and 'ops'")
         ops = raw["ops"]
-        if ops != ALL:
+        if ops == OPTIMIZERS:
+            ops = sorted(name for name, op in OPS.items() if op.is_optimizer)
+        elif ops != ALL:
             if not isinstance(ops, list):
-                raise SelectionError(f"{where}: rules[{index}].ops must be a list of op names or 'all'")
+                raise SelectionError(f"{where}: rules[{index}].ops must be a list of op names, 'all' or "
+                                     f"'{OPTIMIZERS}'")
             unknown = [op for op in ops if op not in OPS]
             if unknown:
                 raise SelectionError(f"{where}: rules[{index}]: unknown op(s) {', '.join(unknown)}; "

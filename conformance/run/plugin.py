@@ -51,9 +51,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--conformance-impl", action="append", metavar="OP=module:attr",
                     help="gate a candidate implementation of OP as a backend named 'candidate' "
                          "(repeatable; module:attr or path/to/file.py:attr). "
-                         "adagrad/sparse_adam: a torch.optim.Optimizer subclass with torch's constructor; "
-                         "coalesce: a callable sparse COO -> sparse COO; "
-                         "masked_mean: a callable (values, bool_mask) -> 0-d tensor that autograd can differentiate.")
+                         + "; ".join(f"{name}: {op.candidate_contract}" for name, op in OPS.items()) + ".")
 
 
 @dataclass

@@ -241,6 +241,7 @@ def spec_schema() -> dict:
     base = json.loads(resources.files("conformance.specs.schema").joinpath("spec.schema.json").read_text())
     schema = copy.deepcopy(base)
     schema["properties"]["op"]["enum"] = sorted(OPS)
+    schema["properties"]["op"]["description"] = f"name of the op under test: {', '.join(sorted(OPS))}"
     schema["allOf"] = [
         {
             "if": {"properties": {"op": {"const": name}}, "required": ["op"]},

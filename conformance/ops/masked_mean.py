@@ -198,8 +198,14 @@ def skipna_model(inputs: MaskedMeanInputs):
     return {"value": np.float64(inputs.values[kept].sum() / kept.sum())}
 
 
+def zero_count_model(inputs: MaskedMeanInputs):
+    if inputs.mask.any():
+        return None
+    return {"value": np.float64("nan"), "grad": np.full(inputs.values.shape, np.nan)}
+
+
 def numel_model(inputs: MaskedMeanInputs):
-    if inputs.values.size == 0 or not inputs.mask.any():
+    if inputs.values.size == 0:
         return None
     count, grad = _count_and_grad(inputs, float(inputs.values.size))
     with np.errstate(invalid="ignore", over="ignore"):
@@ -208,11 +214,10 @@ def numel_model(inputs: MaskedMeanInputs):
 
 
 def grad_leak_model(inputs: MaskedMeanInputs):
-    counted = _count_and_grad(inputs)
-    if counted is None:
-        return None
-    count, _ = counted
-    return {"value": masked_mean_reference(inputs)["value"], "grad": np.full(inputs.values.shape, 1.0 / count)}
+    count = float(inputs.mask.sum())
+    with np.errstate(divide="ignore"):
+        grad = np.full(inputs.values.shape, np.float64(1.0) / count)  # 1 / 0 = inf with no valid entry
+    return {"value": masked_mean_reference(inputs)["value"], "grad": grad}
 
 
 def half_sum_model(inputs: MaskedMeanInputs, dtype: str):
@@ -235,6 +240,8 @@ MISTAKES = (
             "NaN at a valid entry, which must propagate", nansum_model),
     Mistake("skipna mean", "NaN at a valid entry is skipped and not counted (pandas' default skipna=True), where the "
             "mean must be NaN", skipna_model),
+    Mistake("NaN gradient with no valid entry", "sum(values * mask) / mask.sum() backpropagates mask * (1 / 0) = "
+            "0 * inf = NaN into every entry when no entry is valid; the gradient must be zero there", zero_count_model),
     Mistake("numel instead of count", "divides by the number of entries, not the number of valid ones", numel_model),
     Mistake("gradient leaking outside the mask", "the gradient is 1/count at every entry: the backward forgets to "
             "multiply by the mask", grad_leak_model),

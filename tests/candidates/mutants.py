@@ -159,7 +159,7 @@ class CleanSparseAdam(torch.optim.SparseAdam):
         beta1, beta2 = group["betas"]
         step_size = group["lr"] * (1 - beta2**step) ** 0.5 / (1 - beta1**step)
         if isinstance(step_size, torch.Tensor):  # one step count per row: broadcast over dense dims
-            step_size = step_size.reshape(-1, *([1] * (p.dim() - len(index))))
+            step_size = step_size.to(p.dtype).reshape(-1, *([1] * (p.dim() - len(index))))
         p[index] = p[index] - step_size * exp_avg[index] / (exp_avg_sq[index].sqrt() + group["eps"])
 
     @torch.no_grad()

@@ -1,7 +1,8 @@
 """nox sessions: ``conformance`` runs ``pytest specs`` once per torch version (one of them with
 torch_xla on the ``xla`` device) and ``tests`` runs the harness's own tests.
 
-    nox -s conformance                       # every torch version below
+    nox -t conformance                       # every torch version below
+    nox -s conformance                       # every one without torch_xla
     nox -s "conformance(torch-2.9.0-xla)"    # one of them
     nox -s tests
     nox -s examples                          # the example candidates' pinned verdicts (not a default)
@@ -42,7 +43,7 @@ import nox
 nox.options.reuse_venv = "yes"
 # plain `nox` runs the quick sessions only: the harness's tests and the spec run on the torch the
 # suite is developed on. The other torch versions, and above all the XLA one (torch 2.9.0 +
-# torch_xla 2.9.0, see conformance's docstring for its size), run when named: nox -s conformance
+# torch_xla 2.9.0, see its session's docstring for its size), run when named: nox -t conformance
 
 ROOT = Path(__file__).resolve().parent
 REPORTS = ROOT / "reports"
@@ -135,17 +136,42 @@ def _plugin_has_results_option(session: nox.Session) -> bool:
     return "--conformance-results" in result.stdout
 
 
-@nox.session
-@nox.parametrize("torch_version", [nox.param(v, id=_session_id(v)) for v in TORCH_VERSIONS])
-def conformance(session: nox.Session, torch_version: str) -> None:
-    """Spec suite on one torch version; torch-2.9.0-xla adds torch_xla (torch + torch_xla wheels 936 MiB, + CUDA deps; not in plain nox).
+XLA_SESSION_DOC = """Spec suite on torch {torch} + torch_xla {xla} (cpu and xla): torch + torch_xla wheels 936 MiB, + CUDA deps; not in plain nox.
 
-    Plain `nox` runs tests and conformance(torch-2.13.0) only. The XLA session installs torch 2.9.0
-    (PyPI's wheel: 859 MiB, plus the nvidia-* CUDA wheels it depends on, several GB more, not
-    measured) and torch_xla 2.9.0 (77 MiB); downloading the two wheels alone took 91 s on the 2-core
-    development VM (shared, load average ~11, 2026-11-23). Run it with
-    nox -s "conformance(torch-2.9.0-xla)".
+    The XLA session installs torch 2.9.0 (PyPI's wheel: 859 MiB, plus the nvidia-* CUDA wheels it
+    depends on, several GB more, not measured) and torch_xla 2.9.0 (77 MiB); downloading the two
+    wheels alone took 91 s on the 2-core development VM (shared, load average ~11, 2026-11-23).
+    Run it with nox -s "conformance({session_id})", or every torch version with nox -t conformance.
     """
+
+
+@nox.session(tags=["conformance"])
+@nox.parametrize("torch_version", [nox.param(v, id=_session_id(v)) for v in TORCH_VERSIONS if v not in TORCH_XLA])
+def conformance(session: nox.Session, torch_version: str) -> None:
+    """Spec suite on one torch version (plain `nox` runs tests and conformance(torch-2.13.0) only)."""
+    _conformance(session, torch_version)
+
+
+def _xla_session(torch_version: str) -> None:
+    """A torch version paired with torch_xla: a session of its own, so that its size is said on
+    its line of `nox -l` only (a parametrized session has one description for every version)."""
+    def conformance_xla(session: nox.Session) -> None:
+        _conformance(session, torch_version)
+
+    session_id = _session_id(torch_version)
+    conformance_xla.__doc__ = XLA_SESSION_DOC.format(torch=torch_version, xla=TORCH_XLA[torch_version],
+                                                     session_id=session_id)
+    nox.session(name=f"conformance({session_id})", tags=["conformance"])(conformance_xla)
+
+
+for _version in TORCH_VERSIONS:
+    if _version in TORCH_XLA:
+        _xla_session(_version)
+
+
+def _conformance(session: nox.Session, torch_version: str) -> None:
+    """The spec suite, kernel tests and bad-input corpus on one torch version (and the XLA tests
+    where it has torch_xla); results, JUnit XML and a status file under reports/."""
     started = time.monotonic()
     status: dict = {"torch_requested": torch_version, "torch_xla_requested": TORCH_XLA.get(torch_version),
                     "torch_index": _index_args() or None}

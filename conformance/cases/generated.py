@@ -219,18 +219,17 @@ def check_agrees_with_reference(trial: Trial, inputs: Any) -> None:
 def check_unspecified_unchanged(trial: Trial, inputs: OptimizerInputs) -> None:
     """Step by step (running each prefix of the trajectory): entries a step's gradient does not
     specify keep the parameter's and the state's exact bits through that step."""
-    previous = None
+    names = ("param", *trial.op.state_tensors)
+    previous = {name: to_numpy(value) for name, value in trial.op.state_before_steps(trial.run, inputs).items()}
     for step in range(1, inputs.steps + 1):
         outputs = trial.run(OptimizerInputs(inputs.param, inputs.grads[:step], inputs.hyperparameters))
-        if previous is None:
-            previous = trial.op.initial_state(inputs, outputs)
         untouched = ~specified_mask(inputs.grads[step - 1], inputs.param.shape)
-        for name in ("param", *trial.op.state_tensors):
+        for name in names:
             if name not in outputs:
                 raise Mismatch(f"the backend did not produce {name}")
             assert_bits_equal(f"{name} after step {step}", outputs[name], previous[name], untouched,
                               against=f"its value before step {step} at entries step {step}'s gradient does not specify")
-        previous = {name: to_numpy(outputs[name]) for name in ("param", *trial.op.state_tensors)}
+        previous = {name: to_numpy(outputs[name]) for name in names}
 
 
 def check_sparse_equals_dense(trial: Trial, inputs: OptimizerInputs) -> None:

@@ -38,7 +38,7 @@ from conformance.ops.optimizer_steps import (
     run_optimizer,
     trajectory_tolerances,
 )
-from conformance.tensors import CooArray, quantize, rounder
+from conformance.tensors import CooArray, rounder
 
 WEIGHT_DECAY_ERROR = "weight_decay option is not compatible with sparse gradients"
 DEFAULTS = {"lr": 1e-2, "lr_decay": 0.0, "weight_decay": 0.0, "initial_accumulator_value": 0.0,
@@ -357,14 +357,12 @@ class Adagrad(OptimizerOp):
     def invalid_inputs_strategy(self, dtype: str) -> Any:
         return invalid_inputs(dtype)
 
-    def initial_state(self, inputs: OptimizerInputs, outputs: dict[str, Any]) -> dict[str, np.ndarray]:
-        """The accumulator starts at initial_accumulator_value, rounded to the dtype of the state
-        the implementation returned (torch keeps it in the parameter's dtype, a fused kernel may
-        keep it in float32, the float64 reference does not round it)."""
-        init = np.full(inputs.param.shape, inputs.hyperparameters.get("initial_accumulator_value", 0.0))
-        stored = outputs.get("state_sum")
-        return {"param": inputs.param,
-                "state_sum": quantize(init, stored.dtype).reshape(init.shape) if isinstance(stored, torch.Tensor) else init}
+    def initial_state(self, inputs: OptimizerInputs) -> dict[str, np.ndarray]:
+        """The documented accumulator before the first step: initial_accumulator_value everywhere
+        (used only where an optimizer creates its state lazily; torch's is created in the
+        constructor and read from there, in whatever dtype the implementation keeps it)."""
+        init = np.full(inputs.param.shape, float(inputs.hyperparameters.get("initial_accumulator_value", 0.0)))
+        return {"param": inputs.param, "state_sum": init}
 
     def properties(self) -> tuple[GeneratedProperty, ...]:
         return (*super().properties(), GeneratedProperty(

@@ -437,9 +437,32 @@ class OptimizerOp(Op):
             raw["hyperparameters"] = hyper
         return raw
 
-    def initial_state(self, inputs: OptimizerInputs, outputs: dict[str, Any]) -> dict[str, np.ndarray]:
-        """The parameter and each state tensor before the first step, as the implementation stores
-        them (``outputs``: what it returned after the steps, for the dtype of its state)."""
+    def state_before_steps(self, run, inputs: OptimizerInputs) -> dict[str, Any]:
+        """The parameter and each state tensor before the first step, *read* from the
+        implementation: ``run`` (a backend's or candidate's run of this op) on the same parameter
+        and hyperparameters with no step at all, which constructs the optimizer and reads its
+        state as :func:`read_state` reads it after steps. A state entry the optimizer creates
+        only at its first step (torch's SparseAdam: lazily) cannot be read before it; for those
+        :meth:`initial_state` gives the documented starting value."""
+        try:
+            before = run(OptimizerInputs(inputs.param, [], inputs.hyperparameters))
+        except Unsupported:
+            raise
+        except Exception:  # noqa: BLE001 - lazily created state (Mismatch: no such entry yet), or no zero-step run
+            before = {}
+        documented = None
+        state = {}
+        for name in ("param", *self.state_tensors):
+            if name in before:
+                state[name] = before[name]
+            else:
+                documented = documented or self.initial_state(inputs)
+                state[name] = documented[name]
+        return state
+
+    def initial_state(self, inputs: OptimizerInputs) -> dict[str, np.ndarray]:
+        """The documented parameter and state tensors before the first step (float64), for state
+        an optimizer creates only at its first step (see :meth:`state_before_steps`)."""
         return {"param": inputs.param, **{name: np.zeros(inputs.param.shape) for name in self.state_tensors}}
 
     def properties(self) -> tuple[GeneratedProperty, ...]:

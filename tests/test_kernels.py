@@ -6,6 +6,7 @@ in Triton's interpreter on CPU tensors, in a process without CUDA) and, when CUD
 """
 
 import os
+import warnings
 
 import torch
 
@@ -225,6 +226,17 @@ def test_masked_mean_empty_mask_gives_nan_and_zero_gradient(impl, device):
     assert torch.isnan(out)
     out.backward()
     assert_close(values.grad, torch.zeros(3, device=device), rtol=0, atol=0)
+
+
+def test_masked_mean_of_inf_and_minus_inf_is_nan_without_a_warning(impl, device):
+    """IEEE 754: inf + -inf is NaN, silently, on every path (Triton's interpreter computes in NumPy,
+    which warns "invalid value encountered" unless the kernels say otherwise)."""
+    values = torch.tensor([float("inf"), float("-inf"), 5.0], device=device)
+    mask = torch.tensor([True, True, False], device=device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        out = K.masked_mean(values, mask, impl=impl)
+    assert torch.isnan(out)
 
 
 def test_masked_mean_zero_elements(impl, device):

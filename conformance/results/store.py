@@ -90,7 +90,13 @@ def to_jsonable(value: Any) -> Any:
             return to_jsonable(item)
     except Exception:
         pass
-    return str(value)
+    try:  # a foreign object's __str__ may raise or return a non-string: never the run's end
+        text = str(value)
+        if isinstance(text, str):
+            return text
+    except Exception:  # noqa: BLE001
+        pass
+    return f"<{type(value).__name__} object>"
 
 
 # ------------------------------------------------------------------ run metadata
@@ -175,7 +181,7 @@ def machine_fingerprint(run: dict) -> str:
 
 
 def run_metadata(*, devices: Iterable[str] = ("cpu",), options: dict | None = None, label: str | None = None,
-                 hypothesis_seed: Any = None) -> dict[str, Any]:
+                 hypothesis_seed: Any = None, run_id: str | None = None) -> dict[str, Any]:
     import torch
 
     try:
@@ -186,7 +192,7 @@ def run_metadata(*, devices: Iterable[str] = ("cpu",), options: dict | None = No
     from conformance import __version__
 
     run: dict[str, Any] = {
-        "id": uuid.uuid4().hex,
+        "id": run_id or uuid.uuid4().hex,  # conformance check gives its own, to know the file is its run's
         "label": label,
         "status": "running",
         "exit_status": None,
@@ -274,6 +280,31 @@ def _complete_run_id(path: Path) -> str | None:
     if not isinstance(run, dict) or run.get("status") != "complete" or old.get("format") != FORMAT:
         return None
     return str(run.get("id"))
+
+
+def foreign_file_problem(path: Path) -> str | None:
+    """Why the existing file at ``path`` must not be overwritten by a results file (it is not empty and
+    not a results file of this suite: ``--conformance-results setup.py``), or None."""
+    try:
+        if not path.is_file() or path.stat().st_size == 0:
+            return None
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        data = None
+    if isinstance(data, dict) and data.get("format") == FORMAT:
+        return None
+    return "exists and is not a results file of this suite; not overwriting it (give another path, or remove it)"
+
+
+def set_aside(path: Path, companions: Iterable[Path] = ()) -> None:
+    """Before a run that must not be confused with its predecessor (``conformance check``): the file
+    at ``path`` leaves it. A complete run's file (and its companions) go to ``.previous/`` as a
+    writer would keep them; an incomplete one's are removed. Raises OSError (e.g. ``.previous`` is a file)."""
+    if path.is_file() and _complete_run_id(path) is not None:
+        ResultsWriter(path, {"id": None}, companions=tuple(companions))._keep_previous()
+    for source in (path, *companions):
+        if source.is_file():
+            source.unlink()
 
 
 @dataclass

@@ -30,17 +30,24 @@ crashing items do not end the run.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import math
 import os
+import shutil
 import signal
+import sys
+import tempfile
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conformance.run import outcomes
-from conformance.results.store import ResultsWriter, lock_path, now, results_lock, run_metadata
+from conformance.results.store import (ResultsWriter, foreign_file_problem, lock_path, now, previous_path,
+                                       results_lock, run_metadata)
 
 RESULTS = pytest.StashKey["ResultsState"]()
 CASE_PROPERTY = "conformance_case"  # user property: {"key": "<spec>::<case>", "context": case_context(case)}
@@ -52,13 +59,14 @@ DEFAULT_TIMEOUT = 60.0
 BENCHMARK_TIMEOUT_FACTOR = 10
 DEFAULT_WRITE_EVERY = 10.0
 MAX_WORKER_RESTART = 100
-CRASH_MESSAGE = ("the worker process died while running this item (segfault, abort, os._exit, or a "
-                 "--timeout-method=thread timeout); the worker's stderr above says which. "
-                 "pytest-xdist replaced the worker and the run went on.")
+
+
+MAX_SECONDS = 7 * 24 * 3600  # a week: beyond it the timers (setitimer, faulthandler's watchdog) overflow
 
 
 def _seconds(minimum_exclusive: bool):
-    """An argparse type: a finite number of seconds, > 0 or >= 0 (pytest reports a bad one as a usage error)."""
+    """An argparse type: a finite number of seconds, > 0 or >= 0, at most a week (pytest reports a
+    bad one as a usage error)."""
 
     def parse(text: str) -> float:
         try:
@@ -68,6 +76,8 @@ def _seconds(minimum_exclusive: bool):
         if not math.isfinite(value) or value < 0 or (minimum_exclusive and value == 0):
             raise argparse.ArgumentTypeError(
                 f"{text!r}: must be a finite number of seconds {'> 0' if minimum_exclusive else '>= 0'}")
+        if value > MAX_SECONDS:
+            raise argparse.ArgumentTypeError(f"{text!r}: must be at most {MAX_SECONDS} seconds (a week)")
         return value
 
     return parse
@@ -84,6 +94,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help=f"rewrite the results file at most this often while running (default {DEFAULT_WRITE_EVERY:g})")
     group.addoption("--conformance-label", metavar="TEXT", default=None,
                     help="the run's name in reports (default: 'torch <version>')")
+    group.addoption("--conformance-run-id", metavar="ID", default=None,
+                    help="the run's id in the results file (default: a fresh random one); conformance check "
+                         "gives its own, so that it judges only a file its own run wrote")
     group.addoption("--conformance-timeout", metavar="SECONDS", type=_seconds(False), default=DEFAULT_TIMEOUT,
                     help=f"per-item timeout via pytest-timeout (default {DEFAULT_TIMEOUT:g}; benchmark items "
                          f"x{BENCHMARK_TIMEOUT_FACTOR}; 0: none). --timeout or the 'timeout' ini value wins.")
@@ -103,6 +116,8 @@ class ResultsState:
         self.last_write = 0.0
         self.every = float(config.getoption("conformance_results_every"))
         self.lock = results_lock(path)
+        self.write_error: str | None = None  # the results file could not be written (disk full, ...)
+        self.session: pytest.Session | None = None
 
     @property
     def expected(self) -> set[str]:
@@ -116,7 +131,12 @@ class ResultsState:
         if expected:
             run["records_expected"] = len(expected)
         run["not_run"] = sorted(expected - set(self.writer.records))
-        self.writer.write(status)
+        try:
+            self.writer.write(status)
+        except OSError as exc:  # disk full, quota, folder gone: stop the run with a clean message
+            self.write_error = f"cannot write the results file {self.path}: {exc.strerror or exc}; the run stopped"
+            _stop_run(self.config, self.session, self.write_error)
+            return
         self.last_write = time.monotonic()
 
     # hooks
@@ -125,11 +145,12 @@ class ResultsState:
         return [f"conformance results: {self.path}"]
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.session = session
         selection = _selection(self.config)
         devices = selection.devices if selection is not None else ["cpu"]
         self.writer = ResultsWriter(self.path, run_metadata(
             devices=devices, options=_options(self.config), label=self.config.getoption("conformance_label"),
-            hypothesis_seed=_hypothesis_seed(self.config)),
+            hypothesis_seed=_hypothesis_seed(self.config), run_id=self.config.getoption("conformance_run_id")),
             companions=tuple(Path(p) for p in [getattr(self.config.option, "xmlpath", None)] if p))
         self.write()
 
@@ -159,7 +180,11 @@ class ResultsState:
         interrupted = int(exitstatus) == int(pytest.ExitCode.INTERRUPTED) or bool(missing) or received is not None
         if received is not None:
             run["interrupted_by"] = received
+        interrupted = interrupted or self.write_error is not None
         self.write("interrupted" if interrupted else "complete")
+        if self.write_error is not None and session.exitstatus in (
+                pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED):
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.lock.release()
@@ -167,11 +192,23 @@ class ResultsState:
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config) -> None:
         if self.writer is None:
             return
+        if self.write_error is not None:
+            terminalreporter.write_line(f"conformance: {self.write_error}", red=True)
         not_run = len(self.writer.run.get("not_run") or [])
         extra = f", {not_run} collected items not run" if not_run else ""
         terminalreporter.write_line(
             f"conformance results: {self.path} ({len(self.writer.records)} records{extra}; "
             f"status {self.writer.run['status']})")
+
+
+def _stop_run(config: pytest.Config, session: pytest.Session | None, reason: str) -> None:
+    """Stop after the item now running, in this process and (pytest-xdist's controller, which reads
+    only its own flag) in the distributed session."""
+    if session is not None and not session.shouldstop:
+        session.shouldstop = reason
+    dsession = config.pluginmanager.getplugin("dsession")
+    if dsession is not None and not getattr(dsession, "shouldstop", True):
+        dsession.shouldstop = reason
 
 
 _ACTIVE: list["Signals"] = []  # the sessions of this process (an in-process pytest.main nests one)
@@ -184,12 +221,24 @@ class Signals:
 
     def __init__(self) -> None:
         self.received: str | None = None
+        self.repeats = 0
         self.session: pytest.Session | None = None
         self.previous: dict[int, Any] = {}
 
     def _handle(self, signum, frame):
         name = signal.Signals(signum).name
-        self.received = self.received or name
+        if self.received is not None:  # a second signal while the run stops: no second KeyboardInterrupt
+            self.repeats += 1  # (raised in the middle of writing the results, it printed a long traceback)
+            if self.repeats >= 2:  # a third: the default action, at once
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+            try:
+                os.write(2, f"\nconformance: {name} again: already stopping (interrupted by {self.received}), "
+                            "writing the results; send it once more to end the process at once\n".encode())
+            except OSError:
+                pass
+            return
+        self.received, self.repeats = name, 0
         if self.session is not None and not self.session.shouldstop:
             self.session.shouldstop = f"interrupted by {name}"
         raise KeyboardInterrupt(name)
@@ -228,6 +277,9 @@ def signal_received(config: pytest.Config) -> str | None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
+    if _SESSIONS["depth"] == 0:
+        _SESSIONS["outermost"] = session
+    _SESSIONS["depth"] += 1
     if _is_controller(session.config):
         session.config.stash[SIGNALS] = Signals()
         session.config.stash[SIGNALS].install(session)
@@ -284,6 +336,7 @@ class WorkerCollections:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
+    _SESSIONS["depth"] = max(0, _SESSIONS["depth"] - 1)
     if signal_received(session.config) is not None and session.exitstatus in (
             pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.INTERRUPTED
@@ -316,7 +369,7 @@ def _hypothesis_seed(config: pytest.Config):
 
 def _options(config: pytest.Config) -> dict[str, Any]:
     """The command line and every option that changes what runs or how."""
-    names = [name for name in vars(config.option) if name.startswith("conformance_")]
+    names = [name for name in vars(config.option) if name.startswith("conformance_") and name != "conformance_run_id"]
     names += ["benchmark_skip", "benchmark_disable", "benchmark_enable", "benchmark_timer", "benchmark_disable_gc"]
     names += ["numprocesses", "maxworkerrestart", "timeout", "timeout_method", "keyword", "markexpr", "xmlpath",
               "hypothesis_seed", "hypothesis_profile"]
@@ -395,6 +448,12 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.maxworkerrestart = str(MAX_WORKER_RESTART)
     if _is_controller(config) and not config.pluginmanager.has_plugin("conformance-collections"):
         config.pluginmanager.register(WorkerCollections(config), "conformance-collections")
+    if _is_controller(config) and getattr(config.option, "numprocesses", None) and WATCH not in config.stash:
+        config.stash[WATCH] = WorkerWatch()
+        config.pluginmanager.register(config.stash[WATCH], "conformance-worker-watch")
+    directory = getattr(config, "workerinput", {}).get(WATCH_DIR)
+    if directory and not config.pluginmanager.has_plugin("conformance-watchdog"):
+        config.pluginmanager.register(WorkerWatchdog(config, directory), "conformance-watchdog")
     if config.getoption("conformance_benchmark") and getattr(config.option, "numprocesses", None) == 1:
         # benchmark items keep timing in a single xdist worker (conformance/benchmark.py)
         config.addinivalue_line("filterwarnings", "ignore:Benchmarks are automatically disabled because xdist")
@@ -429,6 +488,13 @@ def _usable_results_path(path: Path) -> Path:
         raise pytest.UsageError(f"{option}: exists and is not a regular file")
     if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise pytest.UsageError(f"{option}: not writable")
+    problem = foreign_file_problem(path)
+    if problem:
+        raise pytest.UsageError(f"{option}: {problem}")
+    keep = previous_path(path).parent
+    if keep.exists() and not keep.is_dir():
+        raise pytest.UsageError(f"{option}: {keep} is a file, but the previous run's results are kept in that "
+                                "folder; move the file away")
     return path
 
 
@@ -466,7 +532,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             if not hasattr(item, "record") or item.get_closest_marker("timeout") is not None:
                 continue
             factor = BENCHMARK_TIMEOUT_FACTOR if item.get_closest_marker("conformance_benchmark") else 1
-            item.add_marker(pytest.mark.timeout(seconds * factor))
+            item.add_marker(pytest.mark.timeout(seconds * factor, func_only=True))  # not in its report
 
 
 # ------------------------------------------------------------------ records
@@ -475,13 +541,248 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 @pytest.hookimpl(optionalhook=True)
 def pytest_handlecrashitem(crashitem: str, report, sched) -> None:
     """xdist's report for an item whose worker died carries no record: make one from the item's
-    identity in the workers' collections (an item no worker reported collecting is left as it is)."""
-    identity = collected(sched.config).identity(crashitem) if sched is not None else None
+    identity in the workers' collections (an item no worker reported collecting is left as it is),
+    saying how the worker ended (the watchdog's "timed out in native code", a signal, an exit status)."""
+    config = getattr(sched, "config", None)
+    identity = collected(config).identity(crashitem) if config is not None else None
     if identity is None or _record_of(report) is not None:
         return
-    report.user_properties.append((outcomes.PROPERTY, crash_record(identity, report.longrepr)))
+    watch = config.stash.get(WATCH, None)
+    ending = watch.ending(getattr(report, "node", None)) if watch is not None else None
+    record = crash_record(identity, report.longrepr, ending)
+    report.longrepr = f"{report.longrepr}\n{record['message']}"
+    report.user_properties.append((outcomes.PROPERTY, record))
 
 
-def crash_record(identity: dict[str, Any], longrepr: Any) -> dict[str, Any]:
+def crash_record(identity: dict[str, Any], longrepr: Any, ending: "WorkerEnding | None" = None) -> dict[str, Any]:
     """The ``error`` record of an item whose worker process died."""
-    return {**identity, "outcome": outcomes.ERROR.value, "crashed": True, "message": f"{CRASH_MESSAGE} ({longrepr})"}
+    record = {**identity, "outcome": outcomes.ERROR.value, "crashed": True}
+    where = (f"input: the spec case {identity.get('spec')}::{identity.get('case')}" if identity.get("kind") == "case"
+             else "input: the example it was running (re-run the item to see it)")
+    if ending is not None and ending.timed_out:
+        record["message"] = (f"timed out in native code: still running {ending.after:g} s after it started "
+                             f"(its timeout: {ending.timeout:g} s), in code that no Python-level timeout can "
+                             "interrupt (C code holding the GIL, or a native wait); the watchdog killed the worker "
+                             f"and pytest-xdist replaced it. {where}\n{ending.where}").rstrip()
+        record["timed_out"] = True
+        return record
+    how = ending.how if ending is not None and ending.how else "died"
+    record["message"] = (f"the worker process {how} while running this item; pytest-xdist replaced the worker and "
+                         f"the run went on. {where} ({longrepr})"
+                         + (f"\n{ending.where}" if ending is not None and ending.where else "")).rstrip()
+    if ending is not None and ending.signal:
+        record["signal"] = ending.signal
+    return record
+
+
+# ------------------------------------------------------------------ isolation: native hangs, exits, stray threads
+
+WATCH = pytest.StashKey["WorkerWatch"]()
+WATCH_DIR = "conformance_watch_dir"  # workerinput key: the controller's folder for the workers' watchdog files
+
+
+def native_timeout_grace(seconds: float) -> float:
+    """How long past an item's timeout the watchdog waits for the Python-level timeout to act (and for
+    the failure report it raises to be written, which takes seconds on a loaded machine)."""
+    return min(60.0, max(10.0, 0.25 * seconds))
+
+
+@dataclass
+class WorkerEnding:
+    """How a worker process ended while running an item."""
+
+    timed_out: bool = False
+    timeout: float = 0.0
+    after: float = 0.0
+    how: str = ""  # "was killed by SIGSEGV (Segmentation fault)", "exited with status 0"
+    signal: str | None = None
+    where: str = ""  # faulthandler's traceback, trimmed
+
+
+class WorkerWatch:
+    """The controller's side of the watchdog: a folder where each worker's faulthandler writes (the
+    item it runs, its traceback on a fatal signal or a native timeout), read when a worker dies."""
+
+    def __init__(self) -> None:
+        self.directory = Path(tempfile.mkdtemp(prefix="conformance-workers-"))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node) -> None:
+        node.workerinput[WATCH_DIR] = str(self.directory)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def ending(self, node) -> WorkerEnding | None:
+        worker = getattr(getattr(node, "gateway", None), "id", None)
+        if worker is None:
+            return None
+        ending = WorkerEnding()
+        try:
+            text = (self.directory / f"{worker}.txt").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = ""
+        header, _, dump = text.partition("\n")
+        if header.startswith("timeout "):
+            ending.timeout, ending.after = (float(x) for x in header.split()[1:3])
+        if dump.startswith("Timeout ("):
+            ending.timed_out = True
+        status = _exit_status(node)
+        if status is not None and status < 0:
+            try:
+                name = signal.Signals(-status).name
+                ending.signal, ending.how = name, f"was killed by {name} ({signal.strsignal(-status)})"
+            except ValueError:
+                ending.how = f"was killed by signal {-status}"
+        elif status is not None:
+            ending.how = f"exited with status {status} ({'os._exit(0) or exit(0) in C' if status == 0 else 'os._exit, exit() in C, or a --timeout-method=thread timeout'})"
+        ending.where = _main_thread_frames(dump)
+        return ending
+
+
+def _main_thread_frames(dump: str, limit: int = 30) -> str:
+    """Of faulthandler's dump (one block per thread), the block of the thread that ran the item."""
+    blocks, current = [], []
+    for line in dump.splitlines():
+        if line.startswith(("Thread 0x", "Current thread 0x")) and current:
+            blocks.append(current)
+            current = []
+        if line.strip():
+            current.append(line)
+    if current:
+        blocks.append(current)
+    if not blocks:
+        return ""
+    head = [blocks[0][0]] if blocks[0] and not blocks[0][0].startswith(("Thread", "Current")) else []
+    chosen = next((b for b in blocks if any("runtest" in line for line in b)), blocks[-1])
+    return "\n".join(head + [line for line in chosen if line not in head][:limit])
+
+
+def _exit_status(node) -> int | None:
+    """The dead worker's exit status (negative: the signal), when execnet's Popen is reachable."""
+    popen = getattr(getattr(getattr(node, "gateway", None), "_io", None), "popen", None)
+    if popen is None:
+        return None
+    try:
+        return popen.wait(timeout=5)
+    except Exception:  # noqa: BLE001 - a detail for the message, never worth failing the run
+        return None
+
+
+class WorkerWatchdog:
+    """In a pytest-xdist worker: faulthandler's watchdog, a C thread that needs no GIL, ends the worker
+    when an item runs past its timeout plus :func:`native_timeout_grace` -- that is, when the
+    Python-level timeout (pytest-timeout's signal method) could not act because the item is stuck in
+    native code, with the GIL held or not. It writes the traceback to this worker's file first; the
+    controller names the item "timed out in native code" and xdist starts a new worker."""
+
+    def __init__(self, config: pytest.Config, directory: str):
+        self.handle = open(Path(directory) / f"{config.workerinput['workerid']}.txt", "w+",  # noqa: SIM115
+                           encoding="utf-8")
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # after pytest's faulthandler plugin, which points it at stderr: fatal signals write here too
+        faulthandler.enable(file=self.handle, all_threads=True)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem):
+        seconds = item_timeout(item)
+        self.handle.seek(0)
+        self.handle.truncate()
+        after = seconds + native_timeout_grace(seconds) if seconds else 0.0
+        self.handle.write(f"timeout {seconds:g} {after:g} {item.nodeid}\n")
+        self.handle.flush()
+        if seconds:
+            faulthandler.dump_traceback_later(after, exit=True, file=self.handle)
+        try:
+            return (yield)
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        faulthandler.cancel_dump_traceback_later()
+        self.handle.close()
+
+
+def item_timeout(item: pytest.Item) -> float:
+    """The item's pytest-timeout timeout in seconds (0: none)."""
+    marker = item.get_closest_marker("timeout")
+    value = None
+    if marker is not None:
+        value = marker.args[0] if marker.args else marker.kwargs.get("timeout")
+    if value is None:
+        value = item.config.getoption("timeout", None) or os.environ.get("PYTEST_TIMEOUT")
+        if value is None:
+            try:
+                value = item.config.getini("timeout")
+            except ValueError:
+                value = None
+    try:
+        return max(0.0, float(value or 0))
+    except (TypeError, ValueError):
+        return 0.0
+
+
+class CandidateExit(Exception):
+    """``pytest.exit()`` called from an implementation's code: that item's error, not the run's end."""
+
+
+_STRAY_THREADS: list[threading.Thread] = []
+_SESSIONS: dict[str, Any] = {"depth": 0, "outermost": None}  # the outermost session's status is the process's
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """An item's implementation may not end the run (``pytest.exit``), and threads it leaves running
+    (non-daemon) are noted so that they cannot keep the process from exiting."""
+    if not isinstance(getattr(item, "record", None), dict):
+        return (yield)
+    before = set(threading.enumerate())
+    try:
+        return (yield)
+    except pytest.exit.Exception as exc:
+        raise CandidateExit(f"the implementation called pytest.exit({_safe_text(exc.msg)!r}, "
+                            f"returncode={exc.returncode!r}) during this item; an item cannot end the run") from None
+    finally:
+        stray = [t for t in threading.enumerate() if t not in before and t.is_alive() and not t.daemon]
+        if stray:
+            _not_waiting_for(stray)
+
+
+def _not_waiting_for(threads: list[threading.Thread]) -> None:
+    if not _STRAY_THREADS:
+        register = getattr(threading, "_register_atexit", None)  # runs before the interpreter joins threads
+        if register is not None:
+            register(_exit_past_stray_threads)
+    _STRAY_THREADS.extend(threads)
+
+
+def _exit_past_stray_threads() -> None:
+    alive = [t for t in _STRAY_THREADS if t.is_alive()]
+    if not alive:
+        return
+    try:
+        sys.stdout.flush()
+        sys.stderr.write(f"conformance: not waiting for {len(alive)} non-daemon thread(s) an implementation "
+                         f"left running ({', '.join(sorted({t.name for t in alive}))}); exiting\n")
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001
+        pass
+    session = _SESSIONS["outermost"]
+    os._exit(int(session.exitstatus) if session is not None else 1)
+
+
+def _safe_text(value: Any) -> str:
+    """``str(value)`` of a foreign object, never raising: a hostile ``__str__`` (raising, or
+    returning a non-string) gets its type's name and what went wrong."""
+    try:
+        text = str(value)
+        if isinstance(text, str):
+            return text
+        raise TypeError(f"__str__ returned {type(text).__name__}")
+    except Exception as exc:  # noqa: BLE001
+        try:
+            problem = f"{type(exc).__name__}: {exc}"
+        except Exception:  # noqa: BLE001
+            problem = type(exc).__name__
+        return f"<{type(value).__name__} object; str() failed: {problem}>"

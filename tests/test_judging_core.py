@@ -51,3 +51,107 @@ def test_a_float64_state_adagrad_passes_every_item():
     assert not [k for k, v in outcomes.items() if v in ("failed", "error")], outcomes
     assert outcomes["adagrad-unspecified-unchanged[candidate-cpu-float32]"] == "passed"
     assert code == 0
+
+
+# ---------------------------------------------------------------- budgets, timeouts, determinism
+
+def _settings(examples: int):
+    from hypothesis import HealthCheck, Phase, settings
+
+    return settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck),
+                    phases=[Phase.explicit, Phase.generate, Phase.shrink], report_multiple_bugs=False)
+
+
+def _coalesce_property(check, name="agrees-with-reference"):
+    from conformance.cases.generated import Property
+
+    return Property("coalesce", f"test-{name}", "a test property", OPS["coalesce"].inputs_strategy, check)
+
+
+def test_hypothesis_flaky_is_reported_as_nondeterministic_never_as_an_internal_error():
+    from conformance.backends import builtin_backends
+    from conformance.cases.generated import Nondeterministic, run_property
+    from conformance.compare import Mismatch
+
+    calls = []
+
+    def fails_once(trial, example):
+        calls.append(1)
+        if len(calls) == 1:
+            raise Mismatch("values differ on the first call")
+
+    result = run_property(_coalesce_property(fails_once), builtin_backends()["coo"], "cpu", "float32",
+                          settings=_settings(20), base_seed=1)
+    assert isinstance(result.failure, Nondeterministic), repr(result.failure)
+    assert str(result.failure).startswith("nondeterministic: the backend failed an example and then passed it")
+    assert "values differ on the first call" in str(result.failure)
+
+
+def test_the_budget_stops_the_search_between_examples():
+    import time as _time
+
+    from conformance.backends import builtin_backends
+    from conformance.cases.generated import run_property
+
+    started = []
+
+    def slow(trial, example):
+        started.append(_time.monotonic())
+        _time.sleep(0.05)
+
+    result = run_property(_coalesce_property(slow), builtin_backends()["coo"], "cpu", "float32",
+                          settings=_settings(1000), base_seed=2, budget=0.3)
+    assert result.failure is None and result.budget_reached
+    assert 1 <= result.examples == len(started) < 1000
+    assert started[-1] - started[0] <= 0.3 + 0.05  # no example started past the budget
+    assert result.budget_note.startswith(f"budget reached after {result.examples} examples")
+
+
+def test_a_failure_found_before_the_budget_ran_out_stands():
+    from conformance.backends import builtin_backends
+    from conformance.cases.generated import run_property
+    from conformance.compare import Mismatch
+
+    def always_wrong(trial, example):
+        import time as _time
+
+        _time.sleep(0.05)
+        raise Mismatch("always wrong")
+
+    result = run_property(_coalesce_property(always_wrong), builtin_backends()["coo"], "cpu", "float32",
+                          settings=_settings(50), base_seed=3, budget=0.2)
+    assert isinstance(result.failure, Mismatch) and "always wrong" in str(result.failure)
+    assert result.failing_example is not None
+
+
+def test_a_nondeterministic_candidate_fails_deterministic_with_both_runs_side_by_side(tmp_path):
+    code, path = run_inprocess("nondeterministic", "specs", "--conformance-op", "coalesce", "--conformance-backend",
+                               "candidate", "-k", "generated and deterministic and float32",
+                               f"--conformance-counterexamples={tmp_path}",
+                               "--conformance-impl", f"coalesce={OUTSIDE}:alternating_coalesce")
+    (record,) = load(path)["records"]
+    assert record["outcome"] == "failed", record
+    assert "nondeterministic: the same inputs run twice give different results" in record["message"]
+    assert "run 1" in record["message"] and "run 2" in record["message"]
+    assert "Flaky" not in record["message"]
+
+
+def test_a_slow_faithful_coalesce_passes_within_its_budget_with_the_same_verdict_three_times(tmp_path, monkeypatch):
+    """Each new shape costs 0.4 s (JAX compiling per shape); with a 3 s timeout the search stops at
+    its budget (half the timeout) between examples: passed, never a timeout or a FlakyFailure."""
+    monkeypatch.setenv("CONFORMANCE_TEST_COMPILE_SECONDS", "0.4")
+    verdicts = []
+    for attempt in range(3):
+        code, path = run_inprocess(f"slow-{attempt}", "specs", "--conformance-op", "coalesce",
+                                   "--conformance-backend", "candidate", "-k",
+                                   "generated and (idempotent or agrees) and float32", "--conformance-examples", "25",
+                                   "--conformance-timeout", "3", f"--conformance-counterexamples={tmp_path}",
+                                   "--conformance-impl", f"coalesce={OUTSIDE}:compiling_coalesce")
+        records = load(path)["records"]
+        assert code == 0, records
+        for record in records:
+            assert record["outcome"] == "passed", record
+            assert "Flaky" not in (record.get("message") or "") and "Timeout" not in (record.get("message") or "")
+        assert any(r.get("budget_reached", "").startswith("budget reached after") for r in records), records
+        verdicts.append(sorted((r["case"], r["outcome"]) for r in records))
+    assert verdicts[0] == verdicts[1] == verdicts[2]

@@ -24,6 +24,7 @@ import hashlib
 import os
 import pickle
 import re
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -418,6 +419,36 @@ def check_state_dict_resume(trial: Trial, example: tuple[ParamGroupsInputs, int]
                                   f"step {resume_after} of {inputs.steps})")
 
 
+def _runs_side_by_side(first: dict, second: dict) -> str:
+    """The two runs' outputs, one line each, for a nondeterminism report."""
+    lines = []
+    for name in sorted(set(first) | set(second)):
+        a, b = first.get(name, "(missing)"), second.get(name, "(missing)")
+        shown = [str(to_numpy(v).tolist() if hasattr(v, "shape") else v)[:200] for v in (a, b)]
+        lines.append(f"  {name}:\n    run 1  {shown[0]}\n    run 2  {shown[1]}")
+    return "\n".join(lines)
+
+
+def check_deterministic(trial: Trial, inputs: Any) -> None:
+    """The same inputs run twice give bit-for-bit the same outputs and state (cpu; within the
+    agreement tolerance on devices whose kernels may sum in another order: atomics). A candidate
+    that is not is reported as nondeterministic, with both runs side by side."""
+    first = trial.run(copy.deepcopy(inputs))
+    second = trial.run(copy.deepcopy(inputs))
+    try:
+        if set(first) != set(second):
+            raise Mismatch(f"the two runs give different outputs: {sorted(first)} vs {sorted(second)}")
+        for name in first:
+            a, b = first[name], second[name]
+            if hasattr(a, "shape") or hasattr(b, "shape"):
+                _assert_same_runs(trial, name, a, b, against="the first run of the same inputs")
+            elif a != b:
+                raise Mismatch(f"{name} differs between two runs of the same inputs: {a!r} vs {b!r}")
+    except Mismatch as mismatch:
+        raise Mismatch(f"nondeterministic: the same inputs run twice give different results -- {mismatch}\n"
+                       + _runs_side_by_side(first, second), mismatch.max_abs_error, mismatch.max_rel_error) from None
+
+
 def _member_cases(inputs: ParamGroupsInputs, dtype: str):
     return [(f"param-{index}", member) for index, member in enumerate(inputs.members)]
 
@@ -448,6 +479,7 @@ CHECKS: dict[str, Check] = {
     "agrees-with-reference": Check(check_agrees_with_reference, skip_backends=("reference",)),
     "rounds-correctly": Check(check_rounds_correctly, skip_backends=("reference",), dtypes=lowprec.HALF_DTYPES),
     "rejects-invalid": Check(check_rejects_invalid),
+    "deterministic": Check(check_deterministic, skip_backends=("reference",)),
     "unspecified-unchanged": Check(check_unspecified_unchanged),
     "sparse-equals-dense": Check(check_sparse_equals_dense, to_cases=_dense_cases),
     "param-groups": Check(check_param_groups, to_cases=_member_cases, skip_backends=OPTIMIZER_OBJECT_TWINS,
@@ -479,7 +511,7 @@ def property_of(op: Op, declared: GeneratedProperty) -> Property:
                     needs_optimizer_object=generic.needs_optimizer_object, observe=generic.observe)
 
 
-PROPERTIES: list[Property] = [property_of(op, declared) for op in OPS.values() for declared in op.properties()]
+PROPERTIES: list[Property] = [property_of(op, declared) for op in OPS.values() for declared in op.all_properties()]
 
 
 # ---------------------------------------------------------------- searching
@@ -490,6 +522,30 @@ UNSUPPORTED_BUDGET = 25  # examples drawn before an item on which none can run i
 class _NothingRuns(BaseException):
     """Ends a Hypothesis run whose first UNSUPPORTED_BUDGET examples were all unsupported
     (Hypothesis does not catch BaseException subclasses)."""
+
+
+class _BudgetReached(BaseException):
+    """Ends a search whose time budget ran out, between two examples (never inside one): the
+    verdict stands on the examples that ran."""
+
+
+class _TimedOut(BaseException):
+    """pytest-timeout's timeout fired inside an example: carried past Hypothesis (which would
+    replay the example, see it pass, and call the timeout a FlakyFailure) to the item, as itself."""
+
+    def __init__(self, timeout: BaseException):
+        super().__init__(str(timeout))
+        self.timeout = timeout
+
+
+class Nondeterministic(Mismatch):
+    """The backend failed an example once and passed it when Hypothesis ran it again (Hypothesis'
+    ``Flaky``): a nondeterministic implementation, reported as such -- never an internal error."""
+
+
+def _is_pytest_timeout(exc: BaseException) -> bool:
+    outcomes = __import__("sys").modules.get("_pytest.outcomes")
+    return outcomes is not None and isinstance(exc, outcomes.Failed) and str(exc).startswith("Timeout")
 
 
 SAME_AS_TORCH = lowprec.Divergence(
@@ -512,6 +568,17 @@ class PropertyResult:
     failing_example: Any = None
     seed: int | None = None
     looks_like: Any = None  # the known mistake (conformance.diagnosis.Mistake) the failing example shows
+    budget: float | None = None  # seconds the search may take (None: no limit)
+    budget_reached: bool = False  # the search stopped between two examples when the budget ran out
+    last_failure: BaseException | None = None  # what the latest failing example raised (shrinking: the smallest)
+
+    @property
+    def budget_note(self) -> str | None:
+        """"budget reached after N examples (S s)" when the search was cut short, else None."""
+        if not self.budget_reached:
+            return None
+        return (f"budget reached after {self.examples} examples ({self.budget:g} s; --conformance-budget): the "
+                f"verdict stands on those")
 
 
 def _misses(prop: Property, trial: Trial, example: Any) -> bool:
@@ -640,10 +707,12 @@ DRAWN = DrawnExamples()
 
 
 def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, settings, base_seed: int,
-                 database_key: str | None = None) -> PropertyResult:
+                 database_key: str | None = None, budget: float | None = None) -> PropertyResult:
     """Search ``prop`` on one backend/device/dtype with Hypothesis under ``settings`` (replaying the
     examples of an earlier clean run of the same property and dtype where that gives the same verdict;
-    see :class:`DrawnExamples`)."""
+    see :class:`DrawnExamples`). With ``budget`` (seconds), the search stops between two examples once
+    it has run that long, and the verdict stands on the examples that ran (``budget_reached``)."""
+    deadline = time.monotonic() + budget if budget else None
     op = OPS[prop.op]
     trial = Trial(op, backend, device, dtype)
     torch_trial = None
@@ -652,11 +721,16 @@ def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, s
     key = DRAWN.key(prop, dtype, settings, base_seed)
     drawn = DRAWN.get(key)
     if drawn is not None:
-        replayed = PropertyResult(seed=base_seed)
-        check = _example_check(prop, trial, torch_trial, replayed, replaying=True)
+        replayed = PropertyResult(seed=base_seed, budget=budget)
+        check = _example_check(prop, trial, torch_trial, replayed, replaying=True, deadline=deadline)
         try:
             for example in drawn:
                 check(copy.deepcopy(example))
+        except _BudgetReached:  # every example that ran passed: the verdict stands on them
+            DRAWN.replayed += 1
+            return replayed
+        except _TimedOut as timed_out:
+            raise timed_out.timeout from None
         except KeyboardInterrupt:
             raise
         except BaseException:  # noqa: BLE001 - not clean: Hypothesis decides (and shrinks)
@@ -664,24 +738,28 @@ def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, s
         else:
             DRAWN.replayed += 1
             return replayed
-    result = PropertyResult(seed=base_seed)
+    result = PropertyResult(seed=base_seed, budget=budget)
     examples: list = []
-    check = _example_check(prop, trial, torch_trial, result, record=examples if key is not None else None)
+    check = _example_check(prop, trial, torch_trial, result, record=examples if key is not None else None,
+                           deadline=deadline)
     _search(prop, dtype, check, result, settings=settings, base_seed=base_seed, database_key=database_key)
     if result.failure is not None and result.failing_example is not None:  # what the failure looks like
         result.looks_like = diagnosis.looks_like_example(op, prop.to_cases(result.failing_example, dtype), trial.run,
                                                          dtype)
         if result.looks_like is not None:
             result.failure = diagnosis.annotated(result.failure, result.looks_like)
-    if result.failure is None and result.unsupported is None and result.unsupported_examples == 0:
+    if result.failure is None and result.unsupported is None and result.unsupported_examples == 0 \
+            and not result.budget_reached:  # a cut-short run is not what Hypothesis would draw in full
         DRAWN.keep(key, examples)
     return result
 
 
 def _example_check(prop: Property, trial: Trial, torch_trial: Trial | None, result: PropertyResult, *,
-                   record: list | None = None, replaying: bool = False) -> Callable[[Any], None]:
+                   record: list | None = None, replaying: bool = False,
+                   deadline: float | None = None) -> Callable[[Any], None]:
     """The check of one example, counted into ``result`` (and the example kept in ``record``); an
-    unsupported example is rejected (Hypothesis draws another), or raised when ``replaying``."""
+    unsupported example is rejected (Hypothesis draws another), or raised when ``replaying``. Past
+    ``deadline`` (time.monotonic), the next example is not run: the search ends (_BudgetReached)."""
     from hypothesis import reject
 
     def observed(hit: DivergenceObserved, example) -> None:
@@ -689,6 +767,9 @@ def _example_check(prop: Property, trial: Trial, torch_trial: Trial | None, resu
         result.divergence_details.setdefault(hit.divergence.key, (hit.divergence, hit.detail, example))
 
     def generated_case(example):
+        if deadline is not None and (result.examples or result.unsupported_examples) and time.monotonic() > deadline:
+            result.budget_reached = True
+            raise _BudgetReached()
         if record is not None and result.failing_example is None and not result.unsupported_examples:
             record.append(copy.deepcopy(example))  # before the backend sees it; only a clean run is kept
         try:
@@ -711,11 +792,13 @@ def _example_check(prop: Property, trial: Trial, torch_trial: Trial | None, resu
                 if hit is not None:
                     observed(hit, example)
                     return
-            result.failing_example = example
+            result.failing_example, result.last_failure = example, mismatch
             raise
-        except BaseException:
+        except BaseException as exc:
+            if _is_pytest_timeout(exc):
+                raise _TimedOut(exc) from None
             result.examples += 1
-            result.failing_example = example
+            result.failing_example, result.last_failure = example, exc
             raise
         else:
             result.examples += 1
@@ -742,19 +825,44 @@ def _search(prop: Property, dtype: str, generated_case: Callable[[Any], None], r
         from hypothesis import seed
 
         test = seed(derive_seed(base_seed, prop, dtype))(test)
+    from hypothesis.errors import Flaky
+
     try:
         test()
     except _NothingRuns:
         result.unsupported = result.first_unsupported
+    except _BudgetReached:  # between two examples: a failure found so far stands (its smallest example yet)
+        if result.failing_example is not None:
+            result.failure = result.last_failure
+        elif result.examples == 0 and result.first_unsupported is not None:
+            result.unsupported = result.first_unsupported
+    except _TimedOut as timed_out:
+        raise timed_out.timeout from None
+    except Flaky as flaky:
+        timeout = next((e for e in getattr(flaky, "exceptions", ()) if _is_pytest_timeout(e)), None)
+        if timeout is not None:  # the timeout fired inside Hypothesis' own code: the item timed out
+            raise timeout from None
+        result.failure = _nondeterministic(flaky, result)
     except Unsatisfiable:
         if result.examples == 0 and result.first_unsupported is not None:
             result.unsupported = result.first_unsupported  # no example could run at all
         else:
             raise
     except BaseException as exc:
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)) or _is_pytest_timeout(exc):
             raise
         result.failure = exc
+
+
+def _nondeterministic(flaky: BaseException, result: PropertyResult) -> Nondeterministic:
+    """Hypothesis' Flaky as what it says about the backend: the same example failed once and passed
+    (or failed differently) when run again."""
+    inner = next(iter(getattr(flaky, "exceptions", ()) or ()), None) or result.last_failure
+    said = (str(inner).strip().splitlines() or [type(inner).__name__])[0] if inner is not None else ""
+    return Nondeterministic(
+        "nondeterministic: the backend failed an example and then passed it (or failed it differently) when the "
+        f"same example ran again (Hypothesis: {type(flaky).__name__}); run the property 'deterministic' on it"
+        + (f"\n  the first run: {type(inner).__name__}: {said}" if inner is not None else ""))
 
 
 def describe_divergences(result: PropertyResult) -> str:

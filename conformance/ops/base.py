@@ -172,6 +172,15 @@ class Op:
         """The generated properties of this op (see :class:`GeneratedProperty`)."""
         return ()
 
+    def all_properties(self) -> tuple[GeneratedProperty, ...]:
+        """:meth:`properties` and the ones every op has: ``deterministic`` (the same inputs run
+        twice give bit-for-bit the same outputs and state), on :meth:`inputs_strategy`."""
+        own = tuple(self.properties())
+        if any(p.name == "deterministic" for p in own) or type(self).inputs_strategy is Op.inputs_strategy:
+            return own  # (an op without an input strategy has nothing to draw)
+        return (*own, GeneratedProperty("deterministic", "the same inputs run twice give bit-for-bit the same "
+                                        "outputs and state", self.inputs_strategy))
+
     @property
     def is_optimizer(self) -> bool:
         """Whether a candidate is a ``torch.optim.Optimizer`` class (the optimizer properties and

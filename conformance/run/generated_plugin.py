@@ -38,6 +38,9 @@ PROFILES = {
                  "phases": ("explicit", "reuse", "generate", "target", "shrink")},
 }
 DEFAULT_PROFILE = "ci"
+# a generated item's default time budget, as a share of its pytest-timeout: the rest is left for the
+# example in flight when the budget runs out, the counterexample written on a failure and the replays
+BUDGET_SHARE = 0.5
 DEFAULT_SEED = 0
 SEED_VARIABLE = "CONFORMANCE_GENERATED_SEED"
 
@@ -63,6 +66,18 @@ class GeneratedConfig:
     database: Path | None
     impl_targets: dict[str, str]
     shrink: bool = True  # --conformance-no-shrink: report the first failing example as drawn
+    budget: float | None = None  # --conformance-budget (None: BUDGET_SHARE of the item's timeout; 0: none)
+
+    def budget_for(self, item) -> float | None:
+        """The item's search budget in seconds (None: no limit)."""
+        if self.budget is not None:
+            return self.budget or None
+        try:
+            from conformance.run.hooks import item_timeout
+        except ImportError:
+            return None
+        seconds = item_timeout(item)
+        return BUDGET_SHARE * seconds if seconds else None
 
     def hypothesis_settings(self):
         from hypothesis import HealthCheck, Phase, settings
@@ -111,6 +126,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="report a generated item's first failing example as drawn, without minimising it: the "
                          "verdict is the same and comes sooner (shrinking tries many new inputs, and libraries "
                          "that compile per input shape pay for each); the counterexample is then not minimal")
+    group.addoption("--conformance-budget", type=float, metavar="SECONDS", default=None,
+                    help="time budget of one generated item's search: past it, the search stops between two "
+                         "examples and the verdict stands on the examples that ran ('budget reached after N "
+                         f"examples'). Default: {BUDGET_SHARE:g} of the item's timeout (none without one); 0: none")
     group.addoption("--conformance-generated-on-xla", action="store_true",
                     help="also run the generated items on the xla device (skipped by default: XLA compiles a "
                          "graph for every new shape, and every generated example has new shapes)")
@@ -138,6 +157,9 @@ def pytest_configure(config: pytest.Config) -> None:
         examples = PROFILES[profile]["examples"]
     if examples < 0:
         raise pytest.UsageError("--conformance-examples must be >= 0")
+    budget = config.getoption("conformance_budget")
+    if budget is not None and budget < 0:
+        raise pytest.UsageError(f"--conformance-budget must be >= 0 seconds (0: no budget), not {budget:g}")
     seed = config.getoption("conformance_seed")
     seed_given = seed is not None
     if seed is None and os.environ.get(SEED_VARIABLE, "").isdigit():
@@ -158,7 +180,8 @@ def pytest_configure(config: pytest.Config) -> None:
         impl_targets[op.strip()] = target.strip()
     config.addinivalue_line("markers", "generated: a generated (Hypothesis) conformance item")
     config.stash[GENERATED] = GeneratedConfig(profile, examples, seed, seed_given, counterexamples, database,
-                                              impl_targets, shrink=not config.getoption("conformance_no_shrink"))
+                                              impl_targets, shrink=not config.getoption("conformance_no_shrink"),
+                                              budget=budget)
     shared = getattr(config, "workerinput", {}).get(DRAWN_DIRECTORY)
     DRAWN.directory = Path(shared) if shared else None
 
@@ -268,10 +291,12 @@ class GeneratedItem(ConformanceItem):
         if not self.backend.implements(self.prop.op):  # no example could run: none is drawn
             raise Unsupported(f"backend {self.backend.name!r} does not implement op {self.prop.op!r}")
         result = run_property(self.prop, self.backend, self.device, self.dtype, settings=gen.hypothesis_settings(),
-                              base_seed=gen.seed, database_key=self.name)
+                              base_seed=gen.seed, database_key=self.name, budget=gen.budget_for(self))
         self.record.update(examples=result.examples, unsupported_examples=result.unsupported_examples,
                            seed=gen.seed, profile=gen.profile,
                            hypothesis_database=str(gen.database) if gen.database else None)
+        if result.budget_note:
+            self.record["budget_reached"] = result.budget_note
         if self.backend.judged_against_torch:
             self.record["improvements"] = result.improvements
         if getattr(result, "looks_like", None) is not None:  # conformance.diagnosis
@@ -283,7 +308,8 @@ class GeneratedItem(ConformanceItem):
             self._fail(gen, result)
         if result.divergences:
             self.record["known_divergences"] = dict(result.divergences)
-            pytest.xfail(f"known divergence: {describe_divergences(result)}")
+            pytest.xfail(f"known divergence: {describe_divergences(result)}"
+                         + (f" ({result.budget_note})" if result.budget_note else ""))
 
     def _fail(self, gen: GeneratedConfig, result) -> None:
         from conformance.backends import builtin_backends
@@ -294,7 +320,8 @@ class GeneratedItem(ConformanceItem):
         replay = gen.replay_command(self)
         lines = [f"generated property {self.prop.id}: {self.prop.summary}",
                  f"backend {self.backend.name}, device {self.device}, dtype {self.dtype}; "
-                 f"{result.examples} examples run (profile {gen.profile}, seed {gen.seed})",
+                 f"{result.examples} examples run (profile {gen.profile}, seed {gen.seed})"
+                 + (f"; {result.budget_note}" if result.budget_note else ""),
                  "", f"failure on the {'shrunk' if gen.shrink else 'first failing (not shrunk)'} example:", f"  {str(failure).strip() or type(failure).__name__}"]
         if not isinstance(failure, Mismatch):
             lines += ["", "".join(traceback.format_exception(type(failure), failure, failure.__traceback__,

@@ -67,3 +67,34 @@ class Float64StateAdagrad(torch.optim.Optimizer):
         for pid, p in zip(ids, (p for group in self.param_groups for p in group["params"])):
             if pid in sums:
                 self.state[p]["sum"] = sums[pid].to(device=p.device, dtype=torch.float64)
+
+
+# ---------------------------------------------------------------- coalesce
+
+_COMPILED: set = set()
+
+
+def compiling_coalesce(tensor: torch.Tensor) -> torch.Tensor:
+    """A faithful coalesce that, like one built on JAX's ``BCOO.sum_duplicates``, pays a
+    "compilation" the first time it sees a shape (size, nnz, dtype): it sleeps
+    ``CONFORMANCE_TEST_COMPILE_SECONDS`` (default 0.2) then. Right, merely slow: it must pass,
+    never time out inside an example or be called flaky."""
+    key = (tuple(tensor.shape), tensor.sparse_dim(), tensor._nnz(), tensor.dtype)
+    if key not in _COMPILED:
+        time.sleep(float(os.environ.get("CONFORMANCE_TEST_COMPILE_SECONDS", "0.2")))
+        _COMPILED.add(key)
+    return tensor.coalesce()
+
+
+_CALLS = [0]
+
+
+def alternating_coalesce(tensor: torch.Tensor) -> torch.Tensor:
+    """torch's coalesce, except that every second call with a value scales the values by 1 + 2**-10:
+    a nondeterministic implementation (a race, an uninitialised buffer). It must be reported as
+    nondeterministic, with both runs side by side -- never as a Hypothesis internal error."""
+    result = tensor.coalesce()
+    _CALLS[0] += 1
+    if _CALLS[0] % 2 == 0 and result._nnz():
+        return torch.sparse_coo_tensor(result._indices(), result._values() * (1 + 2.0 ** -10), result.shape).coalesce()
+    return result

@@ -1,21 +1,57 @@
-"""``conformance check OP=module:attr ...``: gate your own implementation against the specs and
-stock torch, from your own repository, after ``pip install`` of this suite.
+"""conformance check OP=module:attr ...: gate your own implementation against the specs and stock
+torch, from your own repository, after pip install of this suite.
 
-It runs the suite's specs (packaged with it: :func:`specs_dir`) in a fresh ``python -m pytest``
-from the current directory (so ``mypkg:MyAdagrad`` or ``path/to/file.py:MyAdagrad`` imports as it
-would in your tests), with two implementations side by side: your candidate and stock torch's
-own backend for the op (``coo``; ``masked`` for masked_mean). It writes the results file and the
-HTML report, and exits with pytest's status: 0 when the candidate conforms, 1 when an item failed
-or errored. That exit status is the pass/fail of a pull request that changes your implementation.
+It runs the suite's specs (they ship inside the package) in a fresh python -m pytest from the
+current directory (so mypkg:MyAdagrad or path/to/file.py:MyAdagrad imports as it would in your
+tests), with your candidate and stock torch's own backend for the op side by side. The candidate
+runs in a pytest-xdist worker process: an item that crashes the process (segfault, abort,
+os._exit) or hangs in native code past its timeout costs that item only (an error naming the
+signal or "timed out in native code"); the worker is replaced and the run goes on.
+
+It judges only the results file its own run wrote (the previous one is moved to .previous/
+first), and writes its own HTML report (default reports/check.html).
+
+Verdict and exit status:
+  RESULT: PASS             0  the run completed, at least one candidate item ran, none failed or errored
+  RESULT: FAIL             1  a candidate item failed or errored (crashed, timed out); the items are named
+  RESULT: COULD NOT JUDGE  2  no complete results file of this run (interrupted, killed, pytest error),
+                              no candidate item, or stock torch's own items failed
+  RESULT: UNSUPPORTED      3  every candidate item was unsupported: nothing was checked
+  usage error              4  an unknown op, a candidate that cannot be imported, an unusable path;
+                              nothing is run and no file is touched
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import json
+import os
+import shlex
+import signal
 import subprocess
 import sys
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+
+PASS, FAIL, COULD_NOT_JUDGE, UNSUPPORTED, USAGE = 0, 1, 2, 3, 4
+PROBE_OK = "conformance-check-probe: ok"
+PROBE = f"""
+import sys
+from conformance.backends.candidate import CandidateError, parse_impl_options
+try:
+    parse_impl_options(sys.argv[1:])
+except CandidateError as exc:
+    print(f"conformance check: {{exc}}", file=sys.stderr)
+    sys.exit({USAGE})
+print({PROBE_OK!r})
+"""
+KILL_AFTER = 60.0  # seconds a signalled pytest gets to write its results before it is killed
+
 
 def specs_dir() -> Path:
     """The suite's spec files: ``conformance/specs_data/specs`` in an installed package (in a
@@ -23,21 +59,37 @@ def specs_dir() -> Path:
     return Path(str(resources.files("conformance").joinpath("specs_data", "specs"))).resolve()
 
 
-def pytest_command(impls: list[str], *, results: Path, devices: str = "cpu", extra: list[str] = ()) -> list[str]:
-    """The ``python -m pytest`` command line that :func:`main` runs."""
+def _ops_of(impls: list[str]) -> list[str]:
     ops = []
     for impl in impls:
         op = impl.partition("=")[0].strip()
         if op and op not in ops:
             ops.append(op)
+    return ops
+
+
+def isolation_args() -> list[str]:
+    """Crash and native-hang isolation: one pytest-xdist worker (replaced when it dies; the
+    watchdog of conformance.run.hooks ends it when an item is stuck in native code)."""
+    if importlib.util.find_spec("xdist") is None:
+        return []
+    return ["-n", "1", "-p", "no:benchmark"]
+
+
+def pytest_command(impls: list[str], *, results: Path, devices: str = "cpu", extra: list[str] = (),
+                   run_id: str | None = None, specs: list[str] | None = None) -> list[str]:
+    """The ``python -m pytest`` command line that :func:`main` runs."""
+    ops = _ops_of(impls)
     from conformance.ops import OPS  # stock torch's backend beside the candidate: Op.stock_backend
 
     backends = ["candidate"] + sorted({OPS[op].stock_backend for op in ops if op in OPS and OPS[op].stock_backend})
-    specs = specs_dir()
-    command = [sys.executable, "-m", "pytest", str(specs), "--rootdir", str(specs.parent),
-               "-p", "no:cacheprovider", "-o", "addopts=", "-q", "-rfEx",
+    paths, rootdir = ([str(specs_dir())], str(specs_dir().parent)) if not specs else (list(specs), str(Path.cwd()))
+    command = [sys.executable, "-m", "pytest", *paths, "--rootdir", rootdir,
+               "-p", "no:cacheprovider", "-o", "addopts=", "-q", "-rfE", *isolation_args(),
                "--conformance-device", devices, "--conformance-backend", ",".join(backends),
                "--conformance-results", str(results)]
+    if run_id:
+        command += ["--conformance-run-id", run_id]
     if ops:
         command += ["--conformance-op", ",".join(ops)]
     for impl in impls:
@@ -46,53 +98,268 @@ def pytest_command(impls: list[str], *, results: Path, devices: str = "cpu", ext
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    parser = parser or argparse.ArgumentParser(prog="conformance check", description=__doc__.split("\n\n")[0])
+    from conformance.ops import OPS
+
+    parser = parser or argparse.ArgumentParser(prog="conformance check", description=__doc__,
+                                               formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("impl", nargs="+", metavar="OP=module:attr",
-                        help="your implementation of OP (adagrad, sparse_adam, coalesce, masked_mean), e.g. "
+                        help=f"your implementation of OP (one of: {', '.join(OPS)}), e.g. "
                              "adagrad=mypkg.optim:FusedAdagrad or adagrad=path/to/file.py:FusedAdagrad")
+    parser.add_argument("--specs", nargs="+", metavar="PATH", default=None,
+                        help="spec files or folders to run instead of the suite's own (e.g. your own cases)")
     parser.add_argument("--device", default="cpu", help="device(s) to run on, comma-separated (default: %(default)s)")
-    parser.add_argument("--results", default="reports/candidate.json", help="results JSON (default: %(default)s)")
-    parser.add_argument("--report", default="reports/index.html", help="HTML report (default: %(default)s)")
+    parser.add_argument("--results", default="reports/candidate.json",
+                        help="results JSON (default: %(default)s; the previous one is moved to .previous/ beside it)")
+    parser.add_argument("--report", default="reports/check.html",
+                        help="HTML report of this check (default: %(default)s; the main job's reports/index.html "
+                             "is left alone)")
     parser.add_argument("--label", default=None, help="the run's name in the report (default: the candidate)")
     parser.add_argument("--markdown", metavar="FILE", default=None,
                         help="append a summary to FILE (e.g. $GITHUB_STEP_SUMMARY)")
     parser.add_argument("--pytest-args", default="", metavar="ARGS",
-                        help="more pytest options, one string (e.g. \"-k 'not generated'\")")
+                        help="more pytest options, one string (e.g. \"-k 'not generated'\", \"-rx\" for the "
+                             "reasons of xfail items, \"-n 0\" to run in one process without crash isolation)")
     parser.set_defaults(func=run)
     return parser
 
 
-def run(args: argparse.Namespace) -> int:
-    import shlex
+# ------------------------------------------------------------------ before the run
 
-    from conformance.results.report import build_report
+class UsageError(Exception):
+    pass
+
+
+def _validate(impls: list[str]) -> None:
+    """What can be checked without running the candidate's code: syntax, op names, files."""
+    from conformance.ops import OPS
+
+    seen = set()
+    for impl in impls:
+        op, sep, target = impl.partition("=")
+        op = op.strip()
+        if not sep or ":" not in target:
+            raise UsageError(f"{impl!r}: expected OP=module:attr or OP=path/to/file.py:attr")
+        if op not in OPS:
+            raise UsageError(f"{impl!r}: unknown op {op!r}; known ops: {', '.join(OPS)}")
+        if op in seen:
+            raise UsageError(f"{impl!r}: op {op!r} given twice")
+        seen.add(op)
+        module = target.partition(":")[0].strip()
+        if module.endswith(".py") and not Path(module).is_file():
+            raise UsageError(f"{impl!r}: no such file {module}")
+
+
+def _probe(impls: list[str]) -> None:
+    """Import the candidates in a child process (an import that ends the process, os._exit(0)
+    included, cannot end this one) and check each against its op's contract."""
+    proc = subprocess.run([sys.executable, "-c", PROBE, *impls], capture_output=True, text=True)
+    if proc.returncode == 0 and PROBE_OK in proc.stdout:
+        return
+    error = [line for line in proc.stderr.splitlines() if line.startswith("conformance check: ")]
+    if error:
+        raise UsageError(error[-1].removeprefix("conformance check: "))
+    tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
+    raise UsageError(f"importing the candidate ended the process (exit status {proc.returncode}) before it was "
+                     f"loaded{': ' + tail if tail else ''}")
+
+
+def _set_aside(results: Path, report: Path) -> None:
+    from conformance.results.store import foreign_file_problem, previous_path, set_aside
+
+    if results.is_dir():
+        raise UsageError(f"--results {results}: is a directory")
+    problem = foreign_file_problem(results)
+    if problem:
+        raise UsageError(f"--results {results}: {problem}")
+    try:
+        results.parent.mkdir(parents=True, exist_ok=True)
+        set_aside(results, [results.with_name(f"{results.stem}.junit.xml")])
+        if report.is_file():
+            target = previous_path(report)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(report, target)
+    except OSError as exc:
+        raise UsageError(f"cannot move the previous results aside ({exc.filename or results}): "
+                         f"{exc.strerror or exc}") from None
+
+
+# ------------------------------------------------------------------ the run
+
+def _preexec() -> None:  # pragma: no cover - runs in the child
+    """The pytest child ends with this process (Linux: SIGTERM when its parent dies)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:  # noqa: BLE001 - not Linux: nothing to do
+        pass
+
+
+def run_pytest(command: list[str]) -> tuple[int, str | None]:
+    """Run pytest in its own process group; SIGINT and SIGTERM sent to this process reach it (it
+    writes its results as interrupted), and a child that does not end within KILL_AFTER seconds of
+    a signal is killed with its workers. Returns (exit status, the signal received or None)."""
+    child = subprocess.Popen(command, start_new_session=True, preexec_fn=_preexec)
+    received: list[str] = []
+
+    def forward(signum, frame):
+        received.append(signal.Signals(signum).name)
+        try:
+            child.send_signal(signum)
+        except OSError:
+            pass
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while True:
+            try:
+                status = child.wait(timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if received and not hasattr(forward, "since"):
+                forward.since = time.monotonic()
+            if received and time.monotonic() - forward.since > KILL_AFTER:
+                try:
+                    os.killpg(child.pid, signal.SIGKILL)
+                except OSError:
+                    child.kill()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return status, (received[0] if received else None)
+
+
+# ------------------------------------------------------------------ the verdict
+
+@dataclass
+class Verdict:
+    code: int
+    word: str
+    reason: str
+    counts: Counter = field(default_factory=Counter)
+    failed: list[str] = field(default_factory=list)
+    crashed: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        counts = ", ".join(f"{n} {o}" for o, n in sorted(self.counts.items()))
+        head = f"RESULT: {self.word}" + (f" ({counts})" if counts else "") + (f": {self.reason}" if self.reason else "")
+        crashed = {item.split(" (")[0] for item in self.crashed}
+        return [head, *(f"  crashed: {item}" for item in self.crashed),
+                *(f"  failed:  {item}" for item in self.failed if item not in crashed)]
+
+
+def judge(document: dict | None, *, run_id: str, status: int, ops: list[str], signal_name: str | None = None,
+          problem: str | None = None) -> Verdict:
+    """The verdict of one check from the results file its run wrote (None: there is none)."""
+    if document is None:
+        why = problem or "no results file was written"
+        return Verdict(COULD_NOT_JUDGE, "COULD NOT JUDGE",
+                       f"{why}; pytest exited with status {status}" + (f" ({signal_name})" if signal_name else ""))
+    run = document.get("run") or {}
+    if run.get("id") != run_id:
+        return Verdict(COULD_NOT_JUDGE, "COULD NOT JUDGE",
+                       f"the results file is another run's (id {run.get('id')!r}, not {run_id!r}); pytest exited "
+                       f"with status {status}")
+    records = document.get("records") or []
+    candidate = [r for r in records if r.get("backend") == "candidate"]
+    counts = Counter(r.get("outcome") for r in candidate)
+    bad = [r for r in candidate if r.get("outcome") in ("failed", "error")]
+    verdict = Verdict(COULD_NOT_JUDGE, "COULD NOT JUDGE", "", counts,
+                      failed=[r.get("nodeid", "?") for r in bad],
+                      crashed=[f"{r.get('nodeid', '?')} ({_first_line(r.get('message'))})" for r in bad
+                               if r.get("crashed")])
+    not_run = list(run.get("not_run") or [])
+    complete = run.get("status") == "complete" and not not_run
+    incomplete = "" if complete else (f"the run did not complete (status {run.get('status')!r}"
+                                      + (f", interrupted by {run['interrupted_by']}" if run.get("interrupted_by") else "")
+                                      + (f", {len(not_run)} items not run" if not_run else "") + ")")
+    if bad:
+        verdict.code, verdict.word = FAIL, "FAIL"
+        verdict.reason = f"{len(bad)} candidate item(s) failed or errored" + (f"; {incomplete}" if incomplete else "")
+        return verdict
+    if not complete:
+        verdict.reason = incomplete
+        return verdict
+    missing = [op for op in ops if not any(r.get("op") == op for r in candidate)]
+    if missing:
+        verdict.reason = f"no candidate item of {', '.join(missing)} was collected (a -k or --conformance-* option?)"
+        return verdict
+    others = [r for r in records if r.get("backend") != "candidate" and r.get("outcome") in ("failed", "error")]
+    if others:
+        verdict.reason = (f"{len(others)} item(s) of stock torch or of the specs themselves failed or errored "
+                          f"(e.g. {others[0].get('nodeid')}): the suite, not the candidate, needs a look")
+        return verdict
+    ran = sum(n for outcome, n in counts.items() if outcome in ("passed", "xfail", "xpass"))
+    if ran == 0:
+        if counts.get("unsupported"):
+            verdict.code, verdict.word = UNSUPPORTED, "UNSUPPORTED"
+            verdict.reason = "every candidate item was unsupported: nothing was checked"
+        else:
+            verdict.reason = "no candidate item ran"
+        return verdict
+    if status != 0:
+        verdict.reason = f"pytest exited with status {status} although every candidate item passed"
+        return verdict
+    verdict.code, verdict.word = PASS, "PASS"
+    return verdict
+
+
+def _first_line(text) -> str:
+    return (str(text or "").strip().splitlines() or [""])[0][:160]
+
+
+def _load(path: Path) -> tuple[dict | None, str | None]:
     from conformance.results.store import ResultsError, load_results
 
+    if not path.exists():
+        return None, "pytest wrote no results file"
+    try:
+        results = load_results(path)
+    except ResultsError as exc:
+        return None, f"the results file is unusable ({exc.message})"
+    return {"run": results.run, "records": results.records}, None
+
+
+def run(args: argparse.Namespace) -> int:
     results = Path(args.results).resolve()
-    results.parent.mkdir(parents=True, exist_ok=True)
+    report = Path(args.report).resolve()
+    try:
+        _validate(args.impl)
+        if report == results:
+            raise UsageError("--report and --results name the same file")
+        _probe(args.impl)
+        _set_aside(results, report)
+    except UsageError as exc:
+        print(f"conformance check: usage error: {exc}", file=sys.stderr)
+        return USAGE
+    run_id = uuid.uuid4().hex
     extra = ["--conformance-label", args.label or "candidate " + " ".join(args.impl)]
     extra += shlex.split(args.pytest_args or "")
-    command = pytest_command(args.impl, results=results, devices=args.device, extra=extra)
+    command = pytest_command(args.impl, results=results, devices=args.device, extra=extra, run_id=run_id,
+                             specs=args.specs)
     print("conformance check:", shlex.join(command[1:]), flush=True)
-    status = subprocess.call(command)
-    try:
-        records = load_results(results).records
-    except ResultsError as exc:
-        print(f"conformance check: no usable results ({exc}); pytest exited {status}", file=sys.stderr)
-        return status or 2
-    report = build_report([results], args.report).path
-    counts: dict[str, int] = {}
-    for record in records:
-        if record.get("backend") == "candidate":
-            counts[record["outcome"]] = counts.get(record["outcome"], 0) + 1
-    verdict = "PASS" if status == 0 else "FAIL"
-    summary = (f"RESULT: {verdict} ({', '.join(f'{n} {o}' for o, n in sorted(counts.items())) or 'no candidate item'}; "
-               f"pytest exit status {status})\nresults: {results}\nreport:  {Path(report).resolve()}")
-    print(f"conformance check: {' '.join(args.impl)}\n{summary}")
+    status, received = run_pytest(command)
+    if status == 4 and not results.exists():  # pytest's usage error: it printed the reason
+        print(f"conformance check: usage error (pytest exit status 4, printed above); nothing was run", file=sys.stderr)
+        return USAGE
+    document, problem = _load(results)
+    verdict = judge(document, run_id=run_id, status=status, ops=_ops_of(args.impl), signal_name=received,
+                    problem=problem)
+    lines = [f"conformance check: {' '.join(args.impl)}", *verdict.lines()]
+    if document is not None and document["run"].get("id") == run_id:
+        from conformance.results.report import build_report
+
+        try:
+            built = build_report([results], str(report)).path
+            lines += [f"results: {results}", f"report:  {Path(built).resolve()}"]
+        except Exception as exc:  # noqa: BLE001 - the verdict stands without its report
+            lines += [f"results: {results}", f"report:  not written ({type(exc).__name__}: {exc})"]
+    print("\n".join(lines), flush=True)
     if args.markdown:
         with open(args.markdown, "a", encoding="utf-8") as handle:
-            handle.write(f"### Conformance check: `{' '.join(args.impl)}`\n\n```\n{summary}\n```\n")
-    return status
+            handle.write(f"### Conformance check: `{' '.join(args.impl)}`\n\n```\n" + "\n".join(lines[1:]) + "\n```\n")
+    return verdict.code
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,7 +9,7 @@
   conformance replay 'specs/adagrad.yaml::tutorial-step-2[coo-cpu-float32]'  # re-run one item, from anywhere
 
 Exit codes: report 0 (1 when no results file could be read); gate 0 pass, 1 regression,
-2 not comparable or unusable input; select 0; merge 0 (2 when the files are not the shards of one run); check: pytest's (0 conforms, 1 a candidate item failed); replay: pytest's (0 passes, 1 fails, 4 no such item).
+2 not comparable or unusable input; select 0; merge 0 (2 when the files are not the shards of one run); check 0 pass, 1 fail, 2 could not judge, 3 all unsupported, 4 usage error; replay: pytest's (0 passes, 1 fails, 4 no such item).
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     from conformance import check
 
     check.build_parser(sub.add_parser("check", help="gate your implementation (OP=module:attr) against the specs "
-                                                    "and stock torch; writes results and the HTML report",
+                                                    "and stock torch; writes results and its HTML report",
                                       description=check.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
 
     from conformance import replay

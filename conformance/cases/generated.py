@@ -571,6 +571,7 @@ class PropertyResult:
     budget: float | None = None  # seconds the search may take (None: no limit)
     budget_reached: bool = False  # the search stopped between two examples when the budget ran out
     last_failure: BaseException | None = None  # what the latest failing example raised (shrinking: the smallest)
+    narrowed: str | None = None  # how the input space was narrowed to what the backend supports (Narrowing)
 
     @property
     def budget_note(self) -> str | None:
@@ -628,6 +629,75 @@ def same_as_torch(prop: Property, trial: Trial, torch_trial: Trial, example: Any
         divergence.key, f"same as torch: {divergence.reason}", divergence.link), str(mismatch).splitlines()[0])
 
 
+UNSUPPORTED_OPTIONS_ATTRIBUTE = "unsupported_options"
+
+
+def declared_unsupported_options(op: Op, backend: Backend) -> frozenset[str]:
+    """The options a candidate declares it cannot do (``unsupported_options`` on its class or
+    function, e.g. ``{"lr_decay", "maximize"}``); empty for other backends. A name that is not an
+    option of the op is an error naming it."""
+    candidate = (getattr(backend, "candidates", None) or {}).get(op.name)
+    declared = getattr(candidate, UNSUPPORTED_OPTIONS_ATTRIBUTE, None) or ()
+    if isinstance(declared, str):
+        declared = (declared,)
+    unknown = sorted(set(declared) - set(op.option_names()))
+    if unknown:
+        raise ValueError(f"{getattr(candidate, '__qualname__', candidate)}.{UNSUPPORTED_OPTIONS_ATTRIBUTE} names "
+                         f"{', '.join(map(repr, unknown))}, not an option of {op.name} (its options: "
+                         f"{', '.join(op.option_names()) or 'none'})")
+    return frozenset(declared)
+
+
+@dataclass
+class Narrowing:
+    """The options a backend cannot do, drawn at torch's default from then on: declared
+    (``unsupported_options``) or learned from an Unsupported whose message names an option the
+    example set. Every example is mapped through :meth:`apply`, so the search keeps its full
+    example count within the supported subset instead of rejecting nearly every draw."""
+
+    op: Op
+    declared: frozenset = frozenset()
+    learned: list = field(default_factory=list)
+    keep_invalid: bool = False  # rejects-invalid: an example whose only error is an unsupported option stays
+
+    @property
+    def options(self) -> frozenset:
+        return self.declared | frozenset(self.learned)
+
+    def apply(self, example: Any) -> Any:
+        options = self.options
+        if not options:
+            return example
+        pinned = self.op.at_torch_defaults(example, options)
+        if self.keep_invalid and pinned is not example:
+            try:
+                self.op.reference(pinned)
+            except Exception:  # noqa: BLE001 - still the documented error: the narrowed example
+                return pinned
+            return example  # its error is the unsupported option itself: the backend says so (unsupported)
+        return pinned
+
+    def learn(self, unsupported: BaseException, example: Any) -> bool:
+        """Learn the options ``unsupported``'s message names that ``example`` sets; whether any was new."""
+        text = str(unsupported)
+        named = [name for name in self.op.option_names() if name not in self.options
+                 and re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", text)
+                 and self.op.at_torch_defaults(example, frozenset([name])) is not example]
+        self.learned += named
+        return bool(named)
+
+    def describe(self) -> str | None:
+        """"narrowed: lr_decay, maximize at torch's default (...)", or None when nothing was narrowed."""
+        if not self.options:
+            return None
+        how = []
+        if self.declared:
+            how.append(f"declared {UNSUPPORTED_OPTIONS_ATTRIBUTE}")
+        if self.learned:
+            how.append(f"learned from Unsupported: {', '.join(self.learned)}")
+        return f"narrowed: {', '.join(sorted(self.options))} at torch's default ({'; '.join(how)})"
+
+
 def derive_seed(base_seed: int, prop: Property, dtype: str) -> int:
     """Per-item seed: the same for every backend and device, so all of them see the same examples."""
     digest = hashlib.sha256(f"{base_seed}:{prop.id}:{dtype}".encode()).digest()
@@ -659,7 +729,7 @@ class DrawnExamples:
         self.replayed = 0  # items answered from a replay (for the harness's own tests)
 
     @staticmethod
-    def key(prop: Property, dtype: str, settings, base_seed: int) -> tuple | None:
+    def key(prop: Property, dtype: str, settings, base_seed: int, narrowed: frozenset = frozenset()) -> tuple | None:
         """The runs a replay stands for, or None where Hypothesis's search is not deterministic."""
         from hypothesis import Phase
 
@@ -667,7 +737,8 @@ class DrawnExamples:
         if settings.database is not None or Phase.reuse in phases or Phase.target in phases \
                 or Phase.generate not in phases:
             return None
-        return prop.id, dtype, derive_seed(base_seed, prop, dtype), settings.max_examples
+        key = prop.id, dtype, derive_seed(base_seed, prop, dtype), settings.max_examples
+        return (*key, tuple(sorted(narrowed))) if narrowed else key
 
     def _file(self, key: tuple) -> Path | None:
         if self.directory is None:
@@ -718,7 +789,8 @@ def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, s
     torch_trial = None
     if backend.judged_against_torch and op.torch_implementation is not None:
         torch_trial = Trial(op, StockTorch(), device, dtype)
-    key = DRAWN.key(prop, dtype, settings, base_seed)
+    narrowing = Narrowing(op, declared_unsupported_options(op, backend), keep_invalid=prop.name == "rejects-invalid")
+    key = DRAWN.key(prop, dtype, settings, base_seed, narrowing.declared)
     drawn = DRAWN.get(key)
     if drawn is not None:
         replayed = PropertyResult(seed=base_seed, budget=budget)
@@ -741,8 +813,10 @@ def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, s
     result = PropertyResult(seed=base_seed, budget=budget)
     examples: list = []
     check = _example_check(prop, trial, torch_trial, result, record=examples if key is not None else None,
-                           deadline=deadline)
-    _search(prop, dtype, check, result, settings=settings, base_seed=base_seed, database_key=database_key)
+                           deadline=deadline, narrowing=narrowing)
+    _search(prop, dtype, check, result, settings=settings, base_seed=base_seed, database_key=database_key,
+            narrowing=narrowing)
+    result.narrowed = narrowing.describe()
     if result.failure is not None and result.failing_example is not None:  # what the failure looks like
         result.looks_like = diagnosis.looks_like_example(op, prop.to_cases(result.failing_example, dtype), trial.run,
                                                          dtype)
@@ -756,7 +830,7 @@ def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, s
 
 def _example_check(prop: Property, trial: Trial, torch_trial: Trial | None, result: PropertyResult, *,
                    record: list | None = None, replaying: bool = False,
-                   deadline: float | None = None) -> Callable[[Any], None]:
+                   deadline: float | None = None, narrowing: Narrowing | None = None) -> Callable[[Any], None]:
     """The check of one example, counted into ``result`` (and the example kept in ``record``); an
     unsupported example is rejected (Hypothesis draws another), or raised when ``replaying``. Past
     ``deadline`` (time.monotonic), the next example is not run: the search ends (_BudgetReached)."""
@@ -782,6 +856,8 @@ def _example_check(prop: Property, trial: Trial, torch_trial: Trial | None, resu
                 raise
             result.unsupported_examples += 1
             result.first_unsupported = result.first_unsupported or exc
+            if narrowing is not None and result.failing_example is None:
+                narrowing.learn(exc, example)  # the next draws leave that option at torch's default
             if result.examples == 0 and result.unsupported_examples >= UNSUPPORTED_BUDGET:
                 raise _NothingRuns() from None
             reject()
@@ -809,7 +885,7 @@ def _example_check(prop: Property, trial: Trial, torch_trial: Trial | None, resu
 
 
 def _search(prop: Property, dtype: str, generated_case: Callable[[Any], None], result: PropertyResult, *,
-            settings, base_seed: int, database_key: str | None) -> None:
+            settings, base_seed: int, database_key: str | None, narrowing: Narrowing | None = None) -> None:
     """Hypothesis's search of ``prop`` for ``dtype`` with ``generated_case`` as the test; its end in ``result``."""
     from hypothesis import given
     from hypothesis.errors import Unsatisfiable
@@ -820,7 +896,10 @@ def _search(prop: Property, dtype: str, generated_case: Callable[[Any], None], r
     test_case._hypothesis_internal_add_digest = (database_key or prop.id).encode()
     # a seed without the public @seed decorator, which would also switch the example database off
     test_case._hypothesis_internal_use_seed = derive_seed(base_seed, prop, dtype)
-    test = settings(given(prop.strategy(dtype))(test_case))
+    strategy = prop.strategy(dtype)
+    if narrowing is not None and narrowing.op.option_names():
+        strategy = strategy.map(narrowing.apply)
+    test = settings(given(strategy)(test_case))
     if getattr(test, "_hypothesis_internal_use_seed", None) is None:  # another Hypothesis version
         from hypothesis import seed
 

@@ -172,6 +172,16 @@ class Op:
         """The generated properties of this op (see :class:`GeneratedProperty`)."""
         return ()
 
+    def option_names(self) -> tuple[str, ...]:
+        """The options an input may set (an optimizer's hyperparameters), which a candidate may
+        declare it cannot do (``unsupported_options``): the generated search then draws them at
+        torch's default (:meth:`at_torch_defaults`)."""
+        return ()
+
+    def at_torch_defaults(self, example: Any, options: frozenset[str]) -> Any:
+        """``example`` (any property's example) with each of ``options`` left at torch's default."""
+        return example
+
     def all_properties(self) -> tuple[GeneratedProperty, ...]:
         """:meth:`properties` and the ones every op has: ``deterministic`` (the same inputs run
         twice give bit-for-bit the same outputs and state), on :meth:`inputs_strategy`."""

@@ -437,6 +437,25 @@ class OptimizerOp(Op):
             raw["hyperparameters"] = hyper
         return raw
 
+    def option_names(self) -> tuple[str, ...]:
+        """The hyperparameters of the inputs schema."""
+        return tuple(self.inputs_schema.get("properties", {}).get("hyperparameters", {}).get("properties", {}))
+
+    def at_torch_defaults(self, example: Any, options: frozenset[str]) -> Any:
+        """``example`` without the hyperparameters ``options`` names: the optimizer's constructor
+        (and the reference) then use torch's defaults. Walks OptimizerInputs, ParamGroupsInputs and
+        tuples of them (state-dict-resume's (inputs, step))."""
+        if isinstance(example, OptimizerInputs):
+            if not options & set(example.hyperparameters):
+                return example
+            return OptimizerInputs(example.param, example.grads,
+                                   {k: v for k, v in example.hyperparameters.items() if k not in options})
+        if isinstance(example, ParamGroupsInputs):
+            return ParamGroupsInputs([[self.at_torch_defaults(m, options) for m in group] for group in example.groups])
+        if isinstance(example, tuple):
+            return tuple(self.at_torch_defaults(part, options) for part in example)
+        return example
+
     def state_before_steps(self, run, inputs: OptimizerInputs) -> dict[str, Any]:
         """The parameter and each state tensor before the first step, *read* from the
         implementation: ``run`` (a backend's or candidate's run of this op) on the same parameter

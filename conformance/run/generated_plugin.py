@@ -297,6 +297,8 @@ class GeneratedItem(ConformanceItem):
                            hypothesis_database=str(gen.database) if gen.database else None)
         if result.budget_note:
             self.record["budget_reached"] = result.budget_note
+        if result.narrowed:
+            self.record["narrowed"] = result.narrowed
         if self.backend.judged_against_torch:
             self.record["improvements"] = result.improvements
         if getattr(result, "looks_like", None) is not None:  # conformance.diagnosis
@@ -309,7 +311,8 @@ class GeneratedItem(ConformanceItem):
         if result.divergences:
             self.record["known_divergences"] = dict(result.divergences)
             pytest.xfail(f"known divergence: {describe_divergences(result)}"
-                         + (f" ({result.budget_note})" if result.budget_note else ""))
+                         + (f" ({result.budget_note})" if result.budget_note else "")
+                         + (f" ({result.narrowed})" if result.narrowed else ""))
 
     def _fail(self, gen: GeneratedConfig, result) -> None:
         from conformance.backends import builtin_backends
@@ -321,7 +324,8 @@ class GeneratedItem(ConformanceItem):
         lines = [f"generated property {self.prop.id}: {self.prop.summary}",
                  f"backend {self.backend.name}, device {self.device}, dtype {self.dtype}; "
                  f"{result.examples} examples run (profile {gen.profile}, seed {gen.seed})"
-                 + (f"; {result.budget_note}" if result.budget_note else ""),
+                 + (f"; {result.budget_note}" if result.budget_note else "")
+                 + (f"; {result.narrowed}" if result.narrowed else ""),
                  "", f"failure on the {'shrunk' if gen.shrink else 'first failing (not shrunk)'} example:", f"  {str(failure).strip() or type(failure).__name__}"]
         if not isinstance(failure, Mismatch):
             lines += ["", "".join(traceback.format_exception(type(failure), failure, failure.__traceback__,

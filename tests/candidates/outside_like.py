@@ -98,3 +98,28 @@ def alternating_coalesce(tensor: torch.Tensor) -> torch.Tensor:
     if _CALLS[0] % 2 == 0 and result._nnz():
         return torch.sparse_coo_tensor(result._indices(), result._values() * (1 + 2.0 ** -10), result.shape).coalesce()
     return result
+
+
+# ---------------------------------------------------------------- a restricted library
+
+class DefaultsOnlyAdagrad(torch.optim.Adagrad):
+    """An adapter to a library like FBGEMM's ``EXACT_ADAGRAD``, which has no ``lr_decay``, starts
+    its accumulator at zero and cannot maximize: it raises Unsupported for those, and declares
+    them, so that the generated search draws them at torch's default and still runs every example."""
+
+    unsupported_options = {"lr_decay", "initial_accumulator_value", "maximize"}
+
+    def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0,
+                 eps=1e-10, maximize=False, **kwargs):
+        for name, value in (("lr_decay", lr_decay), ("initial_accumulator_value", initial_accumulator_value),
+                            ("maximize", maximize)):
+            if value:
+                raise Unsupported(f"this library has no {name} (only torch's default)")
+        super().__init__(params, lr=lr, weight_decay=weight_decay, eps=eps, **kwargs)
+
+
+class UndeclaredDefaultsOnlyAdagrad(DefaultsOnlyAdagrad):
+    """DefaultsOnlyAdagrad without the declaration: the search learns each option from the
+    Unsupported message that names it."""
+
+    unsupported_options = None

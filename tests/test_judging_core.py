@@ -155,3 +155,44 @@ def test_a_slow_faithful_coalesce_passes_within_its_budget_with_the_same_verdict
         assert any(r.get("budget_reached", "").startswith("budget reached after") for r in records), records
         verdicts.append(sorted((r["case"], r["outcome"]) for r in records))
     assert verdicts[0] == verdicts[1] == verdicts[2]
+
+
+# ---------------------------------------------------------------- capability-aware generation
+
+def _narrowed_run(name: str, impl: str, prop: str, examples: int = 100) -> dict:
+    code, path = run_inprocess(name, "specs", "--conformance-op", "adagrad", "--conformance-backend", "candidate",
+                               "-k", f"generated and {prop} and float32", "--conformance-examples", str(examples),
+                               "--conformance-impl", f"adagrad={OUTSIDE}:{impl}")
+    (record,) = load(path)["records"]
+    return record
+
+
+def test_declared_unsupported_options_are_drawn_at_torchs_default_and_every_example_runs():
+    record = _narrowed_run("defaults-only", "DefaultsOnlyAdagrad", "agrees-with-reference")
+    assert record["outcome"] == "passed", record
+    assert record["examples"] >= 100 and record["unsupported_examples"] == 0
+    assert record["narrowed"] == ("narrowed: initial_accumulator_value, lr_decay, maximize at torch's default "
+                                  "(declared unsupported_options)")
+
+
+def test_options_named_by_unsupported_are_learned():
+    record = _narrowed_run("learned", "UndeclaredDefaultsOnlyAdagrad", "param-groups")
+    assert record["outcome"] == "passed", record
+    assert record["examples"] >= 100
+    assert 1 <= record["unsupported_examples"] <= 6  # about one per option, before it is learned
+    assert record["narrowed"].startswith("narrowed: ") and "learned from Unsupported: " in record["narrowed"]
+
+
+def test_an_unknown_declared_option_is_an_error_naming_it():
+    from conformance.cases.generated import declared_unsupported_options
+
+    class Typo(torch.optim.Adagrad):
+        unsupported_options = {"lr_decy"}
+
+    backend = CandidateBackend("candidate", {"adagrad": Typo})
+    try:
+        declared_unsupported_options(OPS["adagrad"], backend)
+    except ValueError as exc:
+        assert "'lr_decy', not an option of adagrad" in str(exc) and "lr_decay" in str(exc)
+    else:
+        raise AssertionError("an unknown option was accepted")

@@ -1,5 +1,21 @@
-"""The README stays short and the reference in docs/ builds: ``mkdocs build --strict`` fails on a
-broken link, a page missing from mkdocs.yml's nav or a nav entry without a page."""
+"""The README and docs/ can't go stale: their commands and samples are run, and the reference in
+docs/ builds (``mkdocs build --strict`` fails on a broken link, a page missing from mkdocs.yml's nav
+or a nav entry without a page).
+
+Every fenced ``bash``/``sh``/``yaml``/``python`` block of README.md and docs/*.md carries a marker
+on the line before it, an HTML comment that Markdown does not show:
+
+* ``<!-- runnable: exit=1 expect="RESULT: FAIL" -->``: the block runs (bash) in a directory of its
+  own, with the checkout's ``specs``, ``tests`` and ``examples`` linked there (so the commands read
+  as from a clone, and what they write stays out of it); its exit status and each ``expect`` text
+  in its output are asserted. Several specs separated by ``|`` stand for the block's command lines,
+  one each, in order.
+* ``<!-- runnable: kind=spec -->``: a YAML spec, loaded and validated as ``specs/*.yaml`` are.
+* ``<!-- runnable: kind=workflow -->``: a workflow calling one of this repository's reusable
+  workflows; it must name the workflow file and only inputs it declares.
+* ``<!-- not run: why -->``: the long main job, nox sessions, installs from the network,
+  placeholders such as ``mypkg.optim:FusedAdagrad``; the reason is required.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +24,175 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+MARKED_LANGUAGES = {"bash", "sh", "shell", "console", "yaml", "yml", "python"}
+LINKED = ("specs", "tests", "examples")  # what the commands read from the checkout
+
+FENCE = re.compile(r"^```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^```[ \t]*$", re.S | re.M)
+MARKER = re.compile(r"<!--\s*(?P<kind>runnable|not run)\s*:?\s*(?P<spec>.*?)\s*-->\s*\Z", re.S)
+OPTION = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
+
+
+@dataclass
+class Block:
+    page: Path
+    line: int
+    lang: str
+    body: str
+    marker: str | None  # "runnable" / "not run" / None
+    spec: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.page.relative_to(REPO).as_posix()}:{self.line}"
+
+
+def blocks(page: Path) -> list[Block]:
+    text = page.read_text(encoding="utf-8")
+    found = []
+    for match in FENCE.finditer(text):
+        before = text[:match.start()].rstrip("\n")
+        last = before.rsplit("\n", 1)[-1] if before else ""
+        marker = MARKER.search(last)
+        found.append(Block(page, text[:match.start()].count("\n") + 1, match.group("lang").lower(),
+                           match.group("body"), marker.group("kind") if marker else None,
+                           marker.group("spec") if marker else ""))
+    return found
+
+
+ALL_BLOCKS = [block for page in PAGES for block in blocks(page)]
+RUNNABLE = [block for block in ALL_BLOCKS if block.marker == "runnable"]
+
+
+def options(spec: str) -> list[dict[str, list[str]]]:
+    """``exit=1 expect="a" | exit=0`` -> one {name: [values]} per ``|``-separated part."""
+    parts = []
+    for part in spec.split("|"):
+        found: dict[str, list[str]] = {}
+        for name, value in OPTION.findall(part):
+            if value.startswith('"'):
+                value = bytes(value[1:-1], "utf-8").decode("unicode_escape")
+            found.setdefault(name, []).append(value)
+        parts.append(found)
+    return parts
+
+
+def command_lines(body: str) -> list[str]:
+    """The block's commands: one a line (a trailing ``\\`` continues it), comment lines left out."""
+    lines, current = [], ""
+    for raw in body.splitlines():
+        line = raw.rstrip()
+        if not current and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        if line.endswith("\\"):
+            current += line[:-1] + " "
+            continue
+        lines.append(current + line)
+        current = ""
+    return lines
+
+
+def test_every_command_block_is_marked_runnable_or_says_why_not():
+    unmarked = [b.id for b in ALL_BLOCKS if b.lang in MARKED_LANGUAGES and b.marker is None]
+    assert not unmarked, f"fenced blocks without <!-- runnable: ... --> or <!-- not run: why -->: {unmarked}"
+    no_reason = [b.id for b in ALL_BLOCKS if b.marker == "not run" and not b.spec]
+    assert not no_reason, f"<!-- not run --> needs its reason: {no_reason}"
+    assert len(RUNNABLE) >= 5, [b.id for b in RUNNABLE]
+
+
+def _workspace(tmp_path: Path) -> Path:
+    """A directory of its own that reads like a clone: the checkout's specs, tests and examples linked."""
+    for name in LINKED:
+        (tmp_path / name).symlink_to(REPO / name, target_is_directory=True)
+    return tmp_path
+
+
+def _environment() -> dict[str, str]:
+    """A user's shell: none of this session's conformance, Hypothesis or pytest settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONFORMANCE_", "HYPOTHESIS_", "PYTEST_"))}
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    return env
+
+
+def _run_commands(block: Block, cwd: Path) -> None:
+    specs = options(block.spec)
+    if len(specs) == 1:
+        runs = [(block.body, specs[0])]
+    else:
+        commands = command_lines(block.body)
+        assert len(commands) == len(specs), f"{block.id}: {len(specs)} specs for {len(commands)} commands"
+        runs = list(zip(commands, specs))
+    for script, spec in runs:
+        proc = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=cwd, env=_environment(),
+                              capture_output=True, text=True, timeout=float(spec.get("timeout", ["600"])[0]))
+        output = proc.stdout + proc.stderr
+        want = int(spec.get("exit", ["0"])[0])
+        assert proc.returncode == want, (f"{block.id}: {script.strip()[:200]!r} exited {proc.returncode}, "
+                                         f"the docs say {want}\n{output[-4000:]}")
+        for text in spec.get("expect", []):
+            assert text in output, f"{block.id}: {script.strip()[:200]!r} did not print {text!r}\n{output[-4000:]}"
+
+
+def _load_spec(block: Block, cwd: Path) -> None:
+    from conformance.specs.load import load_spec
+
+    path = cwd / "sample.yaml"
+    path.write_text(block.body, encoding="utf-8")
+    spec = load_spec(path)  # raises SpecError naming the field if the sample is not a valid spec
+    assert spec.cases, f"{block.id}: the sample spec has no case"
+
+
+def _check_workflow(block: Block, cwd: Path) -> None:
+    document = yaml.safe_load(block.body)
+    for name, job in document["jobs"].items():
+        uses = job["uses"]
+        path = re.sub(r"^[^/]+/[^/]+/", "", uses.split("@")[0])
+        workflow = REPO / path
+        assert workflow.is_file(), f"{block.id}: job {name} uses {uses}: no {path} here"
+        declared = yaml.safe_load(workflow.read_text(encoding="utf-8"))
+        trigger = declared.get("on", declared.get(True))  # YAML 1.1 reads the key `on` as True
+        inputs = trigger["workflow_call"].get("inputs", {})
+        unknown = set(job.get("with", {})) - set(inputs)
+        assert not unknown, f"{block.id}: {path} has no input(s) {sorted(unknown)}; it has {sorted(inputs)}"
+        required = {k for k, v in inputs.items() if v.get("required")}
+        assert required <= set(job.get("with", {})), f"{block.id}: missing required input(s) {required}"
+        for line in block.body.splitlines():  # "# optional; also a, b, c": those must be inputs too
+            if "also " in line and "#" in line:
+                named = [w.strip(" ,") for w in line.split("also ", 1)[1].split(",")]
+                missing = [w for w in named if w and w not in inputs]
+                assert not missing, f"{block.id}: the comment names input(s) {missing} that {path} lacks"
+
+
+@pytest.mark.parametrize("block", RUNNABLE, ids=[b.id for b in RUNNABLE])
+def test_the_docs_commands_and_samples_do_what_they_say(block, tmp_path):
+    cwd = _workspace(tmp_path)
+    kind = options(block.spec)[0].get("kind", ["commands"])[0]
+    if kind == "spec":
+        _load_spec(block, cwd)
+    elif kind == "workflow":
+        _check_workflow(block, cwd)
+    elif kind == "python":
+        proc = subprocess.run([sys.executable, "-c", block.body], cwd=cwd, env=_environment(), capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == int(options(block.spec)[0].get("exit", ["0"])[0]), proc.stdout + proc.stderr
+    else:
+        assert block.lang in ("bash", "sh", "shell"), f"{block.id}: runnable commands must be a bash/sh block"
+        _run_commands(block, cwd)
+
+
+def test_the_marker_grammar():
+    assert options('exit=1 expect="RESULT: FAIL" expect="a \\"b\\""') == [
+        {"exit": ["1"], "expect": ["RESULT: FAIL", 'a "b"']}]
+    assert options("exit=0 | exit=1") == [{"exit": ["0"]}, {"exit": ["1"]}]
+    assert command_lines("# c\npython a \\\n  --b\n\nls  # x\n") == ["python a    --b", "ls  # x"]
 
 
 def test_the_readme_is_short_and_points_at_pages_that_exist():

@@ -1,0 +1,60 @@
+"""Issue 23's input coverage: inputs the suite once never drew, each with a candidate that is
+wrong only there (tests/candidates/coverage.py) and must fail ``conformance check`` at its default
+settings, and the built-in backends that are right there, which must keep passing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from conformance_runs import REPO, by_case, load, run_inprocess
+
+COVERAGE = "tests/candidates/coverage.py"
+NONFINITE_CASES = ("nan-at-a-valid-entry", "inf-at-a-valid-entry", "inf-and-minus-inf-at-valid-entries",
+                   "nan-in-a-gradient-value", "inf-in-a-gradient-value")
+
+
+def run_check(tmp_path, impl: str, select: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """``python -m conformance check IMPL`` at its defaults (profile ci, seed 0), narrowed with -k."""
+    results = tmp_path / "reports" / "candidate.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-m", "conformance", "check", impl, "--results", str(results),
+                           "--report", str(tmp_path / "reports" / "check.html"), "--pytest-args", f"-k '{select}'"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert results.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc, load(results)
+
+
+def outcomes(document: dict, backend: str = "candidate") -> dict[str, str]:
+    return {key: record["outcome"] for key, record in by_case(document).items() if record["backend"] == backend}
+
+
+def test_a_skipna_masked_mean_fails_check_in_its_spec_case_and_its_generated_items(tmp_path):
+    # pandas' Series.where(mask).mean(): [nan, 1] both valid gives 1.0, torch NaN. The generated
+    # strategy must find it too, at the default 8 examples per item and seed 0, not only the spec case
+    proc, document = run_check(tmp_path, f"masked_mean={COVERAGE}:skipna_masked_mean",
+                               "nan-at-a-valid-entry or masked_mean-agrees-with-reference")
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert "RESULT: FAIL" in proc.stdout
+    got = outcomes(document)
+    spec = {k: v for k, v in got.items() if k.startswith("nan-at-a-valid-entry[")}
+    generated = {k: v for k, v in got.items() if k.startswith("masked_mean-agrees-with-reference[")}
+    assert len(spec) == 4 and set(spec.values()) == {"failed"}, spec
+    assert len(generated) == 4 and "failed" in generated.values(), generated
+    # stock torch (the masked backend beside it) passes the same items
+    assert set(outcomes(document, "masked").values()) <= {"passed", "unsupported"}
+
+
+def test_nonfinite_values_at_valid_positions_pass_on_every_builtin_backend():
+    # NaN/inf at a valid entry of a masked mean, in an optimizer's gradient: torch propagates them,
+    # and so does every built-in backend (no known divergence needed)
+    code, path = run_inprocess("nonfinite-builtin", *(str(REPO / "specs" / f"{op}.yaml") for op in
+                                                      ("masked_mean", "adagrad", "sparse_adam", "sgd")),
+                               "--conformance-examples", "0", "-k", " or ".join(NONFINITE_CASES))
+    records = load(path)["records"]
+    assert code == 0, [(r["case"], r["backend"], r["outcome"]) for r in records if r["outcome"] != "passed"]
+    ran = {(r["case"], r["backend"]) for r in records if r["outcome"] == "passed"}
+    for backend in ("reference", "dense", "coo", "masked", "kernel", "kernel-triton"):
+        assert ("nan-at-a-valid-entry", backend) in ran and ("inf-in-a-gradient-value", backend) in ran
+    assert {("nan-in-a-gradient-value", "coo"), ("inf-in-a-gradient-value-through-the-momentum-buffer", "coo")} <= ran

@@ -1,23 +1,22 @@
-"""``conformance replay ITEM``: re-run exactly one item of a run, from any directory.
+"""conformance replay ITEM: re-run exactly one item of a run, from any directory.
 
 Every failure the suite prints (the console, the report's "Re-run it", a counterexample's script
-and spec) names its item in one form that works wherever the user stands, with the suite
-installed from a wheel or in a clone, on every pytest version the suite allows::
+and spec) names its item in one form that works wherever you stand, with the suite installed from
+a wheel or in a clone, on every pytest version the suite allows:
 
-    python -m conformance replay 'specs/adagrad.yaml::tutorial-step-2[candidate-cpu-float32]' --impl adagrad=my_adagrad.py:MyAdagrad
-    python -m conformance replay 'specs::generated::adagrad-agrees-with-reference[candidate-cpu-float16]' --impl adagrad=my_adagrad.py:MyAdagrad --seed 0
+  python -m conformance replay 'specs/adagrad.yaml::duplicates-cancel[candidate-cpu-float32]' --impl adagrad=my_adagrad.py:MyAdagrad
+  python -m conformance replay 'specs::generated::adagrad-agrees-with-reference[candidate-cpu-float16]' --impl adagrad=my_adagrad.py:MyAdagrad --seed 0
 
-An item id is ``<where>::<name>[<backend>-<device>-<dtype>]``. ``specs/...`` is the suite's own
-spec files (:func:`conformance.check.specs_dir`: inside the installed package, or a clone's
-``specs/``) and ``specs::generated`` its generated properties; any other path is a spec file of
-your own, relative to the current directory. The item runs in a fresh ``python -m pytest`` from
-the current directory (so ``--impl`` targets import as they did in the run), narrowed to the
-item's backend, device, dtype and op, and selected by exact identity (``--conformance-item``:
-pytest's own ``path::name`` selection refuses ``::`` parts on a directory since pytest 9, and
-``-k`` matches substrings). Exit status: pytest's, 0 when the item passes (or is a known
-divergence), 1 when it fails; 4 when there is no such item (a one-line error says why).
+An item id is PATH::NAME[BACKEND-DEVICE-DTYPE]. specs/... names the suite's own spec files (inside
+the installed package, or a clone's specs/) and specs::generated its generated properties; any
+other path is a spec file of your own, relative to the current directory. The item runs in a fresh
+python -m pytest from the current directory (so --impl targets import as they did in the run),
+narrowed to the item's backend, device, dtype and op, and selected by exact identity
+(--conformance-item: pytest 9 refuses path::name selection parts on a directory, and -k matches
+substrings). Exit status: pytest's, 0 when the item passes (or shows its known divergence), 1 when
+it fails; 4 when there is no such item (a one-line error says why).
 
-This module is also the pytest plugin behind ``--conformance-item`` and the records' ``rerun``
+This module is also the pytest plugin behind --conformance-item and each results record's rerun
 field (the command above, for each item of a run).
 """
 

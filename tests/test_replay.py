@@ -97,3 +97,13 @@ def test_replay_from_an_empty_directory_exits_with_the_items_verdict(tmp_path):
     assert needs_impl.returncode == 4 and "give it with --impl OP=module:attr" in needs_impl.stderr
     # a spec item writes nothing where it runs (no cache, no reports of its own)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["my_adagrad.py"]
+
+
+def test_the_help_is_plain_text():
+    from conformance.cli import build_parser
+
+    parser = build_parser()
+    replay = parser._subparsers._group_actions[0].choices["replay"]  # argparse keeps subparsers there
+    text = replay.format_help()
+    assert "python -m conformance replay 'specs::generated::" in text
+    assert "``" not in text and ":func:" not in text

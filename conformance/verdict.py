@@ -225,13 +225,35 @@ def format_side_by_side(table: Mapping[str, Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def judge(failure: Mismatch | None, torch: TorchRun | None, same_as_torch: bool,
-          divergence_text: str | None) -> Judgement:
-    """Classify one item from how it compares with the spec (``failure``) and with stock torch.
+def torch_opinion(attempt: Callable[[], Any]) -> TorchRun | None:
+    """Stock torch's side of a property check: ``attempt()`` runs the check on stock torch (a
+    generated property's check with the stock-torch backend) and raises how torch misses it. None
+    when torch cannot run it (Unsupported)."""
+    run = TorchRun()
+    try:
+        attempt()
+    except Unsupported:
+        return None
+    except Mismatch as mismatch:
+        run.failure = mismatch
+    except Exception as exc:  # noqa: BLE001 - torch raising (or a known divergence of its own) misses too
+        run.error = exc
+    return run
 
-    ``divergence_text`` is the recorded known divergence of torch that applies here, if any.
-    Raises :class:`SameAsTorch` (xfail) or the failure (with torch's values beside) when the item
-    does not conform; returns the judgement otherwise.
+
+def judge(failure: Mismatch | None, torch: TorchRun | None, same_as_torch: bool | Callable[[], bool],
+          divergence_text: str | None) -> Judgement:
+    """The three-way verdict -- the one judging core of spec items, generated examples and
+    counterexample replays: classify an implementation's run from how it compares with the spec
+    (``failure``: golden values, reference, invariants or property; None when it conforms) and
+    with stock torch on the same inputs (``torch``: :func:`run_stock_torch` or
+    :func:`torch_opinion`; None where there is no stock torch to ask).
+
+    ``same_as_torch`` says whether the implementation's outputs are torch's (within
+    :func:`agreement_tolerance`); a callable is asked only when both miss the spec (it may run
+    both again). ``divergence_text`` is the recorded known divergence of torch that applies here.
+    Raises :class:`SameAsTorch` (xfail) when the implementation misses the spec as torch does;
+    returns the judgement otherwise (``differs``: the caller raises :func:`differs`).
     """
     record: dict[str, Any] = {}
     if failure is None:
@@ -243,7 +265,7 @@ def judge(failure: Mismatch | None, torch: TorchRun | None, same_as_torch: bool,
         else:
             verdict = Verdict.CONFORMS
         return Judgement(verdict, torch, record)
-    if torch is not None and not torch.conforms and same_as_torch:
+    if torch is not None and not torch.conforms and (same_as_torch() if callable(same_as_torch) else same_as_torch):
         if divergence_text:
             reason = f"same as torch{_stand_in(torch)}: {divergence_text}"
         else:
@@ -262,3 +284,20 @@ def _torch_miss(torch: TorchRun) -> str:
     if torch.error is not None:
         return f"raised {first_line(torch.error)}"
     return "gives " + str(torch.failure).strip().splitlines()[0] if torch.failure is not None else "conforms"
+
+
+def differs(failure: Mismatch, torch: TorchRun | None, *, table: Mapping[str, Mapping[str, Any]] | None = None,
+            on: str = "inputs", torch_note: str | None = None) -> Mismatch:
+    """The failure of a ``differs`` verdict, as raised: the one place its message is built -- how
+    the implementation misses the spec, what stock torch did on the same ``on`` (inputs/example;
+    ``torch_note`` replaces the default account), and the values side by side (``table``)."""
+    detail = ""
+    if torch_note is not None:
+        detail = f"\n  stock torch on the same {on}: {torch_note}"
+    elif torch is not None:
+        detail = (f"\n  {torch.where()} on the same {on}: " + ("conforms" if torch.conforms else
+                  "also misses the spec, differently") + (f" (it raised {first_line(torch.error)})"
+                                                          if torch.error else ""))
+    if table:
+        detail += "\n" + format_side_by_side(table)
+    return Mismatch(f"{failure}{detail}", failure.max_abs_error, failure.max_rel_error)

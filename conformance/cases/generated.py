@@ -49,7 +49,8 @@ from conformance.ops.optimizer_steps import (
 )
 from conformance.tensors import CooArray, quantize, to_numpy, torch_dtype
 from conformance.rounding import check_rounding, unit_roundoff
-from conformance.verdict import StockTorch, agreement_tolerance, agrees, distance
+from conformance.verdict import (Judgement, SameAsTorch, StockTorch, Verdict, agreement_tolerance, agrees, differs,
+                                 distance, judge, torch_opinion)
 
 # ---------------------------------------------------------------- tolerances (Op.generated_tolerances)
 
@@ -582,51 +583,53 @@ class PropertyResult:
                 f"verdict stands on those")
 
 
-def _misses(prop: Property, trial: Trial, example: Any) -> bool:
-    """Whether ``trial``'s backend misses the property on this example (a departure of any kind)."""
-    try:
-        prop.check(trial, example)
-    except (Mismatch, DivergenceObserved):
-        return True
-    except Unsupported:
-        return False
-    except Exception:  # noqa: BLE001 - torch raising where the property expects a result
-        return True
-    return False
-
-
-def same_as_torch(prop: Property, trial: Trial, torch_trial: Trial, example: Any,
-                  mismatch: Mismatch) -> DivergenceObserved | None:
-    """The three-way verdict on one example a candidate misses: a DivergenceObserved when stock
-    torch misses it too and the candidate's outputs are torch's (within
-    :func:`conformance.verdict.agreement_tolerance`); None when the candidate differs from torch
-    (the mismatch then stands, and says what torch did)."""
-    if not _misses(prop, torch_trial, example):
-        mismatch.args = (f"{mismatch.args[0] if mismatch.args else ''}\n  stock torch on the same example: "
-                         f"has the property",)
-        return None
+def _agreement(prop: Property, trial: Trial, torch_trial: Trial, example: Any, seen: dict) -> bool:
+    """Whether the backend's outputs on ``example`` are stock torch's (within
+    :func:`conformance.verdict.agreement_tolerance`): the property's own observation (``observe``),
+    else each of the example's cases run alone. Leaves in ``seen`` what the verdict's messages
+    need: the outputs compared and their tolerances, or how far apart they are."""
     tolerance = agreement_tolerance(torch_dtype(trial.dtype))
     if prop.observe is not None:  # the property's own outputs, not its cases' single runs
         runs = [lambda: (prop.observe(trial, example), prop.observe(torch_trial, example))]
     else:
         runs = [lambda inputs=inputs: (trial.run(inputs), torch_trial.run(inputs))
                 for _, inputs in prop.to_cases(example, trial.dtype)]
+    seen["runs"] = len(runs)
     for run in runs:
         try:
             ours, theirs = run()
         except Exception:  # noqa: BLE001 - one of them raises on these inputs: not the same behaviour
-            return None
+            return False
         tols = {name: (None if name in trial.op.exact_outputs else tolerance) for name in theirs}
         if not agrees(ours, theirs, tols, list(theirs)):
-            mismatch.args = (f"{mismatch.args[0] if mismatch.args else ''}\n  stock torch on the same example: "
-                             f"misses the property too, but differently (max abs difference "
-                             f"{distance(ours, theirs):.6g})",)
-            return None
-    single = prop.observe is None and len(runs) == 1
-    explained = trial.known_divergence(prop.to_cases(example, trial.dtype)[0][1], ours, tols) if single else None
-    divergence = explained or SAME_AS_TORCH
-    return DivergenceObserved(lowprec.Divergence(
-        divergence.key, f"same as torch: {divergence.reason}", divergence.link), str(mismatch).splitlines()[0])
+            seen["note"] = f"misses the property too, but differently (max abs difference {distance(ours, theirs):.6g})"
+            return False
+        seen.update(ours=ours, tols=tols)
+    return True
+
+
+def three_way(prop: Property, trial: Trial, torch_trial: Trial, example: Any, failure: Mismatch | None) -> Judgement:
+    """The three-way verdict (:func:`conformance.verdict.judge`, the one judging core) on one
+    generated example: stock torch runs the same property on the same example
+    (:func:`conformance.verdict.torch_opinion`). Returns the judgement (``improvement`` where the
+    backend has the property and torch does not); raises DivergenceObserved when the backend misses
+    the property exactly as torch does, and the failure (:func:`conformance.verdict.differs`, torch's
+    account beside it) when it differs."""
+    torch_run = torch_opinion(lambda: prop.check(torch_trial, example))
+    seen: dict = {}
+    try:
+        judgement = judge(failure, torch_run, lambda: _agreement(prop, trial, torch_trial, example, seen), None)
+    except SameAsTorch:
+        single = prop.observe is None and seen.get("runs") == 1
+        explained = trial.known_divergence(prop.to_cases(example, trial.dtype)[0][1], seen["ours"],
+                                           seen["tols"]) if single else None
+        divergence = explained or SAME_AS_TORCH
+        raise DivergenceObserved(lowprec.Divergence(divergence.key, f"same as torch: {divergence.reason}",
+                                                    divergence.link), str(failure).splitlines()[0]) from None
+    if judgement.verdict is Verdict.DIFFERS:
+        note = "has the property" if torch_run is not None and torch_run.conforms else seen.get("note")
+        raise differs(failure, torch_run, on="example", torch_note=note) from None
+    return judgement
 
 
 UNSUPPORTED_OPTIONS_ATTRIBUTE = "unsupported_options"
@@ -864,10 +867,14 @@ def _example_check(prop: Property, trial: Trial, torch_trial: Trial | None, resu
         except Mismatch as mismatch:
             result.examples += 1
             if torch_trial is not None:
-                hit = same_as_torch(prop, trial, torch_trial, example, mismatch)
-                if hit is not None:
+                try:
+                    three_way(prop, trial, torch_trial, example, mismatch)
+                except DivergenceObserved as hit:  # the same as torch: the search goes on
                     observed(hit, example)
                     return
+                except Mismatch as differs_from_both:
+                    result.failing_example, result.last_failure = example, differs_from_both
+                    raise differs_from_both from None
             result.failing_example, result.last_failure = example, mismatch
             raise
         except BaseException as exc:
@@ -878,7 +885,8 @@ def _example_check(prop: Property, trial: Trial, torch_trial: Trial | None, resu
             raise
         else:
             result.examples += 1
-            if torch_trial is not None and _misses(prop, torch_trial, example):
+            if torch_trial is not None and three_way(prop, trial, torch_trial, example, None).verdict \
+                    is Verdict.IMPROVEMENT:
                 result.improvements += 1
 
     return generated_case

@@ -10,9 +10,8 @@ from typing import Any, Callable
 from conformance import diagnosis
 from conformance.backends.base import Backend
 from conformance.types import RunContext, Unsupported
-from conformance.verdict import (SameAsTorch, TorchRun, Verdict, agreement_tolerance, agrees, distance, first_line,
-                                 format_side_by_side, judge,
-                                 run_stock_torch, side_by_side)
+from conformance.verdict import (SameAsTorch, TorchRun, Verdict, agreement_tolerance, agrees, differs, distance,
+                                 judge, run_stock_torch, side_by_side)
 from conformance.compare import Mismatch, Tolerance, compare_outputs, default_tolerance
 from conformance.devices import measure
 from conformance.specs.load import Case
@@ -177,11 +176,4 @@ def _conclude(case: Case, backend: Backend, ctx: RunContext, failure: Mismatch |
         table = side_by_side(expected, torch.outputs if torch else None, outputs)
         if table:
             ctx.record["values"] = table
-        detail = ""
-        if torch is not None:
-            detail = (f"\n  {torch.where()} on the same inputs: " + ("conforms" if torch.conforms else
-                      "also misses the spec, differently") + (f" (it raised {first_line(torch.error)})"
-                                                              if torch.error else ""))
-        if table:
-            detail += "\n" + format_side_by_side(table)
-        raise Mismatch(f"{failure}{detail}", failure.max_abs_error, failure.max_rel_error) from failure
+        raise differs(failure, torch, table=table) from failure

@@ -245,13 +245,15 @@ def tests(session: nox.Session) -> None:
 
 # Outside libraries the shipped example candidates (examples/candidates/) adapt, pinned to the
 # versions their verdicts were pinned on (examples/tests/). CPU wheels only.
-EXAMPLES_REQUIREMENTS = ["tensorflow-cpu==2.21.0", "jax[cpu]==0.10.2", "optax==0.2.8"]
-EXAMPLES_MODULES = {"tensorflow": "2.21.0", "jax": "0.10.2", "optax": "0.2.8"}  # skip pip when all match
+EXAMPLES_REQUIREMENTS = ["tensorflow-cpu==2.21.0", "jax[cpu]==0.10.2", "optax==0.2.8", "pandas==3.1.1",
+                         "torch_geometric==2.8.1"]
+EXAMPLES_MODULES = {"tensorflow": "2.21.0", "jax": "0.10.2", "optax": "0.2.8", "pandas": "3.1.1",
+                    "torch_geometric": "2.8.1"}  # skip pip when all match
 
 
 @nox.session
 def examples(session: nox.Session) -> None:
-    """The example candidates (scipy, JAX, optax, TensorFlow) and their pinned verdicts
+    """The example candidates (scipy, JAX, optax, TensorFlow, pandas, numpy.ma, PyG) and their pinned verdicts
     (examples/tests/), on the torch the suite is developed on. Not a default session.
 
     Writes reports/status-examples.json ("install failed" when a wheel could not be installed).

@@ -208,8 +208,10 @@ def skipna_model(inputs: MaskedMeanInputs):
     """pandas' ``Series.where(mask).mean()``: NaN at a valid entry is skipped, and not counted."""
     kept = inputs.mask & ~np.isnan(inputs.values)
     if not kept.any():
-        return {"value": np.float64("nan")}
-    return {"value": np.float64(inputs.values[kept].sum() / kept.sum())}
+        return {"value": np.float64("nan"), "grad": np.zeros(inputs.values.shape)}
+    with np.errstate(invalid="ignore", over="ignore"):
+        value = np.float64(inputs.values[kept].sum() / kept.sum())
+    return {"value": value, "grad": np.where(kept, 1.0 / kept.sum(), 0.0)}
 
 
 def zero_count_model(inputs: MaskedMeanInputs):

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
+import yaml
 
 from conformance.cli import main as cli_main
 from conformance.results.store import load_results
@@ -60,10 +63,14 @@ def _snapshot(into: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Path]:
+def checkout(tmp_path_factory) -> Path:
+    return _snapshot(tmp_path_factory.mktemp("suite"))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, checkout) -> dict[str, Path]:
     """The unsharded run and its three shards (shard 2 on two xdist workers), same options."""
     root = tmp_path_factory.mktemp("sharded")
-    checkout = _snapshot(root / "suite")
     counterexamples = ["--conformance-counterexamples", str(root / "counterexamples")]  # same in every run
     paths = {}
     for name, extra in [("whole", []), ("shard-1", ["--conformance-shard", "1/3"]),
@@ -252,3 +259,146 @@ def test_an_interrupted_shard_makes_an_interrupted_run(runs, tmp_path, capsys):
     assert f"warning: {cut}: shard 3/3 is 'interrupted', not complete (1 of its items not run)" in capsys.readouterr().err
     run = load_results(merged_path).run
     assert run["status"] == "interrupted" and run["exit_status"] == 2 and run["not_run"] == [lost]
+
+
+# ------------------------------------------------------------------ the reusable workflow's matrix mode
+
+WORKFLOW = REPO / ".github" / "workflows" / "gate-candidate.yml"
+EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
+
+
+def _workflow() -> dict:
+    return yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+
+
+def _step(job: str, name: str) -> dict:
+    return next(s for s in _workflow()["jobs"][job]["steps"] if s.get("name") == name)
+
+
+def _uses(job: str, action: str) -> list[dict]:
+    return [s for s in _workflow()["jobs"][job]["steps"] if s.get("uses", "").startswith(action + "@")]
+
+
+def _inputs() -> dict:
+    document = _workflow()
+    return (document.get("on") or document[True])["workflow_call"]["inputs"]  # YAML 1.1 reads `on` as true
+
+
+def test_the_workflow_has_a_matrix_mode_beside_the_single_job():
+    jobs = _workflow()["jobs"]
+    assert list(jobs) == ["gate", "plan", "shard", "merge"]
+    inputs = _inputs()
+    assert inputs["torch-versions"]["default"] == "" and inputs["shards"]["type"] == "number"
+    assert jobs["gate"]["if"] == "inputs.torch-versions == ''"  # the single job, as before, without them
+    assert jobs["plan"]["if"] == "inputs.torch-versions != ''"
+    assert jobs["plan"]["outputs"] == {"matrix": "${{ steps.plan.outputs.matrix }}",
+                                       "runs": "${{ steps.plan.outputs.runs }}"}
+    assert _step("plan", "Plan")["id"] == "plan"
+    shard = jobs["shard"]
+    assert shard["needs"] == "plan" and shard["runs-on"] == "${{ matrix.runs-on }}"
+    assert shard["strategy"] == {"fail-fast": False, "matrix": "${{ fromJSON(needs.plan.outputs.matrix) }}"}
+    [upload] = _uses("shard", "actions/upload-artifact")
+    assert upload["if"] == "always()" and upload["with"]["path"] == "reports/shards/"
+    assert upload["with"]["name"] == "conformance-shard-${{ matrix.torch }}-${{ matrix.device }}-${{ matrix.shard }}"
+    merge = jobs["merge"]
+    assert merge["needs"] == ["plan", "shard"] and "!cancelled()" in merge["if"]
+    [download] = _uses("merge", "actions/download-artifact")
+    assert download["with"] == {"pattern": "conformance-shard-*", "merge-multiple": True, "path": "reports/shards/"}
+    [report] = _uses("merge", "actions/upload-artifact")
+    assert report["if"] == "always()" and report["with"] == {"name": "conformance-report", "path": "reports/"}
+    names = [s.get("name") or s["uses"] for s in merge["steps"]]
+    assert names.index("Merge and report") > names.index("actions/download-artifact@v4")
+
+
+def test_every_expression_names_something_that_exists():
+    text = WORKFLOW.read_text(encoding="utf-8")
+    inputs, outputs = set(_inputs()), set(_workflow()["jobs"]["plan"]["outputs"])
+    plan_keys = {"torch", "device", "shard", "shards", "runs-on", "index-url"}  # what the Plan step emits
+    for expression in EXPRESSION.findall(text):
+        for kind, name in re.findall(r"\b(inputs|matrix|needs\.plan\.outputs|steps\.plan\.outputs)\.([\w-]+)",
+                                     expression):
+            known = {"inputs": inputs, "matrix": plan_keys, "needs.plan.outputs": outputs,
+                     "steps.plan.outputs": {"matrix", "runs"}}[kind]
+            assert name in known, f"${{{{ {expression} }}}}: {kind}.{name} does not exist"
+
+
+def _resolve(env: dict, values: dict) -> dict:
+    """A job's env with its ${{ ... }} expressions replaced by ``values`` (what GitHub would put there)."""
+    resolved = {}
+    for key, value in env.items():
+        text = EXPRESSION.sub(lambda m: str(values[m.group(1)]), str(value))
+        resolved[key] = text
+    return resolved
+
+
+def _bash(script: str, cwd: Path, env: dict, suite: Path) -> subprocess.CompletedProcess:
+    """A step's script run by bash as GitHub runs it, with ``suite`` as the installed suite."""
+    env = {**os.environ, **env, "PYTHONPATH": os.pathsep.join([str(suite), os.environ.get("PYTHONPATH", "")])}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def _plan(tmp_path: Path, **inputs) -> tuple[subprocess.CompletedProcess, dict]:
+    values = {f"inputs.{name}": spec.get("default", "") for name, spec in _inputs().items()}
+    values.update({f"inputs.{name}": value for name, value in inputs.items()})
+    out = tmp_path / "github_output"
+    out.write_text("")
+    env = {**_resolve(_workflow()["jobs"]["plan"]["env"], values), "GITHUB_OUTPUT": str(out)}
+    proc = _bash(_step("plan", "Plan")["run"], tmp_path, env, REPO)
+    return proc, dict(line.split("=", 1) for line in out.read_text().splitlines() if "=" in line)
+
+
+def test_the_plan_refuses_cuda_without_a_gpu_runner(tmp_path):
+    proc, outputs = _plan(tmp_path, **{"torch-versions": "2.5.1", "devices": "cpu cuda"})
+    assert proc.returncode != 0 and not outputs
+    assert "devices has cuda: give gpu-runs-on" in proc.stderr
+    proc, outputs = _plan(tmp_path, **{"torch-versions": "2.5.1 2.13.0", "devices": "cpu cuda", "shards": 3,
+                                       "gpu-runs-on": "gpu"})
+    include = json.loads(outputs["matrix"])["include"]
+    assert len(include) == 2 * 2 * 3 and outputs["runs"].split() == [
+        "torch-2.5.1-cpu", "torch-2.5.1-cuda", "torch-2.13.0-cpu", "torch-2.13.0-cuda"]
+    cuda = [e for e in include if e["device"] == "cuda"]
+    assert {e["runs-on"] for e in cuda} == {"gpu"} and all("/cu" in e["index-url"] for e in cuda)
+
+
+def test_the_matrix_mode_runs_here_for_one_torch_version_with_two_shards(tmp_path, checkout):
+    """Plan, then each shard's "Gate shard" step, then "Merge and report", as the jobs would run them
+    (the artifacts' upload and download leave reports/shards/ as it is: one folder per run)."""
+    version = torch.__version__.split("+")[0]
+    impl, pytest_args = "adagrad=mypkg:SquareBeforeSumAdagrad", "-k 'not generated' --conformance-dtype float32"
+    proc, outputs = _plan(tmp_path, **{"torch-versions": version, "devices": "cpu", "shards": 2})
+    assert proc.returncode == 0, proc.stderr
+    include = json.loads(outputs["matrix"])["include"]
+    assert [(e["torch"], e["device"], e["shard"], e["shards"]) for e in include] == [
+        (version, "cpu", 1, 2), (version, "cpu", 2, 2)]
+
+    user_repo = tmp_path / "user-repo"  # a user's repository holding their (wrong) Adagrad
+    (user_repo / "mypkg").mkdir(parents=True)
+    shutil.copy(REPO / "tests" / "candidates" / "mutants.py", user_repo / "mypkg" / "__init__.py")
+    values = {f"inputs.{name}": spec.get("default", "") for name, spec in _inputs().items()}
+    values.update({"inputs.impl": impl, "inputs.pytest-args": pytest_args, "inputs.suite": "unused"})
+    for entry in include:
+        env = _resolve(_workflow()["jobs"]["shard"]["env"], {**values, **{f"matrix.{k}": v for k, v in entry.items()}})
+        proc = _bash(_step("shard", "Gate shard")["run"], user_repo, env, checkout)
+        # the candidate fails some items of this shard; the shard job still succeeds (the merge job judges)
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+        assert f"--conformance-shard {entry['shard']}/2" in proc.stdout
+    shards = sorted((user_repo / "reports" / "shards" / f"torch-{version}-cpu").glob("shard-*.json"))
+    assert [p.name for p in shards] == ["shard-1.json", "shard-2.json"]
+
+    summary = tmp_path / "summary.md"
+    env = {**_resolve(_workflow()["jobs"]["merge"]["env"], {**values, "needs.plan.outputs.runs": outputs["runs"]}),
+           "GITHUB_STEP_SUMMARY": str(summary)}
+    proc = _bash(_step("merge", "Merge and report")["run"], user_repo, env, checkout)
+    assert proc.returncode == 1, (proc.stdout + proc.stderr)[-3000:]  # the wrong candidate fails the gate
+    merged = load_results(user_repo / "reports" / f"torch-{version}-cpu.json")
+    assert [s["shard"] for s in merged.run["shards"]] == ["1/2", "2/2"]
+    assert merged.run["label"] == f"torch {version} cpu" and merged.run["status"] == "complete"
+    pieces = [load_results(p).records for p in shards]
+    assert sorted(r["nodeid"] for r in merged.records) == sorted(r["nodeid"] for piece in pieces for r in piece)
+    failed = {r["case"] for r in merged.records if r["backend"] == "candidate" and r["outcome"] == "failed"}
+    assert "duplicates-summed-before-squaring" in failed
+    assert f"torch {version} cpu" in (user_repo / "reports" / "index.html").read_text(encoding="utf-8")
+    text = summary.read_text(encoding="utf-8")
+    assert f"| torch {version} cpu | 2 |" in text and "RESULT: FAIL" in text

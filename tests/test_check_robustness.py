@@ -44,3 +44,231 @@ def test_a_duplicate_key_is_an_error_naming_both_lines(tmp_path):
     with pytest.raises(SpecError) as info:
         load_spec(path)
     assert str(info.value) == f"{path}:6: duplicate key 'dtypes' (first given on line 5)"
+
+
+# ------------------------------------------------------------------ helpers: real runs, narrowed
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import types
+from collections import Counter
+
+from conformance import check
+from conformance.results.store import FORMAT, SCHEMA_VERSION, previous_path
+from conformance_runs import REPO, SMALL_SPEC, base_args, by_case, load, run_inprocess
+
+FAULTS = "tests/candidates/faults.py"
+
+
+def env(**extra: str) -> dict:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), **extra}
+
+
+def run_check(tmp_path: Path, candidate: str, *pytest_args: str, timeout: float = 300,
+              **extra_env: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """``python -m conformance check adagrad=<fault>`` on the small spec only, from the repository."""
+    results = tmp_path / "reports" / "candidate.json"
+    proc = subprocess.run([sys.executable, "-m", "conformance", "check", f"adagrad={FAULTS}:{candidate}",
+                           "--specs", str(SMALL_SPEC), "--results", str(results),
+                           "--report", str(tmp_path / "reports" / "check.html"),
+                           "--pytest-args", " ".join(["--conformance-examples 0", *pytest_args])],
+                          cwd=REPO, env=env(**extra_env), capture_output=True, text=True, timeout=timeout)
+    return proc, results
+
+
+def pytest_run(tmp_path: Path, candidate: str, *args: str, timeout: float = 300) -> tuple[subprocess.CompletedProcess, Path]:
+    results = tmp_path / "results.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", *base_args(results), str(SMALL_SPEC),
+                           "--conformance-examples", "0", "--conformance-impl", f"adagrad={FAULTS}:{candidate}", *args],
+                          cwd=REPO, env=env(), capture_output=True, text=True, timeout=timeout)
+    return proc, results
+
+
+# ------------------------------------------------------------------ check: usage errors touch nothing
+
+@pytest.mark.parametrize("impl, phrase", [
+    ("adagard=torch.optim:Adagrad", "unknown op 'adagard'; known ops: adagrad"),
+    ("adagrad=no_such_module_here:Adagrad", "importing no_such_module_here raised ModuleNotFoundError"),
+    ("adagrad=torch.optim:NoSuchClass", "torch.optim has no attribute 'NoSuchClass'"),
+    ("adagrad=no/such/file.py:Adagrad", "no such file no/such/file.py"),
+    ("adagrad=torch.optim", "expected OP=module:attr"),
+])
+def test_a_usage_error_runs_nothing_prints_no_counts_and_touches_no_file(tmp_path, monkeypatch, capsys, impl, phrase):
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    old = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "run": {"id": "old", "status": "complete"},
+           "records": []}
+    (reports / "candidate.json").write_text(json.dumps(old))
+    (reports / "index.html").write_text("the main job's report")
+    monkeypatch.chdir(tmp_path)
+    assert check.main([impl]) == check.USAGE
+    output = capsys.readouterr()
+    assert phrase in output.err and "RESULT" not in output.out + output.err
+    assert "pytest" not in output.out  # never started
+    assert json.loads((reports / "candidate.json").read_text())["run"]["id"] == "old"
+    assert sorted(p.name for p in reports.iterdir()) == ["candidate.json", "index.html"]
+
+
+def test_a_candidate_that_ends_the_process_at_import_is_a_usage_error_not_a_pass(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "conformance", "check", f"adagrad={REPO / FAULTS}:ExitingAdagrad"],
+                          cwd=tmp_path, env=env(CONFORMANCE_TEST_EXIT_AT_IMPORT="1"), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == check.USAGE
+    assert "importing the candidate ended the process (exit status 0)" in proc.stderr
+    assert "RESULT" not in proc.stdout
+
+
+def test_check_help_lists_every_op_in_plain_text():
+    from conformance.ops import OPS
+
+    proc = subprocess.run([sys.executable, "-m", "conformance", "check", "--help"], env=env(), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0
+    text = " ".join(proc.stdout.split())
+    assert f"one of: {', '.join(OPS)}" in text
+    assert "``" not in proc.stdout and ":func:" not in proc.stdout
+
+
+# ------------------------------------------------------------------ check: the verdict, from its own run's file
+
+def document(run_id="mine", status="complete", outcomes=(), not_run=(), others=()) -> dict:
+    records = [{"nodeid": f"x::c{i}[candidate-cpu-float32]", "backend": "candidate", "op": "adagrad", "outcome": o,
+                "message": None} for i, o in enumerate(outcomes)]
+    records += [{"nodeid": f"x::c{i}[coo-cpu-float32]", "backend": "coo", "op": "adagrad", "outcome": o}
+                for i, o in enumerate(others)]
+    return {"run": {"id": run_id, "status": status, "not_run": list(not_run)}, "records": records}
+
+
+@pytest.mark.parametrize("doc, status, code, phrase", [
+    (None, 0, check.COULD_NOT_JUDGE, "no results file"),
+    (document(run_id="previous", outcomes=["passed"]), 0, check.COULD_NOT_JUDGE, "another run's"),
+    (document(status="running", outcomes=["passed"]), 0, check.COULD_NOT_JUDGE, "did not complete"),
+    (document(status="interrupted", outcomes=["passed"], not_run=["x::c9"]), 2, check.COULD_NOT_JUDGE, "1 items not run"),
+    (document(outcomes=[]), 0, check.COULD_NOT_JUDGE, "no candidate item of adagrad"),
+    (document(outcomes=["unsupported"] * 49), 0, check.UNSUPPORTED, "every candidate item was unsupported"),
+    (document(outcomes=["passed", "failed"]), 1, check.FAIL, "1 candidate item(s) failed"),
+    (document(status="interrupted", outcomes=["error"]), 2, check.FAIL, "did not complete"),
+    (document(outcomes=["passed"], others=["failed"]), 1, check.COULD_NOT_JUDGE, "stock torch"),
+    (document(outcomes=["passed"]), 3, check.COULD_NOT_JUDGE, "pytest exited with status 3"),
+    (document(outcomes=["passed", "xfail", "unsupported"]), 0, check.PASS, ""),
+])
+def test_the_verdict_passes_only_a_complete_run_of_its_own_that_ran_something(doc, status, code, phrase):
+    verdict = check.judge(doc, run_id="mine", status=status, ops=["adagrad"])
+    assert verdict.code == code and phrase in verdict.reason, verdict
+
+
+# ------------------------------------------------------------------ check end to end: crashes and hangs
+
+def test_check_survives_a_candidate_that_exits_the_process(tmp_path):
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "index.html").write_text("the main job's report")
+    previous = {"format": FORMAT, "schema_version": SCHEMA_VERSION,
+                "run": {"id": "previous-run", "status": "complete"}, "records": []}
+    (reports / "candidate.json").write_text(json.dumps(previous))
+    proc, results = run_check(tmp_path, "ExitingAdagrad")  # os._exit(0) on one input
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == check.FAIL, output[-3000:]
+    assert "RESULT: FAIL" in output and "crashed: " in output and "misbehave-here" in output
+    document_ = load(results)
+    assert document_["run"]["status"] == "complete"
+    records = by_case(document_)
+    crashed = records["misbehave-here[candidate-cpu-float64]"]
+    assert crashed["outcome"] == "error" and crashed["crashed"] and "exited with status 0" in crashed["message"]
+    assert records["before[candidate-cpu-float64]"]["outcome"] == "passed"
+    assert records["after[candidate-cpu-float64]"]["outcome"] == "passed"  # every other record kept
+    assert json.loads(previous_path(results).read_text())["run"]["id"] == "previous-run"  # moved aside
+    assert (reports / "index.html").read_text() == "the main job's report" and (reports / "check.html").is_file()
+
+
+def test_check_ends_a_candidate_deadlocked_in_native_code(tmp_path):
+    timeout = 20  # a fresh worker's first item spends seconds importing (lazily, in Python): not the hang
+    started = time.monotonic()
+    proc, results = run_check(tmp_path, "NativeDeadlockAdagrad", f"--conformance-timeout {timeout}", "-k misbehave")
+    assert time.monotonic() - started < timeout + 60 + 60  # + 60: start-ups of four interpreters on a loaded 2-core machine
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == check.FAIL, output[-3000:]
+    record = by_case(load(results))["misbehave-here[candidate-cpu-float64]"]
+    assert record["outcome"] == "error" and record["timed_out"] is True
+    assert record["message"].startswith("timed out in native code") and "pthread_mutex_lock" not in record["message"]
+    assert "faults.py" in record["message"]  # where it hung: faulthandler's traceback of the item's thread
+
+
+def test_a_candidate_holding_the_gil_in_c_is_ended_too(tmp_path):
+    proc, results = pytest_run(tmp_path, "GilHoldingAdagrad", "-n", "1", "-p", "no:benchmark",
+                               "--conformance-timeout", "20", "-k", "misbehave")
+    document_ = load(results)
+    assert proc.returncode == 1 and document_["run"]["status"] == "complete", proc.stdout[-3000:]
+    record = by_case(document_)["misbehave-here[candidate-cpu-float64]"]
+    assert record["outcome"] == "error" and record["message"].startswith("timed out in native code")
+
+
+def test_an_abort_is_recorded_with_its_signal(tmp_path):
+    proc, results = pytest_run(tmp_path, "AbortingAdagrad", "-n", "1", "-p", "no:benchmark")
+    records = by_case(load(results))
+    assert proc.returncode == 1
+    crashed = records["misbehave-here[candidate-cpu-float64]"]
+    assert crashed["signal"] == "SIGABRT" and "killed by SIGABRT" in crashed["message"]
+    assert records["after[candidate-cpu-float64]"]["outcome"] == "passed"
+
+
+# ------------------------------------------------------------------ in one process: what a candidate may not do
+
+def test_pytest_exit_from_a_candidate_is_that_items_error():
+    code, path = run_inprocess("pytest-exit", str(SMALL_SPEC), "--conformance-examples", "0",
+                               "--conformance-impl", f"adagrad={FAULTS}:PytestExitAdagrad")
+    document_ = load(path)
+    assert code == 1 and document_["run"]["status"] == "complete"
+    records = by_case(document_)
+    assert records["misbehave-here[candidate-cpu-float64]"]["outcome"] == "error"
+    assert "called pytest.exit(" in records["misbehave-here[candidate-cpu-float64]"]["message"]
+    assert records["after[candidate-cpu-float64]"]["outcome"] == "passed"
+
+
+def test_an_exception_whose_str_raises_or_is_not_a_string_is_that_items_error():
+    code, path = run_inprocess("hostile-str", str(SMALL_SPEC), "--conformance-examples", "0",
+                               "--conformance-impl", f"adagrad={FAULTS}:HostileStrAdagrad")
+    records = by_case(load(path))
+    assert code == 1
+    raising = records["misbehave-here[candidate-cpu-float64]"]
+    assert raising["outcome"] == "error" and "_HostileStr object; str() failed: RuntimeError" in raising["message"]
+    wrong_type = records["after[candidate-cpu-float64]"]
+    assert wrong_type["outcome"] == "error" and "__str__ returned non-string" in wrong_type["message"]
+
+
+def test_a_stray_non_daemon_thread_does_not_keep_pytest_from_exiting(tmp_path):
+    proc, results = pytest_run(tmp_path, "StrayThreadAdagrad", timeout=120)  # would hang forever before
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "not waiting for 1 non-daemon thread(s)" in proc.stderr and "candidate-pool-worker" in proc.stderr
+    assert load(results)["run"]["status"] == "complete"
+
+
+# ------------------------------------------------------------------ options and files
+
+def plugin_main(*args: str) -> int:
+    return int(pytest.main(["-p", "no:cacheprovider", "-q", "--rootdir", str(REPO), "-c", str(REPO / "pyproject.toml"),
+                            "-o", "addopts=", "--conformance-device", "cpu", "--conformance-examples", "0",
+                            str(SMALL_SPEC), *args]))
+
+
+def test_a_results_path_holding_another_file_is_refused(tmp_path, capsys):
+    setup = tmp_path / "setup.py"
+    setup.write_text("from setuptools import setup\nsetup()\n")
+    assert plugin_main("--conformance-results", str(setup)) == int(pytest.ExitCode.USAGE_ERROR)
+    assert "exists and is not a results file of this suite; not overwriting it" in capsys.readouterr().err
+    assert setup.read_text() == "from setuptools import setup\nsetup()\n"
+
+
+def test_an_obstructed_previous_folder_is_a_usage_error(tmp_path, capsys):
+    (tmp_path / ".previous").write_text("in the way")
+    assert plugin_main("--conformance-results", str(tmp_path / "r.json")) == int(pytest.ExitCode.USAGE_ERROR)
+    assert ".previous is a file, but the previous run's results are kept in that folder" in capsys.readouterr().err
+
+
+def test_an_absurd_timeout_is_refused_when_options_are_parsed(capsys):
+    assert plugin_main("--conformance-timeout", "1e10") == int(pytest.ExitCode.USAGE_ERROR)
+    assert "--conformance-timeout: '1e10': must be at most 604800 seconds (a week)" in capsys.readouterr().err

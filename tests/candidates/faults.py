@@ -143,3 +143,13 @@ class HostileStrAdagrad(torch.optim.Adagrad):
         if any(tuple(p.shape) == (2, 2) for group in self.param_groups for p in group["params"]):
             raise _NonStringStr()
         return super().step(closure)
+
+
+class WaitingAdagrad(torch.optim.Adagrad):
+    """Says so in ``$CONFORMANCE_TEST_GATE.waiting``, then sleeps (a signal to the run ends it)."""
+
+    def step(self, closure=None):
+        if _here(self):
+            Path(os.environ["CONFORMANCE_TEST_GATE"]).with_suffix(".waiting").write_text("waiting")
+            time.sleep(600)
+        return super().step(closure)

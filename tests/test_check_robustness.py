@@ -272,3 +272,41 @@ def test_an_obstructed_previous_folder_is_a_usage_error(tmp_path, capsys):
 def test_an_absurd_timeout_is_refused_when_options_are_parsed(capsys):
     assert plugin_main("--conformance-timeout", "1e10") == int(pytest.ExitCode.USAGE_ERROR)
     assert "--conformance-timeout: '1e10': must be at most 604800 seconds (a week)" in capsys.readouterr().err
+
+
+def test_check_calls_a_candidate_that_supports_nothing_unsupported_not_pass(tmp_path):
+    proc, results = run_check(tmp_path, "UnsupportedEverywhereAdagrad", "-k misbehave")
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == check.UNSUPPORTED, output[-3000:]
+    assert "RESULT: UNSUPPORTED (1 unsupported): every candidate item was unsupported" in output
+    assert "RESULT: PASS" not in output
+
+
+def test_sigterm_to_check_reaches_its_pytest_which_writes_its_results_and_lets_go(tmp_path):
+    from conformance.results.store import results_lock
+
+    gate = tmp_path / "gate"
+    results = tmp_path / "reports" / "candidate.json"
+    proc = subprocess.Popen([sys.executable, "-m", "conformance", "check", f"adagrad={FAULTS}:WaitingAdagrad",
+                             "--specs", str(SMALL_SPEC), "--results", str(results),
+                             "--report", str(tmp_path / "reports" / "check.html"),
+                             "--pytest-args", "--conformance-examples 0 -k misbehave"],
+                            cwd=REPO, env=env(CONFORMANCE_TEST_GATE=str(gate)), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not gate.with_suffix(".waiting").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the candidate never got going"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == check.COULD_NOT_JUDGE, output[-3000:]
+    assert "RESULT: COULD NOT JUDGE" in output and "interrupted by SIGTERM" in output
+    run = load(results)["run"]
+    assert run["status"] == "interrupted" and run["interrupted_by"] == "SIGTERM"
+    lock = results_lock(results)
+    lock.acquire(timeout=0)  # no orphan holds it
+    lock.release()

@@ -310,3 +310,24 @@ def test_sigterm_to_check_reaches_its_pytest_which_writes_its_results_and_lets_g
     lock = results_lock(results)
     lock.acquire(timeout=0)  # no orphan holds it
     lock.release()
+
+
+def _small_disk():  # files past 4.5 kB cannot be written (EFBIG), as on a full disk
+    import resource
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4500, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+
+def test_a_full_disk_mid_run_ends_the_run_interrupted_with_a_clean_message(tmp_path):
+    results = tmp_path / "results.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", *base_args(results), str(SMALL_SPEC), "-p", "no:junitxml",
+                           "--conformance-examples", "0", "--conformance-results-every", "0.001",
+                           "--conformance-impl", "adagrad=torch.optim:Adagrad"],
+                          cwd=REPO, env=env(), capture_output=True, text=True, timeout=300, preexec_fn=_small_disk)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == int(pytest.ExitCode.INTERRUPTED), output[-3000:]
+    assert "INTERNALERROR" not in output and "Traceback" not in output
+    assert f"conformance: cannot write the results file {results}: File too large; the run stopped" in output
+    document_ = load(results)  # the last write that fit: a valid file
+    assert document_["run"]["status"] == "running" and 1 <= len(document_["records"]) < 3

@@ -68,7 +68,16 @@ class CooArray:
         indices = decode_array(node["indices"], dtype=np.int64)
         values = decode_array(node["values"])
         if indices.ndim == 1 and indices.size == 0:
-            indices = indices.reshape(len(size), 0)
+            # `indices: []` holds no number: its shape (sparse_dim, nnz) is the one size and values
+            # imply (sparse_dim = len(size) - dense dims, nnz = len(values)), so that a sparse scalar
+            # (sparse_dim 0, nnz > 0) is written as plainly as an empty gradient (nnz 0)
+            sparse_dim = len(size) - max(values.ndim - 1, 0)
+            nnz = values.shape[0] if values.ndim else 0
+            if sparse_dim < 0 or (sparse_dim and nnz):
+                raise ValueError(f"indices is empty, but size {list(size)} and values of shape "
+                                 f"{list(values.shape)} imply {sparse_dim} sparse dims and {nnz} entries; "
+                                 "write indices as (sparse_dim, nnz) nested lists")
+            indices = indices.reshape(sparse_dim, nnz)
         if indices.ndim != 2:
             raise ValueError(f"indices must be 2-D (sparse_dim, nnz), got shape {indices.shape}")
         sparse_dim, nnz = indices.shape

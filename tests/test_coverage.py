@@ -58,3 +58,46 @@ def test_nonfinite_values_at_valid_positions_pass_on_every_builtin_backend():
     for backend in ("reference", "dense", "coo", "masked", "kernel", "kernel-triton"):
         assert ("nan-at-a-valid-entry", backend) in ran and ("inf-in-a-gradient-value", backend) in ran
     assert {("nan-in-a-gradient-value", "coo"), ("inf-in-a-gradient-value-through-the-momentum-buffer", "coo")} <= ran
+
+
+def test_a_coalesce_that_raises_on_sparse_dim_zero_fails_check_in_spec_and_generated_items(tmp_path):
+    proc, document = run_check(tmp_path, f"coalesce={COVERAGE}:coalesce_without_sparse_scalars",
+                               "sparse-scalar or all-dense-hybrid or coalesce-agrees-with-reference")
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    got = outcomes(document)
+    spec = {k: v for k, v in got.items() if not k.startswith("coalesce-")}
+    generated = {k: v for k, v in got.items() if k.startswith("coalesce-agrees-with-reference[")}
+    assert {k.split("[")[0] for k in spec} == {"sparse-scalar", "sparse-scalar-nnz-zero", "all-dense-hybrid"}
+    assert set(spec.values()) == {"error"}, spec  # it raised where a result was expected
+    assert len(generated) == 4 and "error" in generated.values(), generated  # the strategy draws sparse_dim 0
+    assert set(outcomes(document, "coo").values()) <= {"passed", "xfail"}  # stock torch beside it
+
+
+def test_the_coalesce_strategy_draws_sparse_scalars_and_all_dense_hybrids():
+    from hypothesis import HealthCheck, given, settings
+
+    from conformance.ops import OPS
+
+    seen = set()
+
+    @settings(max_examples=200, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+    @given(OPS["coalesce"].inputs_strategy("float32"))
+    def draw(coo):
+        if coo.sparse_dim == 0:
+            seen.add("scalar" if not coo.size else "all-dense-hybrid")
+            if coo.indices.shape[1] > 1:
+                seen.add("duplicates at the empty index")
+            assert coo.indices.shape == (0, coo.values.shape[0])
+
+    draw()
+    assert seen == {"scalar", "all-dense-hybrid", "duplicates at the empty index"}
+
+
+def test_sparse_dim_zero_passes_on_every_builtin_backend_that_coalesces():
+    code, path = run_inprocess("sparse-dim-0-builtin", str(REPO / "specs" / "coalesce.yaml"), "--conformance-examples",
+                               "0", "-k", "sparse-scalar or all-dense-hybrid")
+    records = load(path)["records"]
+    assert code == 0, [(r["case"], r["backend"], r["outcome"]) for r in records if r["outcome"] != "passed"]
+    ran = {(r["case"], r["backend"]) for r in records if r["outcome"] == "passed"}
+    for backend in ("reference", "dense", "coo", "kernel", "kernel-triton"):
+        assert {("sparse-scalar", backend), ("all-dense-hybrid", backend), ("sparse-scalar-nnz-zero", backend)} <= ran

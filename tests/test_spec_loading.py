@@ -6,6 +6,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from conformance.ops import OPS
 from conformance.specs.load import SpecError, load_spec
@@ -127,3 +128,26 @@ def test_bad_regex_in_expected_error(tmp_path):
 def test_error_text_has_file_and_line(tmp_path):
     path = write(tmp_path, GOOD_CASE.replace("size: [2]", "size: two"))
     assert str(error_of(path)).startswith(f"{path}:5: ")
+
+
+@pytest.mark.parametrize("tensor, sparse_dim, nnz", [
+    ("{indices: [], values: [1.0, 2.0, 3.0], size: []}", 0, 3),            # a sparse scalar
+    ("{indices: [], values: [[1.0, 2.0]], size: [2]}", 0, 1),              # an all-dense hybrid
+    ("{indices: {fill: 0, shape: [0, 2]}, values: [1.0, 2.0], size: []}", 0, 2),
+    ("{indices: [], values: [], size: [3]}", 1, 0),                        # empty, as before
+    ("{indices: [], values: {fill: 0.0, shape: [0, 2]}, size: [3, 2]}", 1, 0),  # empty hybrid
+])
+def test_empty_indices_take_their_shape_from_size_and_values(tmp_path, tensor, sparse_dim, nnz):
+    from conformance.tensors import CooArray, encode_coo
+
+    spec = load_spec(write(tmp_path, GOOD_CASE.replace("{indices: [[0, 1]], values: [1.0, 2.0], size: [2]}", tensor)))
+    coo = OPS["coalesce"].decode_inputs(spec.cases[0].inputs, torch.float64)
+    assert coo.indices.shape == (sparse_dim, nnz)
+    again = CooArray.decode(encode_coo(coo))  # and the encoding a counterexample is written in reads back
+    assert again.indices.shape == coo.indices.shape and again.values.shape == coo.values.shape
+
+
+def test_empty_indices_with_entries_and_sparse_dims_is_an_error(tmp_path):
+    error = error_of(write(tmp_path, GOOD_CASE.replace("[[0, 1]]", "[]")))
+    assert error.line == 4 and "cases[0].inputs" in error.message  # the inputs: line
+    assert "imply 1 sparse dims and 2 entries" in error.message

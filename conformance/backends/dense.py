@@ -32,9 +32,14 @@ def dense_with_mask(coo: CooArray, ctx: RunContext) -> tuple[torch.Tensor, torch
     device = ctx.torch_device
     index = tuple(torch.from_numpy(coo.indices.copy()).to(device))
     values = to_torch(coo.values, ctx.dtype, device)
-    dense = torch.zeros(coo.size, dtype=ctx.dtype, device=device).index_put_(index, values, accumulate=True)
+    dense = torch.zeros(coo.size, dtype=ctx.dtype, device=device)
     mask = torch.zeros(coo.sparse_shape, dtype=torch.bool, device=device)
-    mask = mask.index_put_(index, torch.ones((), dtype=torch.bool, device=device).expand(coo.indices.shape[1]))
+    written, marked = dense, mask
+    if coo.sparse_dim == 0:  # every entry at the one empty index: a leading dim of 1, indexed by zeros
+        index = (torch.zeros(coo.indices.shape[1], dtype=torch.int64, device=device),)
+        written, marked = dense.unsqueeze(0), mask.unsqueeze(0)  # views: the puts land in dense and mask
+    written.index_put_(index, values, accumulate=True)
+    marked.index_put_(index, torch.ones((), dtype=torch.bool, device=device).expand(coo.indices.shape[1]))
     return dense, mask
 
 
@@ -46,7 +51,9 @@ def broadcast_mask(mask: torch.Tensor, shape: torch.Size) -> torch.Tensor:
 def coalesce_dense(inputs: CooArray, ctx: RunContext):
     dense, mask = dense_with_mask(inputs, ctx)
     indices = mask.nonzero().T  # row-major order is lexicographic order
-    return {"indices": indices, "values": dense[tuple(indices)], "nnz": indices.shape[1],
+    # no sparse dim: indices (0, nnz) select nothing to stack, so the one entry is the whole tensor
+    values = dense[tuple(indices)] if inputs.sparse_dim else dense.unsqueeze(0)[: indices.shape[1]]
+    return {"indices": indices, "values": values, "nnz": indices.shape[1],
             "size": list(inputs.size), "is_coalesced": True}
 
 

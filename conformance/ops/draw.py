@@ -120,10 +120,16 @@ def coo_arrays(draw, dtype: str = "float64", *, size: Sequence[int] | None = Non
     already used (a duplicate), or a pair ``v, -v`` at one index (duplicates that cancel to an
     explicit zero); the entries are then put in a drawn order (unsorted indices). Small sides
     make colliding indices -- more duplicates -- common. ``size``/``sparse_dim`` fix the layout
-    (as for an optimizer's gradient); otherwise 1-4 dims, hybrid or not, size-0 dims allowed.
+    (as for an optimizer's gradient); otherwise 1-4 dims, hybrid or not, size-0 dims allowed, and in
+    about one draw in four no sparse dim (a 0-d sparse scalar, or sparse_dim 0 with 1-2 dense dims).
     """
     check_dtype(dtype)
     values = values if values is not None else representable_floats(dtype)
+    if size is None and sparse_dim is None and draw(_NO_SPARSE_DIM) == 3:
+        # about one draw in four: no sparse dim at all -- a 0-d sparse scalar or an all-dense hybrid
+        # (sparse_dim 0, dense_dim 1-2), every entry at the one empty index. Drawn last in the
+        # integer's range, so that shrinking leaves it unless the failure needs it
+        size, sparse_dim = draw(shapes(0, 2, 0 if zero_sized else 1, max_side)), 0
     if size is None:
         size = draw(shapes(min_dims, max_dims, 0 if zero_sized else 1, max_side))
     size = tuple(int(s) for s in size)
@@ -159,6 +165,7 @@ def coo_arrays(draw, dtype: str = "float64", *, size: Sequence[int] | None = Non
 
 
 _ENTRY_KINDS = st.sampled_from(["value", "repeat", "cancel", "zero"])
+_NO_SPARSE_DIM = st.integers(0, 3)
 _FIRST_ENTRY_KINDS = st.sampled_from(["value", "cancel", "zero"])
 _SPECIAL_VALUES = st.sampled_from([math.nan, math.inf, -math.inf])
 _MASK_KINDS = st.sampled_from(["any", "all-true", "all-false"])

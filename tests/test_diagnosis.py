@@ -34,17 +34,15 @@ OWN_MISTAKE = {
     "AdamEpsSparseAdam": ("eps after bias correction",),
     "DenseMomentsSparseAdam": ("non-lazy moments",),
     "multiply_masked_mean": ("multiply-by-mask mean", "NaN gradient with no valid entry"),
+    "nansum_masked_mean": ("NaN dropped from the sum (nansum)", "NaN gradient with no valid entry"),
     "numel_masked_mean": ("numel instead of count",),
     "leaky_grad_masked_mean": ("gradient leaking outside the mask",),
     "dropping_coalesce": ("dropping explicit zeros",),
     "column_major_coalesce": ("column-major order",),
     "last_write_wins_coalesce": ("last-write-wins duplicates",),
 }
-# mutants whose failures on today's specs show no mistake of their own: nansum's skipped NaN at a
-# valid entry needs such an input (its only failing spec case is the no-valid-entry one, where it
-# makes the multiply idiom's 0 * inf gradient); raising_coalesce raises on everything
-NOT_NAMED = {"nansum_masked_mean": ("NaN dropped from the sum (nansum)", "NaN gradient with no valid entry"),
-             "raising_coalesce": ()}
+# mutants whose failures show no mistake of their own: raising_coalesce raises on everything
+NOT_NAMED = {"raising_coalesce": ()}
 CONTROLS = {"CleanAdagrad", "CleanSparseAdam", "TorchAdagrad", "TorchSparseAdam", "where_masked_mean",
             "torch_masked_mean", "torch_coalesce", "SquareThenSumAdagrad"}  # (the last: SquareBeforeSumAdagrad's class)
 OP_OF = {"Adagrad": "adagrad", "SparseAdam": "sparse_adam", "masked_mean": "masked_mean", "coalesce": "coalesce"}
@@ -168,9 +166,12 @@ def test_a_model_equal_to_the_reference_on_the_example_is_not_named():
 def test_the_closest_model_wins_and_an_unexplained_failure_gets_none():
     op = OPS["masked_mean"]
     inputs = MaskedMeanInputs(np.array([np.nan, 1.0, 2.0]), np.array([True, True, False]))
-    outputs = {"value": torch.tensor(1.0, dtype=torch.float64), "grad": torch.tensor([0.5, 0.5, 0.0], dtype=torch.float64)}
-    assert diagnosis.diagnose(op, inputs, outputs, "float64").name == "skipna mean"  # pandas: [nan, 1] -> 1.0
-    outputs["value"] = torch.tensor(0.5, dtype=torch.float64)
+    def tensors(value, grad):
+        return {"value": torch.tensor(value, dtype=torch.float64), "grad": torch.tensor(grad, dtype=torch.float64)}
+
+    outputs = tensors(1.0, [0.0, 1.0, 0.0])  # pandas: [nan, 1] -> 1.0, the NaN neither counted nor differentiated
+    assert diagnosis.diagnose(op, inputs, outputs, "float64").name == "skipna mean"
+    outputs = tensors(0.5, [0.0, 0.5, 0.0])  # (values * mask).nansum() / count
     assert diagnosis.diagnose(op, inputs, outputs, "float64").name == "NaN dropped from the sum (nansum)"
     outputs["value"] = torch.tensor(7.0, dtype=torch.float64)
     assert diagnosis.diagnose(op, inputs, outputs, "float64") is None
@@ -227,3 +228,28 @@ def test_the_report_shows_the_likely_cause(tmp_path):
     assert named and all(it["backend"] == "candidate" and it["outcome"] == "failed" for it in named)
     assert named[0]["looks_like"]["name"] == "one accumulator per row"
     assert 'it.looks_like.name' in text and '"looks like: "' in text  # the panel's script renders it
+
+
+class CoalescedOnlyAdagrad(torch.optim.Adagrad):
+    """torch's Adagrad behind a check some fused optimizers make (DeepSpeed's CPU Adagrad): an
+    uncoalesced sparse gradient -- what nn.Embedding(sparse=True) produces -- is rejected."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None and p.grad.is_sparse and not p.grad.is_coalesced():
+                    raise RuntimeError("expected a coalesced sparse gradient")
+        return super().step(closure)
+
+
+def test_a_rejected_uncoalesced_gradient_is_named():
+    op = OPS["adagrad"]
+    inputs = OptimizerInputs(np.zeros(3), [CooArray(np.array([[2, 0, 2]]), np.array([1.0, 2.0, 3.0]), (3,))], {})
+    run = run_on(op, CoalescedOnlyAdagrad)
+    with pytest.raises(RuntimeError) as raised:
+        run(inputs)
+    found = diagnosis.diagnose(op, inputs, raised.value, "float64", run)
+    assert found is not None and found.name == "rejected uncoalesced gradients"
+    other = RuntimeError("out of memory")
+    assert diagnosis.diagnose(op, inputs, other, "float64", run) is None  # an error that does not say so

@@ -31,7 +31,8 @@ from conformance.compare import (
 from conformance.ops import draw as d
 from conformance.ops.base import TENSOR, GeneratedProperty, Op
 from conformance.rounding import FLOAT32_UNIT, rounded
-from conformance.tensors import decode_array, encode_array, quantize, rounder, to_numpy, to_torch, torch_dtype
+from conformance.tensors import (decode_array, encode_array, not_plain_tensor, quantize, rounder, to_numpy, to_torch,
+                                 torch_dtype)
 
 
 @dataclass
@@ -67,6 +68,13 @@ def differentiate(function, inputs: MaskedMeanInputs, ctx: RunContext) -> dict[s
         raise Mismatch("masked_mean's result does not require grad: autograd cannot differentiate it")
     result.reshape(()).backward()
     grad = values.grad if values.grad is not None else torch.zeros_like(values)
+    problem = not_plain_tensor(grad) or (
+        None if (grad.shape, grad.dtype, grad.device) == (values.shape, values.dtype, values.device) else
+        f"got {grad.dtype} of shape {list(grad.shape)} on {grad.device}, values are {values.dtype} of shape "
+        f"{list(values.shape)} on {values.device}")
+    if problem:  # (a MaskedTensor-based mean backpropagates a MaskedTensor: NumPy cannot read it)
+        raise Mismatch(f"contract violated (masked_mean: the gradient values.grad is a plain torch.Tensor of values' "
+                       f"shape, dtype and device): {problem}")
     return {"value": result.detach().reshape(()), "grad": grad}
 
 
@@ -198,10 +206,12 @@ def nansum_model(inputs: MaskedMeanInputs):
     counted = _count_and_grad(inputs)
     if counted is None:
         return None
-    count, grad = counted
+    count, _ = counted
     with np.errstate(invalid="ignore", over="ignore"):
-        total = np.nansum(inputs.values * inputs.mask)
-    return {"value": np.float64(total / count), "grad": grad}
+        product = inputs.values * inputs.mask
+        total = np.nansum(product)
+    # nansum's backward passes no gradient to a NaN it skipped
+    return {"value": np.float64(total / count), "grad": np.where(inputs.mask & ~np.isnan(product), 1.0 / count, 0.0)}
 
 
 def skipna_model(inputs: MaskedMeanInputs):

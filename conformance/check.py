@@ -85,7 +85,7 @@ def pytest_command(impls: list[str], *, results: Path, devices: str = "cpu", ext
     backends = ["candidate"] + sorted({OPS[op].stock_backend for op in ops if op in OPS and OPS[op].stock_backend})
     paths, rootdir = ([str(specs_dir())], str(specs_dir().parent)) if not specs else (list(specs), str(Path.cwd()))
     command = [sys.executable, "-m", "pytest", *paths, "--rootdir", rootdir,
-               "-p", "no:cacheprovider", "-o", "addopts=", "-q", "-rfE", *isolation_args(),
+               "-p", "no:cacheprovider", "-o", "addopts=", "-q", "-rfE", *isolation_args(), "--conformance-progress",
                "--conformance-device", devices, "--conformance-backend", ",".join(backends),
                "--conformance-results", str(results)]
     if run_id:

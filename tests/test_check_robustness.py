@@ -331,3 +331,16 @@ def test_a_full_disk_mid_run_ends_the_run_interrupted_with_a_clean_message(tmp_p
     assert f"conformance: cannot write the results file {results}: File too large; the run stopped" in output
     document_ = load(results)  # the last write that fit: a valid file
     assert document_["run"]["status"] == "running" and 1 <= len(document_["records"]) < 3
+
+
+def test_a_failing_check_says_when_it_is_shrinking(tmp_path):
+    results = tmp_path / "reports" / "candidate.json"
+    proc = subprocess.run([sys.executable, "-m", "conformance", "check",
+                           "adagrad=tests/candidates/mutants.py:SquareBeforeSumAdagrad", "--results", str(results),
+                           "--report", str(tmp_path / "reports" / "check.html"), "--pytest-args",
+                           "--conformance-examples 10 -k 'generated and agrees-with-reference and candidate-cpu-float64'"],
+                          cwd=REPO, env=env(), capture_output=True, text=True, timeout=600)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == check.FAIL, output[-3000:]
+    assert ("shrinking specs::generated::adagrad-agrees-with-reference[candidate-cpu-float64]: an example failed; "
+            "Hypothesis is looking for the smallest failing example") in output

@@ -253,3 +253,21 @@ def test_a_rejected_uncoalesced_gradient_is_named():
     assert found is not None and found.name == "rejected uncoalesced gradients"
     other = RuntimeError("out of memory")
     assert diagnosis.diagnose(op, inputs, other, "float64", run) is None  # an error that does not say so
+
+
+def test_rounding_mistakes_are_named_bit_for_bit():
+    """tests/candidates/precision.py's rounding slips fail rounds-correctly, and the failure names the
+    slip (matched bit for bit, told apart from the correctly rounded reference)."""
+    precision = "tests/candidates/precision.py"
+    own = {"adagrad": ("TruncatingAdagrad", "truncating stores"),
+           "coalesce": ("truncating_coalesce", "truncating stores"),
+           "masked_mean": ("half_sum_masked_mean", "half-precision accumulation")}
+    code, path = run_inprocess("diagnosis-rounding", "specs", "--conformance-backend", "candidate",
+                               "--conformance-dtype", "float16,bfloat16", "--conformance-op", ",".join(own),
+                               "-k", "rounds-correctly", "--conformance-no-shrink",
+                               *(f"--conformance-impl={op}={precision}:{name}" for op, (name, _) in own.items()))
+    records = load(path)["records"]
+    for op, (name, mistake) in own.items():
+        failing = [r for r in records if r["op"] == op and r["outcome"] == "failed"]
+        assert {r["dtype"] for r in failing} == {"float16", "bfloat16"}, (name, [(r["dtype"], r["outcome"]) for r in records if r["op"] == op])
+        assert all(r.get("looks_like", {}).get("name") == mistake for r in failing), (name, failing[0]["message"])

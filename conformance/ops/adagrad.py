@@ -22,7 +22,7 @@ from conformance.compare import at_least_default
 from conformance.diagnosis import Mistake
 from conformance.ops import draw as d
 from conformance.ops.base import TENSOR, GeneratedProperty
-from conformance.ops.coalesce import accumulation_differs, coalesce_sequential
+from conformance.ops.coalesce import accumulation_differs, coalesce_sequential, round_toward_zero
 from conformance.ops.optimizer_steps import (
     NEGATIVE,
     OptimizerInputs,
@@ -170,12 +170,14 @@ def _rows(array: np.ndarray) -> np.ndarray:
 
 def adagrad_with_slip(inputs: OptimizerInputs, *, squares_each: bool = False, eps_inside_root: bool = False,
                       rowwise: bool = False, ignore_maximize: bool = False, lr_decay_shift: int = 0,
-                      sparse_weight_decay: bool = False, whole_rows: bool = False) -> dict[str, np.ndarray]:
+                      sparse_weight_decay: bool = False, whole_rows: bool = False,
+                      truncate_to: str | None = None) -> dict[str, np.ndarray]:
     """:func:`adagrad_reference` with one slip (each keyword is one known mistake): duplicates
     squared one at a time, eps inside the root, one accumulator per row (FBGEMM's
     EXACT_ROWWISE_ADAGRAD: each touched row adds the mean of its g**2), maximize ignored, the
     decay counted from step ``1 - lr_decay_shift``, weight decay applied to a sparse gradient's
-    entries, an element-sparse gradient written as whole rows."""
+    entries, an element-sparse gradient written as whole rows, the parameter stored in
+    ``truncate_to`` by truncation after each step (the state kept wide)."""
     h = adagrad_hyperparameters(inputs.hyperparameters)
     param = inputs.param.astype(np.float64).copy()
     state_sum = np.full_like(param, h["initial_accumulator_value"])
@@ -207,6 +209,8 @@ def adagrad_with_slip(inputs: OptimizerInputs, *, squares_each: bool = False, ep
                 state_sum = np.where(mask, state_sum + squares, state_sum)
             std = np.sqrt(state_sum + h["eps"]) if eps_inside_root else np.sqrt(state_sum) + h["eps"]
             param = np.where(mask, param - clr * g / std, param)
+            if truncate_to is not None:
+                param = round_toward_zero(param, truncate_to)
     return {"param": param, "state_sum": state_sum, "step": np.float64(inputs.steps)}
 
 
@@ -228,6 +232,14 @@ def _element_sparse(inputs: OptimizerInputs) -> bool:
 
 def _hyper(name: str):
     return lambda inputs: bool(inputs.hyperparameters.get(name))
+
+
+def truncating_model(inputs: OptimizerInputs, dtype: str):
+    """The parameter of a float16/bfloat16 run stored by truncation after every step (the update
+    computed wide, as a fused kernel does); only the parameter is modelled."""
+    if dtype not in ("float16", "bfloat16"):
+        return None
+    return {"param": adagrad_with_slip(inputs, truncate_to=dtype)["param"]}
 
 
 def rejects_uncoalesced(inputs: OptimizerInputs, error: BaseException) -> bool:
@@ -256,6 +268,8 @@ MISTAKES = (
     Mistake("rejected uncoalesced gradients", "raises on an uncoalesced sparse gradient (duplicate or unsorted "
             "indices, what nn.Embedding(sparse=True) produces); torch's sparse optimizers coalesce it",
             raises=rejects_uncoalesced),
+    Mistake("truncating stores", "the updated float16/bfloat16 parameter is stored by truncation (round toward "
+            "zero), not rounded to nearest even", truncating_model, tight=True),
 )
 
 

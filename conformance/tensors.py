@@ -183,3 +183,31 @@ def encode_coo(coo: CooArray) -> dict:
     """Spec notation for a COO tensor: ``{indices, values, size}``."""
     return {"indices": coo.indices.astype(np.int64).tolist(), "values": encode_array(coo.values),
             "size": [int(s) for s in coo.size]}
+
+
+# ---------------------------------------------------------------- what a candidate returned
+
+def kind_of(value: Any) -> str:
+    """What ``value`` is, for a contract message: ``MaskedTensor``, ``float``, ``a sparse_coo Tensor``..."""
+    if isinstance(value, torch.Tensor) and type(value) is torch.Tensor or isinstance(value, torch.nn.Parameter):
+        return f"a {str(value.layout).replace('torch.', '')} Tensor"
+    return type(value).__name__
+
+
+def not_plain_tensor(value: Any, layout: torch.layout = torch.strided) -> str | None:
+    """Why ``value`` is not a plain ``torch.Tensor`` of ``layout`` ("got MaskedTensor"), or None. A
+    MaskedTensor is a tensor subclass with semantics of its own: its data, mask and layout are not
+    what its ``layout`` says, and NumPy cannot read it."""
+    if not isinstance(value, torch.Tensor) or is_masked_tensor(value):
+        return f"got {kind_of(value)}"
+    if value.layout != layout:
+        return f"got {kind_of(value)}"
+    return None
+
+
+def is_masked_tensor(value: Any) -> bool:
+    try:
+        from torch.masked import MaskedTensor
+    except ImportError:  # pragma: no cover - torch without torch.masked
+        return False
+    return isinstance(value, MaskedTensor)

@@ -2,15 +2,19 @@
 backend of its own through that op's candidate contract.
 
 Every call is checked against the contract beyond the numbers (a violation is a
-:class:`~conformance.compare.Mismatch`, outcome ``failed``, naming the clause):
+:class:`~conformance.compare.Mismatch`, outcome ``failed``, one line naming the clause:
+``contract violated (<op>: <clause>): got ...``), before the harness reads any output:
 
-* coalesce: the result is a sparse COO tensor of the input's dtype, device and size;
-* masked_mean, masked_mean_compiles: the result is a 0-d tensor of ``values.dtype`` on
-  ``values.device``;
-* adagrad, sparse_adam: ``step()`` leaves ``param.grad`` -- the gradient the harness set -- as it
-  was (same tensor, same indices and values); the parameter keeps its dtype and device, and the
-  state tensors the harness reads are on the parameter's device and of its shape (their dtype is
-  free: float32 state for a float16 parameter is allowed);
+* coalesce: the result is a sparse COO ``torch.Tensor`` (not a dense one, not a MaskedTensor) of
+  the input's dtype, device and size;
+* masked_mean, masked_mean_compiles: the result is a plain (strided, not a MaskedTensor) 0-d tensor
+  of ``values.dtype`` on ``values.device``; its gradient ``values.grad`` is a plain tensor of values'
+  shape, dtype and device (checked in ``conformance.ops.masked_mean.differentiate``);
+* adagrad, sparse_adam, sgd: ``step()`` leaves ``param.grad`` -- the gradient the harness set -- as
+  it was (same tensor, same indices and values); after each step the state tensors the harness reads
+  are plain strided tensors (not sparse, not MaskedTensor); the parameter keeps its dtype and device,
+  and those state tensors are on its device and of its shape (their dtype is free: float32 state for
+  a float16 parameter is allowed);
 * every op: the tensors handed to the candidate are unchanged after the call (compared with
   copies taken before it), and the candidate works on its own copy of the decoded inputs, so a
   mutation cannot reach the reference check or another item.
@@ -31,6 +35,7 @@ from conformance.types import RunContext
 from conformance.backends.base import Backend, torch_kernels_missing_are_unsupported
 from conformance.compare import Mismatch
 from conformance.ops import OPS
+from conformance.tensors import is_masked_tensor, not_plain_tensor
 
 
 class CandidateError(ValueError):
@@ -167,17 +172,19 @@ def _watch_coalesce(op_name: str, candidate: Any):
         change = _changed(tensor, before)
         if change:
             raise _violation(op_name, "the input tensor is left unchanged", change)
-        if isinstance(result, torch.Tensor) and result.layout == torch.sparse_coo:
-            if result.dtype != tensor.dtype:
-                raise _violation(op_name, "the result has the input's dtype",
-                                 f"got {result.dtype}, the input is {tensor.dtype}")
-            if not _same_device(result.device, tensor.device):
-                raise _violation(op_name, "the result is on the input's device",
-                                 f"got {result.device}, the input is on {tensor.device}")
-            if tuple(result.shape) != tuple(tensor.shape):
-                raise _violation(op_name, "the result has the input's size",
-                                 f"got {list(result.shape)}, the input is {list(tensor.shape)}")
-        return result  # not a sparse COO tensor: the op names that
+        problem = not_plain_tensor(result, torch.sparse_coo)
+        if problem:
+            raise _violation(op_name, "the result is a sparse COO torch.Tensor", problem)
+        if result.dtype != tensor.dtype:
+            raise _violation(op_name, "the result has the input's dtype",
+                             f"got {result.dtype}, the input is {tensor.dtype}")
+        if not _same_device(result.device, tensor.device):
+            raise _violation(op_name, "the result is on the input's device",
+                             f"got {result.device}, the input is on {tensor.device}")
+        if tuple(result.shape) != tuple(tensor.shape):
+            raise _violation(op_name, "the result has the input's size",
+                             f"got {list(result.shape)}, the input is {list(tensor.shape)}")
+        return result
 
     return watched
 
@@ -190,15 +197,17 @@ def _watch_masked_mean(op_name: str, candidate: Any):
             change = _changed(tensor, before[name])
             if change:
                 raise _violation(op_name, f"the input {name} is left unchanged", change)
-        if isinstance(result, torch.Tensor):
-            if result.dim() != 0:
-                raise _violation(op_name, "the result is a 0-d tensor", f"got shape {list(result.shape)}")
-            if result.dtype != values.dtype:
-                raise _violation(op_name, "the result has values.dtype",
-                                 f"got {result.dtype}, values are {values.dtype}")
-            if not _same_device(result.device, values.device):
-                raise _violation(op_name, "the result is on values' device",
-                                 f"got {result.device}, values are on {values.device}")
+        problem = not_plain_tensor(result)
+        if problem:
+            raise _violation(op_name, "the result is a plain (strided) 0-d torch.Tensor", problem)
+        if result.dim() != 0:
+            raise _violation(op_name, "the result is a 0-d tensor", f"got shape {list(result.shape)}")
+        if result.dtype != values.dtype:
+            raise _violation(op_name, "the result has values.dtype",
+                             f"got {result.dtype}, values are {values.dtype}")
+        if not _same_device(result.device, values.device):
+            raise _violation(op_name, "the result is on values' device",
+                             f"got {result.device}, values are on {values.device}")
         return result
 
     return watched
@@ -221,6 +230,7 @@ def _watch_optimizer(op_name: str, candidate: Any):
                 if change:
                     raise _violation(op_name, "step() leaves param.grad, the gradient the harness set",
                                      f"step() rewrote it: {change}")
+            _check_optimizer_state(op_name, optimizer, [param for param, _, _ in given])
             return result
 
         optimizer.step = checked_step
@@ -241,6 +251,7 @@ def _check_optimizer_outputs(op_name: str, outputs: dict[str, Any], ctx: RunCont
                          f"after the steps it is {param.dtype} on {param.device}, was {ctx.dtype} on {ctx.device}")
     for name in OPS[op_name].state_tensors:  # checked for the parameter's device and shape
         state = outputs.get(name)
+        _check_state_tensor(op_name, name, state)
         if not isinstance(state, torch.Tensor):
             continue
         if not _same_device(state.device, param.device):
@@ -249,6 +260,25 @@ def _check_optimizer_outputs(op_name: str, outputs: dict[str, Any], ctx: RunCont
         if tuple(state.shape) != tuple(param.shape):
             raise _violation(op_name, "state tensors have the parameter's shape",
                              f"{name} has shape {list(state.shape)}, the parameter {list(param.shape)}")
+
+
+def _check_state_tensor(op_name: str, name: str, state: Any) -> None:
+    """A state tensor the harness reads (``name``: its output name) is a plain strided tensor: a
+    sparse or MaskedTensor state cannot be indexed or read like torch's dense state."""
+    if is_masked_tensor(state) or (isinstance(state, torch.Tensor) and state.layout != torch.strided):
+        raise _violation(op_name, "state tensors are plain (strided) torch.Tensors",
+                         f"{name} (state key {OPS[op_name].state_outputs[name]!r}): {not_plain_tensor(state)}")
+
+
+def _check_optimizer_state(op_name: str, optimizer: Any, params: list) -> None:
+    """After each step: the state entries the harness will read, before anything reads them."""
+    op = OPS[op_name]
+    for param in params:
+        state = optimizer.state.get(param, {}) if hasattr(optimizer, "state") else {}
+        for name in op.state_tensors:
+            key = op.state_outputs[name]
+            if key in state:
+                _check_state_tensor(op_name, name, state[key])
 
 
 CONTRACT_CHECKS: dict[str, Callable[[str, Any], Any]] = {

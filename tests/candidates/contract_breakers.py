@@ -40,3 +40,65 @@ class GradRewritingAdagrad(torch.optim.Adagrad):
                 if p.grad is not None and p.grad.is_sparse:
                     p.grad._values().mul_(2)
         return loss
+
+
+# ---------------------------------------------------------------- contract clauses, one breaker each
+# (tests/test_contract_errors.py): the right numbers in the wrong container, dtype, device or shape,
+# or an input rewritten. Each must fail with one line naming the clause, never a harness traceback.
+
+
+def masked_mean_masked_tensor_grad(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """A MaskedTensor mean: the right plain 0-d value (get_data()), but its backward hands
+    values.grad back as a MaskedTensor."""
+    from torch.masked import as_masked_tensor
+
+    return as_masked_tensor(values, mask).sum().get_data() / mask.sum()
+
+
+def masked_mean_returning_masked_tensor(values: torch.Tensor, mask: torch.Tensor):
+    """The right mean, returned as a 0-d MaskedTensor instead of a plain tensor."""
+    from torch.masked import as_masked_tensor
+
+    return as_masked_tensor(values, mask).sum() / mask.sum()
+
+
+def masked_mean_on_meta(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The right mean, moved to another device (meta) than values'."""
+    return torch.masked.mean(values, mask=mask).to("meta")
+
+
+def masked_mean_of_shape_1(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The right mean with shape [1] instead of a 0-d tensor."""
+    return torch.masked.mean(values, mask=mask).reshape(1)
+
+
+def masked_mean_filling_values(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The right mean, then zeroes the invalid entries of its input in place."""
+    result = torch.masked.mean(values, mask=mask)
+    with torch.no_grad():
+        values.masked_fill_(~mask, 0.0)
+    return result
+
+
+def coalesce_to_dense(tensor: torch.Tensor) -> torch.Tensor:
+    """The right sums, returned as a dense (strided) tensor instead of a sparse COO one."""
+    return tensor.coalesce().to_dense()
+
+
+def coalesce_on_meta(tensor: torch.Tensor) -> torch.Tensor:
+    """The right result on another device (meta) than its input's."""
+    return tensor.coalesce().to("meta")
+
+
+class SparseStateAdagrad(torch.optim.Adagrad):
+    """torch's Adagrad, but it keeps its ``sum`` state as a sparse COO tensor between steps."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for state in self.state.values():
+            if "sum" in state and state["sum"].is_sparse:
+                state["sum"] = state["sum"].to_dense()
+        loss = super().step(closure)
+        for state in self.state.values():
+            state["sum"] = state["sum"].to_sparse()
+        return loss

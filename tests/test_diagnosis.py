@@ -271,3 +271,26 @@ def test_rounding_mistakes_are_named_bit_for_bit():
         failing = [r for r in records if r["op"] == op and r["outcome"] == "failed"]
         assert {r["dtype"] for r in failing} == {"float16", "bfloat16"}, (name, [(r["dtype"], r["outcome"]) for r in records if r["op"] == op])
         assert all(r.get("looks_like", {}).get("name") == mistake for r in failing), (name, failing[0]["message"])
+
+
+class NoMaximizeSGD(torch.optim.SGD):
+    """SGD that drops maximize."""
+
+    def __init__(self, params, maximize=False, **kwargs):
+        super().__init__(params, maximize=False, **kwargs)
+
+
+def test_sgd_mistakes():
+    op = OPS["sgd"]
+    inputs = OptimizerInputs(np.ones(3), [CooArray(np.array([[0, 2]]), np.array([1.0, -2.0]), (3,))],
+                             {"lr": 0.1, "maximize": True})
+    assert diagnosis.diagnose(op, inputs, run_on(op, NoMaximizeSGD)(inputs), "float64").name == "no maximize"
+    assert diagnosis.diagnose(op, inputs, run_on(op, torch.optim.SGD)(inputs), "float64") is None
+    damped = OptimizerInputs(np.ones(3), [np.array([1.0, 2.0, 3.0]), np.array([1.0, 0.0, -1.0])],
+                             {"lr": 0.1, "momentum": 0.9, "dampening": 0.5})
+    modelled = next(m for m in op.mistakes if m.name == "dampened first step").model(damped)["param"]
+    # by hand: buf1 = 0.5 * g1, p1 = 1 - 0.1 * buf1; buf2 = 0.9 * buf1 + 0.5 * g2, p2 = p1 - 0.1 * buf2
+    g1, g2 = np.array([1.0, 2.0, 3.0]), np.array([1.0, 0.0, -1.0])
+    buf1 = 0.5 * g1
+    buf2 = 0.9 * buf1 + 0.5 * g2
+    np.testing.assert_allclose(modelled, 1 - 0.1 * buf1 - 0.1 * buf2)

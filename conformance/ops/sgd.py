@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
+from conformance.diagnosis import Mistake
 from conformance.ops import draw as d
 from conformance.ops.base import TENSOR, GeneratedProperty
 from conformance.ops.optimizer_steps import (
@@ -95,6 +96,35 @@ def sgd_reference(inputs: OptimizerInputs) -> dict[str, np.ndarray]:
                 g, mask = buf, buf_mask
         param = np.where(mask, param - lr * g, param)
     return {"param": param}
+
+
+# ---------------------------------------------------------------- known mistakes (conformance.diagnosis)
+
+
+def no_maximize_model(inputs: OptimizerInputs):
+    if not inputs.hyperparameters.get("maximize"):
+        return None
+    return sgd_reference(OptimizerInputs(inputs.param, inputs.grads, {**inputs.hyperparameters, "maximize": False}))
+
+
+def first_step_dampened_model(inputs: OptimizerInputs):
+    """The momentum buffer starts as (1 - dampening) * g instead of g."""
+    h = sgd_hyperparameters(inputs.hyperparameters)
+    if not h["momentum"] or not h["dampening"] or h["nesterov"] or h["weight_decay"] or not inputs.grads:
+        return None  # (with these the buffer is not linear in the first gradient alone)
+    first = inputs.grads[0]
+    scaled = CooArray(first.indices, first.values * (1 - h["dampening"]), first.size) if isinstance(first, CooArray) \
+        else first * (1 - h["dampening"])
+    # SGD is linear in the buffer: one dampened first gradient is the same trajectory with that gradient scaled,
+    # except for the first step's own update, which uses the buffer too (so it is scaled as well)
+    return sgd_reference(OptimizerInputs(inputs.param, [scaled, *inputs.grads[1:]], inputs.hyperparameters))
+
+
+MISTAKES = (
+    Mistake("no maximize", "maximize=True is ignored: the parameter descends instead of ascending", no_maximize_model),
+    Mistake("dampened first step", "the momentum buffer starts as (1 - dampening) * g; torch starts it as the first "
+            "gradient itself", first_step_dampened_model),
+)
 
 
 # ---------------------------------------------------------------- stock torch in half precision
@@ -179,6 +209,7 @@ class SGD(OptimizerOp):
     repro_run = "optimizer"
     summary = "torch.optim.SGD steps on sparse gradients (momentum, dampening, nesterov, maximize)"
     candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.SGD's constructor"
+    mistakes = MISTAKES
     invalid_summary = ("invalid hyperparameters, nesterov without momentum or with dampening, and weight_decay with "
                        "sparse gradients raise torch's documented errors")
     torch_sums_duplicates_in_half = True  # each duplicate is added into the float16/bfloat16 parameter in turn

@@ -211,7 +211,8 @@ def _conformance(session: nox.Session, torch_version: str) -> None:
             # contract violations) on this torch: one bad spec is one invalid-spec item everywhere
             bad_input_junit = REPORTS / f"junit-bad-input-torch-{torch_version}.xml"
             exit_codes["bad_input"] = _pytest(
-                session, ["tests/test_bad_input.py", "-p", "no:cacheprovider", f"--junitxml={bad_input_junit}"], env)
+                session, ["tests/test_bad_input.py", "tests/test_check_robustness.py",  # and check's probes
+                          "-p", "no:cacheprovider", f"--junitxml={bad_input_junit}"], env)
         if torch_version in TORCH_XLA:
             xla_junit = REPORTS / f"junit-xla-tests-torch-{torch_version}.xml"
             exit_codes["xla_tests"] = _pytest(

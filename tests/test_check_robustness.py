@@ -344,3 +344,28 @@ def test_a_failing_check_says_when_it_is_shrinking(tmp_path):
     assert proc.returncode == check.FAIL, output[-3000:]
     assert ("shrinking specs::generated::adagrad-agrees-with-reference[candidate-cpu-float64]: an example failed; "
             "Hypothesis is looking for the smallest failing example") in output
+
+
+def test_a_second_sigterm_while_the_run_stops_gives_one_line_not_a_traceback(tmp_path):
+    gate = tmp_path / "gate"
+    results = tmp_path / "results.json"
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", *base_args(results), str(SMALL_SPEC),
+                             "--conformance-examples", "0", "--conformance-impl", f"adagrad={FAULTS}:WaitingAdagrad"],
+                            cwd=REPO, env=env(CONFORMANCE_TEST_GATE=str(gate)), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not gate.with_suffix(".waiting").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the candidate never got going"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)  # while it writes the results and reports
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == int(pytest.ExitCode.INTERRUPTED), output[-3000:]
+    assert "Traceback" not in output and "INTERNALERROR" not in output
+    assert "SIGTERM again: already stopping" in output
+    assert load(results)["run"]["status"] == "interrupted"

@@ -101,3 +101,47 @@ def test_sparse_dim_zero_passes_on_every_builtin_backend_that_coalesces():
     ran = {(r["case"], r["backend"]) for r in records if r["outcome"] == "passed"}
     for backend in ("reference", "dense", "coo", "kernel", "kernel-triton"):
         assert {("sparse-scalar", backend), ("all-dense-hybrid", backend), ("sparse-scalar-nnz-zero", backend)} <= ran
+
+
+# ------------------------------------------------------------------ documented errors vs torch's limitations
+
+LIMITATIONS = ("dense-gradient-into-a-sparse-momentum-buffer", "nesterov-sparse-gradient-on-a-dense-buffer")
+
+
+def test_computing_the_documented_value_where_torch_has_a_limitation_is_an_improvement():
+    code, path = run_inprocess("torch-limitation", str(REPO / "specs" / "sgd.yaml"), "--conformance-examples", "0",
+                               "--conformance-backend", "candidate,coo",
+                               "--conformance-impl", f"sgd={COVERAGE}:DenseBufferSGD")
+    records = load(path)["records"]
+    assert code == 0, [(r["case"], r["backend"], r["outcome"], r.get("message")) for r in records
+                       if r["outcome"] not in ("passed", "xfail")]
+    got = {(r["case"], r["backend"], r["dtype"]): r for r in records}
+    for case in LIMITATIONS:
+        for dtype in ("float32", "float64"):
+            mine, torch_ = got[(case, "candidate", dtype)], got[(case, "coo", dtype)]
+            assert mine["outcome"] == "passed" and mine["verdict"] == "improvement", mine
+            assert "a limitation of torch, not the contract" in mine["improvement"]
+            assert torch_["outcome"] == "passed", torch_  # stock torch raising its own limitation still passes
+    # a contract error stays a contract error: weight_decay with a sparse gradient must raise
+    assert got[("weight-decay-with-sparse-gradient", "candidate", "float32")]["outcome"] == "passed"
+
+
+def test_raising_torchs_limitation_is_same_as_torch_and_a_wrong_value_fails():
+    code, path = run_inprocess("torch-limitation-stock", str(REPO / "specs" / "sgd.yaml"), "--conformance-examples",
+                               "0", "--conformance-backend", "candidate", "-k", " or ".join(LIMITATIONS),
+                               "--conformance-impl", "sgd=torch.optim:SGD")
+    records = load(path)["records"]
+    assert code == 0 and len(records) == 4
+    for record in records:
+        assert record["outcome"] == "xfail" and record["verdict"] == "same-as-torch", record
+        assert "a limitation of torch, not the contract" in record["message"]
+    # a value that is not the documented algorithm's fails, naming the limitation it stepped past
+    code, path = run_inprocess("torch-limitation-wrong", str(REPO / "specs" / "sgd.yaml"), "--conformance-examples",
+                               "0", "--conformance-backend", "candidate", "-k", LIMITATIONS[0],
+                               "--conformance-impl", f"sgd={COVERAGE}:RestartingBufferSGD")
+    records = load(path)["records"]
+    assert code == 1 and len(records) == 2
+    for record in records:
+        assert record["outcome"] == "failed" and record["verdict"] == "differs", record
+        assert "the NumPy reference of the documented algorithm (torch raises here: a limitation of torch" in \
+            record["message"]

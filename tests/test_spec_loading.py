@@ -151,3 +151,28 @@ def test_empty_indices_with_entries_and_sparse_dims_is_an_error(tmp_path):
     error = error_of(write(tmp_path, GOOD_CASE.replace("[[0, 1]]", "[]")))
     assert error.line == 4 and "cases[0].inputs" in error.message  # the inputs: line
     assert "imply 1 sparse dims and 2 entries" in error.message
+
+
+def test_expected_error_kind_loads_and_defaults_to_contract(tmp_path):
+    text = """
+        op: sgd
+        cases:
+          - id: e
+            inputs:
+              param: [1.0]
+              grads: [{dense: [1.0]}]
+            expected_error: {type: RuntimeError, match: "add", kind: torch-limitation}
+          - id: f
+            inputs:
+              param: [1.0]
+              grads: [{dense: [1.0]}]
+            expected_error: {type: RuntimeError}
+    """
+    spec = load_spec(write(tmp_path, text))
+    assert [c.expected_error.kind for c in spec.cases] == ["torch-limitation", "contract"]
+    error = error_of(write(tmp_path, text.replace("kind: torch-limitation", "kind: limitation")))
+    assert error.line == 7 and "cases[0].expected_error.kind" in error.message and "torch-limitation" in error.message
+    shipped = load_spec(Path(__file__).resolve().parents[1] / "specs" / "sgd.yaml")
+    kinds = {c.id: c.expected_error.kind for c in shipped.cases if c.expected_error}
+    assert kinds["dense-gradient-into-a-sparse-momentum-buffer"] == "torch-limitation"
+    assert kinds["weight-decay-with-sparse-gradient"] == "contract"

@@ -54,6 +54,9 @@ def test_stock_torch_passes_its_own_gate(op, impl):
         if record["outcome"] == "xfail" and record["spec"] != "generated":
             assert record["message"].startswith("same as torch: "), record
             assert record["verdict"] == "same-as-torch"
+            if "a limitation of torch, not the contract" in record["message"]:  # expected_error kind torch-limitation
+                assert record["divergence"]["link"].startswith("https://github.com/pytorch/pytorch/blob/")
+                continue
             assert HALF_LINKS[op] in record["message"]
             assert record["divergence"]["link"]
 

@@ -74,14 +74,20 @@ def buffer_layout(h: dict, sparse: bool, buffer_sparse: bool | None) -> bool | N
     return buffer_sparse
 
 
-def sgd_reference(inputs: OptimizerInputs) -> dict[str, np.ndarray]:
-    """SGD in float64 NumPy: dense arrays, with a mask of the entries each sparse tensor specifies."""
+def sgd_reference(inputs: OptimizerInputs, *, torch_limitations: bool = True) -> dict[str, np.ndarray]:
+    """SGD in float64 NumPy: dense arrays, with a mask of the entries each sparse tensor specifies.
+
+    ``torch_limitations=False``: the documented algorithm where torch cannot add a sparse and a dense
+    momentum buffer and gradient (a dense gradient into a sparse buffer, nesterov's sparse gradient
+    on a dense buffer): the buffer specifies every entry either one does (weight_decay with a sparse
+    gradient still raises: the suite's contract keeps a sparse gradient's entries its own)."""
     h = sgd_hyperparameters(inputs.hyperparameters)
     m, lr = h["momentum"], h["lr"]
     param = inputs.param.astype(np.float64).copy()
     buf = buf_mask = layout = None  # the momentum buffer, the entries it specifies, whether torch's is sparse
     for grad in inputs.grads:
-        layout = buffer_layout(h, isinstance(grad, CooArray), layout)
+        if torch_limitations or (isinstance(grad, CooArray) and h["weight_decay"] != 0):
+            layout = buffer_layout(h, isinstance(grad, CooArray), layout)
         g, mask = dense_grad_and_mask(negated(grad, h["maximize"]), param.shape)
         if h["weight_decay"] != 0:
             g = g + h["weight_decay"] * param
@@ -231,6 +237,9 @@ class SGD(OptimizerOp):
 
     def reference(self, inputs: OptimizerInputs) -> dict[str, np.ndarray]:
         return sgd_reference(inputs)
+
+    def reference_beyond_torch(self, inputs: OptimizerInputs) -> dict[str, np.ndarray]:
+        return sgd_reference(inputs, torch_limitations=False)
 
     def candidate_problem(self, candidate: Any) -> str | None:
         return optimizer_problem(candidate)

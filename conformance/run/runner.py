@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import time
+from types import SimpleNamespace
 from typing import Any, Callable
 
 from conformance import diagnosis
@@ -14,7 +15,7 @@ from conformance.verdict import (SameAsTorch, TorchRun, Verdict, agreement_toler
                                  judge, run_stock_torch, side_by_side)
 from conformance.compare import Mismatch, Tolerance, compare_outputs, default_tolerance
 from conformance.devices import measure
-from conformance.specs.load import Case
+from conformance.specs.load import TORCH_LIMITATION, Case
 from conformance.tensors import torch_dtype
 
 
@@ -102,6 +103,8 @@ def run_item(case: Case, backend: Backend, device: str, dtype_name: str,
     op = case.op
     inputs = op.decode_inputs(case.inputs, dtype)
     divergence = case.torch_divergence_for(device, dtype_name)
+    if case.expected_error is not None and case.expected_error.kind == TORCH_LIMITATION:
+        return _run_torch_limitation(case, backend, inputs, ctx)
     if case.expected_error is not None:
         with measure(device, ctx.record):
             failure = expected_error_problem(case, lambda: backend.run(op.name, inputs, ctx))
@@ -146,6 +149,57 @@ def run_item(case: Case, backend: Backend, device: str, dtype_name: str,
     except Mismatch as differs:
         run = lambda other: backend.run(op.name, other, RunContext(device, dtype, {}))  # noqa: E731
         raise diagnosis.looks_like(op, inputs, outputs, dtype, ctx.record, differs, run) from failure
+    return ctx
+
+
+def _reraise(error: BaseException):
+    raise error
+
+
+def _run_torch_limitation(case: Case, backend: Backend, inputs: Any, ctx: RunContext) -> RunContext:
+    """A case whose expected error is a limitation of torch, not the contract (``kind:
+    torch-limitation``): raising it is what stock torch does (a candidate: same-as-torch, xfail; a
+    built-in backend: passed), computing the documented algorithm's value (``Op.reference_beyond_torch``)
+    is an improvement, and anything else -- another error, another value -- fails."""
+    op, wanted = case.op, case.expected_error
+    limitation = f"a limitation of torch, not the contract: it raises {wanted.describe()}"
+    computed: list[dict[str, Any]] = []
+    with measure(ctx.device, ctx.record):
+        missed = expected_error_problem(case, lambda: computed.append(backend.run(op.name, inputs, ctx)))
+    if not computed and missed is None and not backend.judged_against_torch:
+        return ctx  # a built-in backend that raises as torch does
+
+    def check(outputs: dict[str, Any]) -> None:  # the documented algorithm, beyond torch's limitation
+        op.check_invariants(outputs, inputs)
+        reference = op.reference_beyond_torch(inputs)
+        tolerance = default_tolerance(ctx.dtype).scaled(op.reference_tolerance_scale(inputs))
+        compare_outputs(outputs, reference, _tolerances(case, tolerance),
+                        against=f"the NumPy reference of the documented algorithm (torch raises here: {limitation})")
+
+    failure = None
+    if computed:
+        try:
+            check(computed[0])
+        except Mismatch as mismatch:
+            failure = mismatch
+    else:
+        failure = missed or Mismatch(f"raised torch's limitation {wanted.describe()} where the documented "
+                                     "algorithm has a value")
+    torch = TorchRun()
+    try:
+        torch.outputs = op.run_candidate(op.torch_implementation, inputs, RunContext(ctx.device, ctx.dtype, {}))
+    except Exception as exc:  # noqa: BLE001 - torch raising its limitation is the expected fact here
+        torch.error = exc
+    else:
+        try:
+            check(torch.outputs)
+        except Mismatch as mismatch:
+            torch.failure = mismatch
+    same = not computed and missed is None and torch.error is not None and \
+        expected_error_problem(case, lambda: _reraise(torch.error)) is None
+    link = (case.source or {}).get("url")  # where torch raises it: the case's source, when it has an address
+    _conclude(case, backend, ctx, failure, torch, same, SimpleNamespace(reason=limitation, link=link),
+              expected={}, outputs=computed[0] if computed else {})
     return ctx
 
 

@@ -82,10 +82,22 @@ class KnownDivergence:
                 and (self.dtypes is None or dtype in self.dtypes))
 
 
+CONTRACT_ERROR = "contract"
+TORCH_LIMITATION = "torch-limitation"
+
+
 @dataclass(frozen=True)
 class ExpectedError:
+    """An error a case expects: ``kind`` says whether it is the documented contract (every
+    implementation must raise it) or a limitation of torch (raising it is same-as-torch; computing
+    the documented algorithm's value is an improvement: conformance.run.runner)."""
+
     type: str
     match: str | None = None
+    kind: str = CONTRACT_ERROR
+
+    def describe(self) -> str:
+        return self.type + (f" matching {self.match!r}" if self.match else "")
 
 
 @dataclass(frozen=True)
@@ -508,7 +520,8 @@ def _build_case(path: Path, lines: dict, index: int, raw: dict, op: Op, sources:
             raise fail(("expected",), str(exc)) from None
     expected_error = None
     if "expected_error" in raw:
-        expected_error = ExpectedError(raw["expected_error"]["type"], raw["expected_error"].get("match"))
+        expected_error = ExpectedError(raw["expected_error"]["type"], raw["expected_error"].get("match"),
+                                       raw["expected_error"].get("kind", CONTRACT_ERROR))
         if expected_error.match is not None:
             try:
                 re.compile(expected_error.match)

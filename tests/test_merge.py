@@ -133,6 +133,14 @@ def test_a_bad_shard_option_is_a_usage_error_naming_it(tmp_path):
     assert not (tmp_path / "r.json").exists()
 
 
+def test_shards_of_a_thorough_run_need_one_seed(tmp_path):
+    # each shard would draw a fresh seed of its own: not pieces of one run
+    proc = _pytest(REPO, tmp_path / "r.json", "specs", "--conformance-op", "coalesce", "--conformance-shard", "1/2",
+                   "--conformance-hypothesis-profile", "thorough")
+    assert proc.returncode == 4
+    assert "--conformance-shard 1/2 with --conformance-hypothesis-profile thorough needs --conformance-seed" in proc.stderr
+
+
 def test_the_split_is_a_partition_that_ignores_order():
     ids = [f"specs/x.yaml::case-{i}[coo-cpu-float{b}]" for i in range(300) for b in (16, 32)]
     for count in (1, 2, 3, 7):

@@ -267,8 +267,7 @@ def judge(document: dict | None, *, run_id: str, status: int, ops: list[str], si
     bad = [r for r in candidate if r.get("outcome") in ("failed", "error")]
     verdict = Verdict(COULD_NOT_JUDGE, "COULD NOT JUDGE", "", counts,
                       failed=[r.get("nodeid", "?") for r in bad],
-                      crashed=[f"{r.get('nodeid', '?')} ({_first_line(r.get('message'))})" for r in bad
-                               if r.get("crashed")])
+                      crashed=[f"{r.get('nodeid', '?')} ({_crash_reason(r)})" for r in bad if r.get("crashed")])
     not_run = list(run.get("not_run") or [])
     complete = run.get("status") == "complete" and not not_run
     incomplete = "" if complete else (f"the run did not complete (status {run.get('status')!r}"
@@ -305,8 +304,16 @@ def judge(document: dict | None, *, run_id: str, status: int, ops: list[str], si
     return verdict
 
 
-def _first_line(text) -> str:
-    return (str(text or "").strip().splitlines() or [""])[0][:160]
+def _crash_reason(record: dict) -> str:
+    """How a crashed item's worker ended, in a few words (its record's message has the rest)."""
+    import re
+
+    if record.get("timed_out"):
+        return "timed out in native code"
+    if record.get("signal"):
+        return f"killed by {record['signal']}"
+    found = re.search(r"exited with status -?\d+", str(record.get("message") or ""))
+    return found.group(0) if found else "the worker process died"
 
 
 def _load(path: Path) -> tuple[dict | None, str | None]:

@@ -369,3 +369,21 @@ def test_a_second_sigterm_while_the_run_stops_gives_one_line_not_a_traceback(tmp
     assert "Traceback" not in output and "INTERNALERROR" not in output
     assert "SIGTERM again: already stopping" in output
     assert load(results)["run"]["status"] == "interrupted"
+
+
+def test_a_failing_verdict_names_each_crashed_and_failed_item_with_how_it_ended():
+    records = [{"nodeid": "s::exit[candidate-cpu-float32]", "backend": "candidate", "op": "adagrad", "outcome": "error",
+                "crashed": True, "message": "the worker process exited with status 0 (os._exit(0) or exit(0) in C)"},
+               {"nodeid": "s::hang[candidate-cpu-float32]", "backend": "candidate", "op": "adagrad", "outcome": "error",
+                "crashed": True, "timed_out": True, "message": "timed out in native code: ..."},
+               {"nodeid": "s::abort[candidate-cpu-float32]", "backend": "candidate", "op": "adagrad",
+                "outcome": "error", "crashed": True, "signal": "SIGABRT", "message": "the worker process was killed"},
+               {"nodeid": "s::wrong[candidate-cpu-float32]", "backend": "candidate", "op": "adagrad",
+                "outcome": "failed", "message": "mismatch"}]
+    verdict = check.judge({"run": {"id": "a", "status": "complete", "not_run": []}, "records": records}, run_id="a",
+                          status=1, ops=["adagrad"])
+    assert verdict.code == check.FAIL
+    assert verdict.lines()[1:] == ["  crashed: s::exit[candidate-cpu-float32] (exited with status 0)",
+                                   "  crashed: s::hang[candidate-cpu-float32] (timed out in native code)",
+                                   "  crashed: s::abort[candidate-cpu-float32] (killed by SIGABRT)",
+                                   "  failed:  s::wrong[candidate-cpu-float32]"]

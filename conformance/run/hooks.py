@@ -572,8 +572,8 @@ def crash_record(identity: dict[str, Any], longrepr: Any, ending: "WorkerEnding 
                              f"and pytest-xdist replaced it. {where}\n{ending.where}").rstrip()
         record["timed_out"] = True
         return record
-    how = ending.how if ending is not None and ending.how else "died"
-    record["message"] = (f"the worker process {how} while running this item; pytest-xdist replaced the worker and "
+    how = f" (it {ending.how})" if ending is not None and ending.how else ""
+    record["message"] = (f"the worker process died{how} while running this item; pytest-xdist replaced the worker and "
                          f"the run went on. {where} ({longrepr})"
                          + (f"\n{ending.where}" if ending is not None and ending.where else "")).rstrip()
     if ending is not None and ending.signal:

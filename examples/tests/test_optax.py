@@ -20,8 +20,9 @@ def test_optax_adagrad_pinned_verdicts():
         **items("adagrad", "large-eps-after-square-root", ALL, "failed", "param differs"),
         # the same with torch's default eps = 1e-10 at a gradient of 1e-9: a 9000 times smaller step
         **items("adagrad", "default-hyperparameters", ["float32", "float64"], "failed", "param differs"),
-        # and on generated trajectories (large eps drawn, or gradients near sqrt(eps))
-        **items("generated", "adagrad-agrees-with-reference", ["float16", "float32", "float64"], "failed",
+        # and on generated trajectories (large eps drawn, or gradients near sqrt(eps)); float16's 4
+        # examples drew neither once the strategies put NaN/inf in some gradients (it then passes)
+        **items("generated", "adagrad-agrees-with-reference", ["float32", "float64"], "failed",
                 "param differs from the NumPy reference"),
         **items("adagrad", "rows-hit-in-steps-1-and-3-with-lr-decay", ALL, "unsupported", "no lr_decay"),
         **items("adagrad", "maximize", ["float32", "float64"], "unsupported", "no maximize"),
@@ -33,6 +34,8 @@ def test_optax_adagrad_pinned_verdicts():
         **items("generated", "adagrad-param-groups", ALL, "xfail", "same as torch"),
         **items("generated", "adagrad-state-dict-resume", ALL, "passed"),
     })
+    for nodeid in items("adagrad", "large-eps-after-square-root", ALL, "failed"):  # the cause is named
+        assert records[nodeid].get("looks_like", {}).get("name") == "eps inside the root", records[nodeid]["message"]
 
 
 def test_optax_sparse_adam_pinned_verdicts():
@@ -52,3 +55,6 @@ def test_optax_sparse_adam_pinned_verdicts():
         **items("generated", "sparse_adam-param-groups", ALL, "passed"),
         **items("generated", "sparse_adam-state-dict-resume", ALL, "passed"),
     })
+    for nodeid in items("sparse_adam", "large-eps-added-to-uncorrected-root", ALL, "failed"):  # the cause is named
+        assert records[nodeid].get("looks_like", {}).get("name") == "eps after bias correction", \
+            records[nodeid]["message"]

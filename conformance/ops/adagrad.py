@@ -171,13 +171,14 @@ def _rows(array: np.ndarray) -> np.ndarray:
 def adagrad_with_slip(inputs: OptimizerInputs, *, squares_each: bool = False, eps_inside_root: bool = False,
                       rowwise: bool = False, ignore_maximize: bool = False, lr_decay_shift: int = 0,
                       sparse_weight_decay: bool = False, whole_rows: bool = False,
-                      truncate_to: str | None = None) -> dict[str, np.ndarray]:
+                      truncate_to: str | None = None, per_entry: bool = False) -> dict[str, np.ndarray]:
     """:func:`adagrad_reference` with one slip (each keyword is one known mistake): duplicates
     squared one at a time, eps inside the root, one accumulator per row (FBGEMM's
     EXACT_ROWWISE_ADAGRAD: each touched row adds the mean of its g**2), maximize ignored, the
     decay counted from step ``1 - lr_decay_shift``, weight decay applied to a sparse gradient's
     entries, an element-sparse gradient written as whole rows, the parameter stored in
-    ``truncate_to`` by truncation after each step (the state kept wide)."""
+    ``truncate_to`` by truncation after each step (the state kept wide), one whole update per
+    written entry of a sparse gradient (``per_entry``: duplicates applied one after another)."""
     h = adagrad_hyperparameters(inputs.hyperparameters)
     param = inputs.param.astype(np.float64).copy()
     state_sum = np.full_like(param, h["initial_accumulator_value"])
@@ -200,6 +201,14 @@ def adagrad_with_slip(inputs: OptimizerInputs, *, squares_each: bool = False, ep
                 g = np.where(mask, g + h["weight_decay"] * param, g)
                 squares = g * g
             clr = h["lr"] / (1 + (step - 1 + lr_decay_shift) * h["lr_decay"])
+            if per_entry and sparse and h["weight_decay"] == 0:
+                sign = -1.0 if h["maximize"] and not ignore_maximize else 1.0
+                for position in range(grad.indices.shape[1]):  # one whole Adagrad update per written entry
+                    index = tuple(grad.indices[:, position])
+                    g_i = sign * grad.values[position].astype(np.float64)
+                    state_sum[index] = state_sum[index] + g_i * g_i
+                    param[index] = param[index] - clr * g_i / (np.sqrt(state_sum[index]) + h["eps"])
+                continue
             if rowwise:
                 touched = _rows(mask).any(axis=1)
                 added = _rows(np.where(mask, squares, 0.0)).sum(axis=1) / _rows(param).shape[1]
@@ -251,6 +260,9 @@ def rejects_uncoalesced(inputs: OptimizerInputs, error: BaseException) -> bool:
 MISTAKES = (
     Mistake("squares before summing", "duplicate indices are squared one at a time (state_sum += sum of g_i**2), "
             "not summed first ((sum of g_i)**2)", _slip(_has_duplicates, squares_each=True)),
+    Mistake("one update per duplicate entry", "each written entry of a sparse gradient is applied as an Adagrad "
+            "update of its own, duplicates one after another (TensorFlow's ResourceSparseApplyAdagradV2); torch sums "
+            "the duplicates first and updates once", _slip(_has_duplicates, per_entry=True)),
     Mistake("eps inside the root", "std = sqrt(state_sum + eps) instead of sqrt(state_sum) + eps",
             _slip(lambda inputs: True, eps_inside_root=True)),
     Mistake("one accumulator per row", "a single accumulator per row, adding the mean of the row's g**2 (row-wise "

@@ -4,6 +4,7 @@ checked against (with the Hypothesis strategies that draw their examples)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -15,6 +16,16 @@ from conformance.types import RunContext
 
 TENSOR = {"$ref": "#/$defs/tensor"}
 COO = {"$ref": "#/$defs/coo"}
+
+
+def _quiet_numpy(reference: Callable) -> Callable:
+    """``reference`` run under ``np.errstate(all="ignore")``."""
+    @functools.wraps(reference)
+    def quiet(*args: Any, **kwargs: Any) -> Any:
+        with np.errstate(all="ignore"):
+            return reference(*args, **kwargs)
+
+    return quiet
 
 
 @dataclass(frozen=True)
@@ -65,6 +76,14 @@ class Op:
     # known mistakes in implementing the op (conformance.diagnosis.Mistake): what a failing output
     # "looks like", named in the failure, its record and the report
     mistakes: tuple = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """An op's NumPy references propagate NaN and inf as documented (0/0, inf - inf): they run
+        with NumPy's floating-point warnings off, so the documented non-finite cases print none."""
+        super().__init_subclass__(**kwargs)
+        for name in ("reference", "reference_beyond_torch"):
+            if name in cls.__dict__:
+                setattr(cls, name, _quiet_numpy(cls.__dict__[name]))
 
     @property
     def state_tensors(self) -> tuple[str, ...]:

@@ -341,3 +341,23 @@ def test_examples_one_worker_drew_are_replayed_by_another_through_the_run_s_fold
     assert pickle.dumps(other.runs[key]) == pickle.dumps(first.runs[key])
     next(tmp_path.iterdir()).write_bytes(b"half-writ")
     assert generated.DrawnExamples(directory=tmp_path).get(key) is None
+
+
+def test_the_whole_suite_is_imported_before_anything_is_drawn():
+    """Hypothesis draws literals of every local module in sys.modules (the suite itself in a clone
+    or editable install): with every suite module imported at configure time, a module an earlier
+    item imports lazily (counterexamples after a failure, the kernels for one backend) cannot change
+    what later items draw, so -k, xdist and shards draw the same examples for the same seed."""
+    import pkgutil
+    import subprocess
+    import sys
+
+    import conformance
+
+    names = sorted(m.name for m in pkgutil.walk_packages(conformance.__path__, "conformance.")
+                   if not m.name.endswith("__main__"))
+    probe = ("import sys, conformance.run.generated_plugin as g; before = set(sys.modules); "
+             "g.import_the_whole_suite(); print('\\n'.join(sorted(m for m in sys.modules if m.startswith('conformance.'))))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    assert set(names) <= set(loaded), sorted(set(names) - set(loaded))
+    assert "conformance.cases.counterexamples" in names and "conformance.kernels._triton" in names

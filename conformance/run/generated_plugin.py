@@ -10,7 +10,9 @@ Outcomes are the suite's: passed, failed (a Mismatch on a shrunk example, writte
 
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
 import random
 import shutil
 import tempfile
@@ -184,6 +186,22 @@ def pytest_configure(config: pytest.Config) -> None:
                                               budget=budget)
     shared = getattr(config, "workerinput", {}).get(DRAWN_DIRECTORY)
     DRAWN.directory = Path(shared) if shared else None
+    import_the_whole_suite()
+
+
+def import_the_whole_suite() -> None:
+    """Import every module of the suite before anything is drawn.
+
+    Hypothesis mixes the literals of every *local* module in ``sys.modules`` (the suite itself, in
+    a clone or an editable install) into its draws, and looks again whenever a module is imported.
+    A module imported lazily by an earlier item (after a failure, for one backend only) would then
+    change what later items draw: ``-k``, xdist's scheduling and ``--conformance-shard`` would
+    change the examples. With the whole suite imported first, the seed alone decides them."""
+    import conformance
+
+    for module in pkgutil.walk_packages(conformance.__path__, "conformance."):
+        if not module.name.endswith("__main__"):
+            importlib.import_module(module.name)
 
 
 DRAWN_DIRECTORY = "conformance_drawn_examples"  # xdist workerinput: the run's folder of drawn examples

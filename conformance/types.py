@@ -98,3 +98,19 @@ class RunContext:
         from conformance.devices import torch_device
 
         return torch_device(self.device)
+
+
+def safe_text(value: Any) -> str:
+    """``str(value)`` of a foreign object, never raising: a hostile ``__str__`` (raising, or
+    returning a non-string) gets its type's name and what went wrong."""
+    try:
+        text = str(value)
+        if isinstance(text, str):
+            return text
+        raise TypeError(f"__str__ returned {type(text).__name__}")
+    except Exception as exc:  # noqa: BLE001
+        try:
+            problem = f"{type(exc).__name__}: {exc}"
+        except Exception:  # noqa: BLE001
+            problem = type(exc).__name__
+        return f"<{type(value).__name__} object; str() failed: {problem}>"

@@ -240,6 +240,17 @@ def test_an_exception_whose_str_raises_or_is_not_a_string_is_that_items_error():
     assert wrong_type["outcome"] == "error" and "__str__ returned non-string" in wrong_type["message"]
 
 
+def test_a_generated_item_whose_failure_has_a_hostile_str_is_that_items_error():
+    code, path = run_inprocess("hostile-str-generated", "specs", "--conformance-examples", "2",
+                               "-k", "generated and adagrad-agrees-with-reference and candidate-cpu-float64",
+                               "--conformance-impl", f"adagrad={FAULTS}:AlwaysHostileStrAdagrad")
+    document_ = load(path)
+    assert code == 1 and document_["run"]["status"] == "complete"
+    [record] = [r for r in document_["records"] if r["backend"] == "candidate"]
+    assert record["outcome"] in ("error", "failed")
+    assert "_HostileStr object; str() failed: RuntimeError" in record["message"]
+
+
 def test_a_stray_non_daemon_thread_does_not_keep_pytest_from_exiting(tmp_path):
     proc, results = pytest_run(tmp_path, "StrayThreadAdagrad", timeout=120)  # would hang forever before
     assert proc.returncode == 0, proc.stdout[-3000:]

@@ -25,7 +25,7 @@ import pytest
 
 from conformance.run import outcomes
 from conformance.run.items import ConformanceItem, placements
-from conformance.types import Unsupported
+from conformance.types import Unsupported, safe_text
 from conformance.compare import Mismatch
 from conformance.devices import unavailable_reason
 from conformance.cases.generated import DRAWN, PROPERTIES, Property, describe_divergences, run_property
@@ -346,7 +346,7 @@ class GeneratedItem(ConformanceItem):
                  f"{result.examples} examples run (profile {gen.profile}, seed {gen.seed})"
                  + (f"; {result.budget_note}" if result.budget_note else "")
                  + (f"; {result.narrowed}" if result.narrowed else ""),
-                 "", f"failure on the {'shrunk' if gen.shrink else 'first failing (not shrunk)'} example:", f"  {str(failure).strip() or type(failure).__name__}"]
+                 "", f"failure on the {'shrunk' if gen.shrink else 'first failing (not shrunk)'} example:", f"  {safe_text(failure).strip() or type(failure).__name__}"]
         if not isinstance(failure, Mismatch):
             lines += ["", "".join(traceback.format_exception(type(failure), failure, failure.__traceback__,
                                                              limit=-4)).rstrip()]

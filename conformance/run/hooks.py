@@ -48,6 +48,7 @@ import pytest
 from conformance.run import outcomes
 from conformance.results.store import (ResultsWriter, foreign_file_problem, lock_path, now, previous_path,
                                        results_lock, run_metadata)
+from conformance.types import safe_text
 
 RESULTS = pytest.StashKey["ResultsState"]()
 CASE_PROPERTY = "conformance_case"  # user property: {"key": "<spec>::<case>", "context": case_context(case)}
@@ -747,7 +748,7 @@ def pytest_runtest_call(item: pytest.Item):
     try:
         return (yield)
     except pytest.exit.Exception as exc:
-        raise CandidateExit(f"the implementation called pytest.exit({_safe_text(exc.msg)!r}, "
+        raise CandidateExit(f"the implementation called pytest.exit({safe_text(exc.msg)!r}, "
                             f"returncode={exc.returncode!r}) during this item; an item cannot end the run") from None
     finally:
         stray = [t for t in threading.enumerate() if t not in before and t.is_alive() and not t.daemon]
@@ -776,22 +777,6 @@ def _exit_past_stray_threads() -> None:
         pass
     session = _SESSIONS["outermost"]
     os._exit(int(session.exitstatus) if session is not None else 1)
-
-
-def _safe_text(value: Any) -> str:
-    """``str(value)`` of a foreign object, never raising: a hostile ``__str__`` (raising, or
-    returning a non-string) gets its type's name and what went wrong."""
-    try:
-        text = str(value)
-        if isinstance(text, str):
-            return text
-        raise TypeError(f"__str__ returned {type(text).__name__}")
-    except Exception as exc:  # noqa: BLE001
-        try:
-            problem = f"{type(exc).__name__}: {exc}"
-        except Exception:  # noqa: BLE001
-            problem = type(exc).__name__
-        return f"<{type(value).__name__} object; str() failed: {problem}>"
 
 
 class ShrinkNotice:

@@ -22,6 +22,7 @@ from conformance.run.items import ConformanceItem, placements, warmed_up_last
 from conformance.run.runner import run_item
 from conformance.specs.load import Case, SpecError, load_spec
 from conformance.tensors import DTYPES
+from conformance.types import safe_text
 from conformance.verdict import SameAsTorch
 
 SPEC_SUFFIXES = (".yaml", ".yml")
@@ -242,10 +243,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if outcome is not None:
         message = None
         if call.excinfo is not None:
-            from conformance.run.hooks import _safe_text  # not at import: pytest registers hooks.py itself,
-            # and a module imported before that cannot be assert-rewritten (PytestAssertRewriteWarning)
-
-            message = _safe_text(call.excinfo.value).strip()  # a candidate's exception: its __str__ may raise
+            message = safe_text(call.excinfo.value).strip()  # a candidate's exception: its __str__ may raise
             plain = (Exception, pytest.skip.Exception, pytest.fail.Exception, pytest.xfail.Exception)
             if not isinstance(call.excinfo.value, plain) or not message:  # SystemExit(3) would read "3"
                 message = f"{type(call.excinfo.value).__name__}: {message}".rstrip(": ")

@@ -153,3 +153,10 @@ class WaitingAdagrad(torch.optim.Adagrad):
             Path(os.environ["CONFORMANCE_TEST_GATE"]).with_suffix(".waiting").write_text("waiting")
             time.sleep(600)
         return super().step(closure)
+
+
+class AlwaysHostileStrAdagrad(torch.optim.Adagrad):
+    """Every step raises an exception whose ``__str__`` raises (a generated item's failure text)."""
+
+    def step(self, closure=None):
+        raise _HostileStr()

@@ -2,49 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
 import torch
 
+from conformance.dtypes import Tolerance, info
 from conformance.tensors import to_numpy
 
-# torch.testing.assert_close's documented defaults (rtol, atol) per dtype.
-DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
-    torch.float16: (1e-3, 1e-5),
-    torch.bfloat16: (1.6e-2, 1e-5),
-    torch.float32: (1.3e-6, 1e-5),
-    torch.float64: (1e-7, 1e-7),
-}
 
-
-@dataclass(frozen=True)
-class Tolerance:
-    rtol: float
-    atol: float
-
-    def scaled(self, factor: float) -> "Tolerance":
-        return Tolerance(self.rtol * factor, self.atol * factor)
-
-    def __str__(self) -> str:
-        return f"rtol={self.rtol:g}, atol={self.atol:g}"
-
-
-def default_tolerance(dtype: torch.dtype) -> Tolerance:
-    rtol, atol = DEFAULT_TOLERANCES[dtype]
-    return Tolerance(rtol, atol)
-
-
-# storage roundoff u of each dtype, and the roundoff of the arithmetic torch accumulates in
-# (float16/bfloat16 arithmetic is done in float32, "opmath", and rounded once at the end)
-UNIT_ROUNDOFF = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24, "float64": 2.0**-53}
-ACCUMULATION_ROUNDOFF = {"float16": 2.0**-24, "bfloat16": 2.0**-24, "float32": 2.0**-24, "float64": 2.0**-53}
+def default_tolerance(dtype: str | torch.dtype) -> Tolerance:
+    """torch.testing.assert_close's default for ``dtype`` (conformance.dtypes)."""
+    return info(dtype).default_tolerance
 
 
 def at_least_default(dtype: str, rtol: float, atol: float) -> Tolerance:
     """A derived tolerance, never below assert_close's default for ``dtype``."""
-    floor = default_tolerance(getattr(torch, dtype))
+    floor = default_tolerance(dtype)
     return Tolerance(max(floor.rtol, rtol), max(floor.atol, atol))
 
 

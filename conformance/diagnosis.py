@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from conformance.compare import Mismatch, Tolerance, compare_outputs, default_tolerance
-from conformance.tensors import quantize, to_numpy, torch_dtype
+from conformance.tensors import quantize, to_numpy
 from conformance.types import Unsupported
 
 RECORD_FIELD = "looks_like"
@@ -70,7 +70,7 @@ def _dtype_name(dtype: Any) -> str:
 
 
 def _fallback(op: Any, inputs: Any, dtype: str) -> Tolerance:
-    tolerance = default_tolerance(torch_dtype(dtype))
+    tolerance = default_tolerance(dtype)
     try:
         return tolerance.scaled(float(op.reference_tolerance_scale(inputs)))
     except Exception:  # noqa: BLE001 - the dtype's default is still a tolerance
@@ -125,8 +125,7 @@ def _close(outputs: Mapping[str, Any], expected: Mapping[str, Any], names: list[
 
 
 def _quantized(values: Mapping[str, Any], names: list[str], dtype: str, exact: set[str]) -> dict[str, Any]:
-    dt = torch_dtype(dtype)
-    return {name: (values[name] if name in exact else quantize(_as_float(values[name]), dt)) for name in names}
+    return {name: (values[name] if name in exact else quantize(_as_float(values[name]), dtype)) for name in names}
 
 
 def diagnose(op: Any, inputs: Any, outputs_or_error: Any, dtype: Any,

@@ -15,35 +15,30 @@ import numpy as np
 import torch
 
 from conformance.compare import Mismatch
+from conformance.dtypes import info, is_half
 from conformance.tensors import quantize, to_numpy
 
-HALF = (torch.float16, torch.bfloat16)
-FLOAT32_UNIT = 2.0**-24  # unit roundoff of the float32 arithmetic torch does for half dtypes ("opmath")
-
-
-def unit_roundoff(dtype: torch.dtype) -> float:
-    return float(torch.finfo(dtype).eps) / 2
-
-
-def ulp(x, dtype: torch.dtype) -> np.ndarray:
+def ulp(x, dtype: str | torch.dtype) -> np.ndarray:
     """The spacing of ``dtype`` values at ``x`` (at its binade's lower end; subnormal spacing near 0)."""
-    info = torch.finfo(dtype)
+    entry = info(dtype)
+    tiny, eps = entry.smallest_normal, 2 * entry.unit_roundoff
     x = np.abs(np.asarray(x, dtype=np.float64))
     with np.errstate(divide="ignore"):
-        binade = np.exp2(np.floor(np.log2(np.where(x > 0, x, info.tiny))))
-    return np.maximum(binade, info.tiny) * float(info.eps)
+        binade = np.exp2(np.floor(np.log2(np.where(x > 0, x, tiny))))
+    return np.maximum(binade, tiny) * eps
 
 
 NEAREST_EVEN = "nearest-even"
 TOWARD_ZERO = "toward-zero"
 
 
-def rounded(x, dtype: torch.dtype, mode: str = NEAREST_EVEN) -> np.ndarray:
+def rounded(x, dtype: str | torch.dtype, mode: str = NEAREST_EVEN) -> np.ndarray:
     """``x`` rounded to ``dtype`` (as float64): to nearest even, or toward zero (truncation)."""
     x = np.asarray(x, dtype=np.float64)
     nearest = quantize(x, dtype)
-    if mode == NEAREST_EVEN or dtype not in HALF:
+    if mode == NEAREST_EVEN or not is_half(dtype):
         return nearest
+    dtype = info(dtype).torch
     wide = torch.from_numpy(np.ascontiguousarray(x).copy())
     narrow = wide.to(dtype)
     away = narrow.double().abs() > wide.abs()
@@ -51,7 +46,7 @@ def rounded(x, dtype: torch.dtype, mode: str = NEAREST_EVEN) -> np.ndarray:
     return torch.where(away, bits - 1, bits).view(dtype).double().numpy().reshape(x.shape)
 
 
-def check_rounding(name: str, got, exact, low, high, dtype: torch.dtype, mode: str = NEAREST_EVEN) -> None:
+def check_rounding(name: str, got, exact, low, high, dtype: str | torch.dtype, mode: str = NEAREST_EVEN) -> None:
     """Raise Mismatch (in ulps) where ``got`` lies outside ``[q(low), q(high)]`` (``q``: rounding
     to ``dtype`` in ``mode``; both modes are monotonic, so the interval holds every value they give).
 
@@ -74,7 +69,7 @@ def check_rounding(name: str, got, exact, low, high, dtype: torch.dtype, mode: s
         errors = np.abs(got - exact) / ulp(exact, dtype)
     worst = float(np.nanmax(np.where(bad, errors, np.nan))) if np.isfinite(errors[bad]).any() else float("inf")
     raise Mismatch(
-        f"{name} is not correctly rounded to {str(dtype).removeprefix('torch.')}: {int(bad.sum())} of {got.size} "
+        f"{name} is not correctly rounded to {info(dtype).name}: {int(bad.sum())} of {got.size} "
         f"entries outside what round-to-nearest-even of the exact result (plus float32 arithmetic) allows, "
         f"up to {worst:.3g} ulp from the exact value; first at index {index}: got {g!r}, exact {e!r} "
         f"({abs(g - e) / spacing:.3g} ulp away), allowed [{a!r}, {b!r}] (at most "

@@ -15,20 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-DTYPES: dict[str, torch.dtype] = {
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-    "float32": torch.float32,
-    "float64": torch.float64,
-}
-
-
-def torch_dtype(name: str) -> torch.dtype:
-    """The torch dtype for a spec's dtype name."""
-    try:
-        return DTYPES[name]
-    except KeyError:
-        raise ValueError(f"unknown dtype {name!r}; expected one of {sorted(DTYPES)}") from None
+from conformance.dtypes import info, torch_dtype  # noqa: F401 - torch_dtype re-exported
 
 
 def decode_array(node: Any, dtype=np.float64) -> np.ndarray:
@@ -47,11 +34,12 @@ def decode_array(node: Any, dtype=np.float64) -> np.ndarray:
     return array
 
 
-def quantize(array: np.ndarray, dtype: torch.dtype) -> np.ndarray:
-    """Round float64 values to ``dtype`` and back, so the reference sees what a backend sees."""
+def quantize(array: np.ndarray, dtype: str | torch.dtype) -> np.ndarray:
+    """Round float64 values to ``dtype`` (a name or a torch dtype) and back, so the reference sees
+    what a backend sees."""
     array = np.asarray(array, dtype=np.float64)
     # np.ascontiguousarray would turn a 0-d array into shape (1,); reshape keeps 0-d inputs 0-d
-    return torch.tensor(array).to(dtype).double().numpy().reshape(array.shape)  # (a copy: read-only arrays too)
+    return torch.tensor(array).to(info(dtype).torch).double().numpy().reshape(array.shape)  # (a copy: read-only arrays too)
 
 
 @dataclass
@@ -104,7 +92,7 @@ class CooArray:
     def sparse_shape(self) -> tuple[int, ...]:
         return self.size[: self.sparse_dim]
 
-    def quantized(self, dtype: torch.dtype) -> "CooArray":
+    def quantized(self, dtype: str | torch.dtype) -> "CooArray":
         return CooArray(self.indices, quantize(self.values, dtype), self.size)
 
     def to_torch(self, dtype: torch.dtype, device: str | torch.device = "cpu") -> torch.Tensor:
@@ -155,7 +143,7 @@ def rounder(dtype: str):
 
 
 def random_coo(rng: np.random.Generator, size: tuple[int, ...], sparse_dims: int, density: float,
-               dtype: torch.dtype) -> CooArray:
+               dtype: str | torch.dtype) -> CooArray:
     """A benchmark's COO tensor: indices drawn with replacement (so duplicates occur, as in
     embedding-bag gradients), standard normal values in ``dtype``."""
     sparse_shape = size[:sparse_dims]

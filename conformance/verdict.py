@@ -26,6 +26,7 @@ import torch as _torch
 
 from conformance.backends.base import Backend
 from conformance.compare import Mismatch, Tolerance, compare_outputs
+from conformance.dtypes import info
 from conformance.ops.base import Op
 from conformance.tensors import to_numpy
 from conformance.types import RunContext, Unsupported, missing_kernel
@@ -79,14 +80,10 @@ class Judgement:
     record: dict[str, Any] = field(default_factory=dict)
 
 
-def agreement_tolerance(dtype: _torch.dtype) -> Tolerance:
-    """How close to stock torch's result counts as "the same as torch": half an ulp of the dtype for
-    float16/bfloat16 (in effect the same bits), a few ulps for float32/float64 (another order of
-    the same float32 arithmetic). Anything further is a different behaviour."""
-    unit = float(_torch.finfo(dtype).eps) / 2
-    if dtype in (_torch.float16, _torch.bfloat16):
-        return Tolerance(rtol=unit, atol=0.0)
-    return Tolerance(rtol=16 * unit, atol=16 * float(_torch.finfo(dtype).tiny))
+def agreement_tolerance(dtype: str | _torch.dtype) -> Tolerance:
+    """How close to stock torch's result counts as "the same as torch" (:mod:`conformance.dtypes`):
+    anything further is a different behaviour."""
+    return info(dtype).agreement_tolerance
 
 
 class StockTorch(Backend):

@@ -38,6 +38,7 @@ from conformance.cases import known_divergences, lowprec
 from conformance.types import RunContext, Unsupported
 from conformance.backends.base import Backend
 from conformance.compare import Mismatch, Tolerance, assert_bits_equal, compare_outputs
+from conformance.dtypes import DTYPES, HALF_DTYPES
 from conformance.ops import OPS, GeneratedProperty, Op
 from conformance.ops.optimizer_steps import (
     OptimizerInputs,
@@ -48,7 +49,7 @@ from conformance.ops.optimizer_steps import (
     run_param_groups,
 )
 from conformance.tensors import CooArray, quantize, to_numpy, torch_dtype
-from conformance.rounding import check_rounding, unit_roundoff
+from conformance.rounding import check_rounding
 from conformance.verdict import (Judgement, SameAsTorch, StockTorch, Verdict, agreement_tolerance, agrees, differs,
                                  distance, judge, torch_opinion)
 
@@ -265,7 +266,7 @@ def check_rounds_correctly(trial: Trial, inputs: Any) -> None:
     """float16/bfloat16 outputs are the exact result rounded to nearest even, give or take the
     float32 arithmetic before it (:mod:`conformance.rounding`); stock torch's own known
     half-precision arithmetic is reported as its divergence, not as a failure."""
-    dtype = torch_dtype(trial.dtype)
+    dtype = trial.dtype
     outputs = trial.run(inputs)
     for name, (exact, low, high) in trial.op.rounding_bounds(inputs, dtype).items():
         if name not in outputs:
@@ -294,7 +295,7 @@ def _rounding_divergence(trial: Trial, inputs: Any, name: str, got, dtype) -> lo
             pass
     if trial.op.torch_sums_duplicates_in_half:
         half = lowprec.HALF_ACCUMULATION
-        exact, low, high = trial.op.rounding_bounds(inputs, dtype, accumulation_unit=unit_roundoff(dtype))[name]
+        exact, low, high = trial.op.rounding_bounds(inputs, dtype, accumulation_unit=DTYPES[dtype].unit_roundoff)[name]
         try:
             check_rounding(name, got, exact, low, high, dtype)
             return half
@@ -331,7 +332,7 @@ def _assert_same_runs(trial: Trial, name: str, got, want, against: str) -> None:
     if trial.device == "cpu":
         assert_bits_equal(name, got, want, None, against=against)
         return
-    compare_outputs({name: got}, {name: want}, {name: agreement_tolerance(torch_dtype(trial.dtype))}, against=against)
+    compare_outputs({name: got}, {name: want}, {name: agreement_tolerance(trial.dtype)}, against=against)
 
 
 def _state_names(op: Op) -> list[str]:
@@ -373,7 +374,7 @@ def check_param_groups(trial: Trial, inputs: ParamGroupsInputs) -> None:
         raise DivergenceObserved(divergence, str(mismatch).splitlines()[0]) from None
     for index, (got, start) in enumerate(zip(idle, inputs.idle)):
         assert_bits_equal(f"the parameter without a gradient ({index})", got,
-                          quantize(start, torch_dtype(trial.dtype)), None, against="its value before the steps")
+                          quantize(start, trial.dtype), None, against="its value before the steps")
 
 
 def _assert_members_equal(trial: Trial, got: list[dict], want: list[dict], against: str) -> None:
@@ -480,7 +481,7 @@ class Check:
 
 CHECKS: dict[str, Check] = {
     "agrees-with-reference": Check(check_agrees_with_reference, skip_backends=("reference",)),
-    "rounds-correctly": Check(check_rounds_correctly, skip_backends=("reference",), dtypes=lowprec.HALF_DTYPES),
+    "rounds-correctly": Check(check_rounds_correctly, skip_backends=("reference",), dtypes=HALF_DTYPES),
     "rejects-invalid": Check(check_rejects_invalid),
     # the suite's own backends are stock torch and its documented idioms: their determinism is torch's
     # (and the main job's minute); a candidate is what may hold a race or an uninitialised buffer
@@ -593,7 +594,7 @@ def _agreement(prop: Property, trial: Trial, torch_trial: Trial, example: Any, s
     :func:`conformance.verdict.agreement_tolerance`): the property's own observation (``observe``),
     else each of the example's cases run alone. Leaves in ``seen`` what the verdict's messages
     need: the outputs compared and their tolerances, or how far apart they are."""
-    tolerance = agreement_tolerance(torch_dtype(trial.dtype))
+    tolerance = agreement_tolerance(trial.dtype)
     if prop.observe is not None:  # the property's own outputs, not its cases' single runs
         runs = [lambda: (prop.observe(trial, example), prop.observe(torch_trial, example))]
     else:

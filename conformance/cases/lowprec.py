@@ -22,11 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from conformance.dtypes import HALF_DTYPES
 from conformance.ops.base import Op
 from conformance.types import Divergence
-
-HALF_DTYPES = ("float16", "bfloat16")
-
 
 HALF_ACCUMULATION = Divergence(
     "half-precision-accumulation",

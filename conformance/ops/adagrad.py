@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from conformance.types import Divergence, ModelledDivergence, RunContext
 from conformance.compare import at_least_default
+from conformance.dtypes import OPMATH_ROUNDOFF, is_half
 from conformance.diagnosis import Mistake
 from conformance.ops import draw as d
 from conformance.ops.base import TENSOR, GeneratedProperty
@@ -246,7 +247,7 @@ def _hyper(name: str):
 def truncating_model(inputs: OptimizerInputs, dtype: str):
     """The parameter of a float16/bfloat16 run stored by truncation after every step (the update
     computed wide, as a fused kernel does); only the parameter is modelled."""
-    if dtype not in ("float16", "bfloat16"):
+    if not is_half(dtype):
         return None
     return {"param": adagrad_with_slip(inputs, truncate_to=dtype)["param"]}
 
@@ -325,8 +326,8 @@ class Adagrad(OptimizerOp):
     def candidate_problem(self, candidate: Any) -> str | None:
         return optimizer_problem(candidate)
 
-    def rounding_bounds(self, inputs: OptimizerInputs, dtype: torch.dtype,
-                        accumulation_unit: float = 2.0**-24) -> dict[str, tuple]:
+    def rounding_bounds(self, inputs: OptimizerInputs, dtype: str,
+                        accumulation_unit: float = OPMATH_ROUNDOFF) -> dict[str, tuple]:
         # g/std from g**2, state + g**2, sqrt, + eps, the quotient and clr * quotient: six roundings
         return single_step_param_bounds(inputs, self.reference(inputs)["param"], dtype, intermediates=8)
 

@@ -11,6 +11,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from conformance.dtypes import OPMATH_ROUNDOFF
 from conformance.tensors import encode_array
 from conformance.types import RunContext
 
@@ -54,7 +55,9 @@ class GeneratedProperty:
 
 
 class Op:
-    """Base class of the ops under test; one subclass per module in ``conformance.ops``."""
+    """Base class of the ops under test; one subclass per module in ``conformance.ops``. Every
+    method takes a dtype by its spec name (``"float16"``; facts and the torch dtype:
+    :mod:`conformance.dtypes`)."""
 
     name: str = ""
     summary: str = ""
@@ -96,7 +99,7 @@ class Op:
         single torch function does it). A candidate is also judged against what it returns."""
         return None
 
-    def decode_inputs(self, raw: dict, dtype: torch.dtype) -> Any:
+    def decode_inputs(self, raw: dict, dtype: str) -> Any:
         """Spec inputs -> NumPy inputs, floats rounded to ``dtype`` (raises ValueError)."""
         raise NotImplementedError
 
@@ -148,8 +151,8 @@ class Op:
         """Why ``candidate`` cannot fit this op's contract, or None."""
         return None if callable(candidate) else f"{candidate!r} is not callable"
 
-    def rounding_bounds(self, inputs: Any, dtype: torch.dtype,
-                        accumulation_unit: float = 2.0**-24) -> dict[str, tuple[Any, Any, Any]]:
+    def rounding_bounds(self, inputs: Any, dtype: str,
+                        accumulation_unit: float = OPMATH_ROUNDOFF) -> dict[str, tuple[Any, Any, Any]]:
         """For float16/bfloat16: per output, ``(exact, low, high)`` -- the float64 result and the
         interval a correct implementation's value lies in before its last rounding to ``dtype``
         (see :mod:`conformance.rounding`), with sums accumulated at ``accumulation_unit`` (float32's
@@ -167,7 +170,7 @@ class Op:
         the reference, per output (ill-conditioned trajectories widen by it)."""
         raise NotImplementedError(f"{self.name} has no tolerances for generated inputs")
 
-    def benchmark_inputs(self, bench: Any, rng: Any, dtype: torch.dtype) -> Any:
+    def benchmark_inputs(self, bench: Any, rng: Any, dtype: str) -> Any:
         """Inputs for a spec's benchmark section ``bench`` (size, density, sparse_dims, steps,
         hyperparameters), drawn from the NumPy generator ``rng``."""
         raise ValueError(f"op {self.name!r} has no benchmark inputs (Op.benchmark_inputs)")

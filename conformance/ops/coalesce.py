@@ -16,17 +16,15 @@ from hypothesis import strategies as st
 
 from conformance.types import RunContext
 from conformance.compare import (
-    ACCUMULATION_ROUNDOFF,
-    UNIT_ROUNDOFF,
     Mismatch,
     assert_bits_equal,
     at_least_default,
     finite_abs_max,
 )
 from conformance.diagnosis import Mistake
+from conformance.dtypes import DTYPES, OPMATH_ROUNDOFF
 from conformance.ops import draw as d
 from conformance.ops.base import COO, TENSOR, GeneratedProperty, Op
-from conformance.rounding import FLOAT32_UNIT
 from conformance.tensors import CooArray, encode_coo, random_coo, rounder, to_numpy
 
 
@@ -289,7 +287,7 @@ class Coalesce(Op):
     }
     exact_outputs = frozenset({"indices", "nnz", "size"})
 
-    def decode_inputs(self, raw: dict, dtype: torch.dtype) -> CooArray:
+    def decode_inputs(self, raw: dict, dtype: str) -> CooArray:
         return CooArray.decode(raw["tensor"]).quantized(dtype)
 
     def decode_expected(self, raw: dict) -> dict[str, np.ndarray]:
@@ -328,8 +326,8 @@ class Coalesce(Op):
         tensor = inputs.to_torch(ctx.dtype, ctx.torch_device)
         return outputs_of_sparse(candidate(tensor))
 
-    def rounding_bounds(self, inputs: CooArray, dtype: torch.dtype,
-                        accumulation_unit: float = FLOAT32_UNIT) -> dict[str, tuple[Any, Any, Any]]:
+    def rounding_bounds(self, inputs: CooArray, dtype: str,
+                        accumulation_unit: float = OPMATH_ROUNDOFF) -> dict[str, tuple[Any, Any, Any]]:
         """Each sum of duplicates, accumulated in float32 (any order) and rounded once."""
         if inputs.indices.shape[1] == 0 or inputs.sparse_dim == 0:
             return {}
@@ -344,9 +342,10 @@ class Coalesce(Op):
         """Each sum of k duplicates: one rounding to ``dtype`` and k accumulation roundoffs."""
         k, biggest_sum = duplicate_stats(inputs)
         return {**{name: None for name in self.exact_outputs},
-                "values": at_least_default(dtype, 2 * UNIT_ROUNDOFF[dtype], 2 * k * ACCUMULATION_ROUNDOFF[dtype] * biggest_sum)}
+                "values": at_least_default(dtype, 2 * DTYPES[dtype].unit_roundoff,
+                                           2 * k * DTYPES[dtype].accumulation_roundoff * biggest_sum)}
 
-    def benchmark_inputs(self, bench, rng, dtype: torch.dtype) -> CooArray:
+    def benchmark_inputs(self, bench, rng, dtype: str) -> CooArray:
         sparse_dims = bench.sparse_dims if bench.sparse_dims is not None else len(bench.size)
         return random_coo(rng, bench.size, sparse_dims, bench.density, dtype)
 

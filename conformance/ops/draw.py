@@ -16,14 +16,8 @@ from typing import Sequence
 import numpy as np
 from hypothesis import strategies as st
 
+from conformance.dtypes import DTYPES, FLOAT_DTYPES
 from conformance.tensors import CooArray
-
-FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
-
-# explicit mantissa bits and the smallest/largest normal exponent of each dtype
-MANTISSA_BITS = {"float16": 10, "bfloat16": 7, "float32": 23, "float64": 52}
-NORMAL_EXPONENTS = {"float16": (-14, 15), "bfloat16": (-126, 127), "float32": (-126, 127),
-                    "float64": (-1022, 1023)}
 
 
 @dataclass(frozen=True)
@@ -59,7 +53,7 @@ SIMPLE_VALUES = (1.0, 2.0, -1.0, 0.5, 3.0, -2.0, 0.0)
 
 
 def check_dtype(dtype: str) -> None:
-    if dtype not in MANTISSA_BITS:
+    if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; expected one of {FLOAT_DTYPES}")
 
 
@@ -79,9 +73,9 @@ def representable_floats(dtype: str, magnitudes: Magnitudes | None = None, *, ze
     check_dtype(dtype)
     magnitudes = magnitudes or VALUE_MAGNITUDES[dtype]
     low, high = magnitudes.low, magnitudes.high
-    emin, emax = NORMAL_EXPONENTS[dtype]
+    emin, emax = DTYPES[dtype].normal_exponents
     low, high = max(low, emin), min(high, emax - 1)
-    bits = MANTISSA_BITS[dtype]
+    bits = DTYPES[dtype].mantissa_bits
     simple = [v for v in SIMPLE_VALUES if (zero or v != 0.0) and (negative or v >= 0.0)]
     general = st.tuples(st.sampled_from([1.0, -1.0] if negative else [1.0]),
                         st.integers(low, high), st.integers(0, 2**bits - 1)).map(partial(_float_from_parts, bits))

@@ -20,8 +20,6 @@ from hypothesis import strategies as st
 from conformance.types import RunContext
 from conformance.diagnosis import Mistake
 from conformance.compare import (
-    ACCUMULATION_ROUNDOFF,
-    UNIT_ROUNDOFF,
     Mismatch,
     assert_bits_equal,
     at_least_default,
@@ -30,9 +28,9 @@ from conformance.compare import (
 )
 from conformance.ops import draw as d
 from conformance.ops.base import TENSOR, GeneratedProperty, Op
-from conformance.rounding import FLOAT32_UNIT, rounded
-from conformance.tensors import (decode_array, encode_array, not_plain_tensor, quantize, rounder, to_numpy, to_torch,
-                                 torch_dtype)
+from conformance.dtypes import DTYPES, OPMATH_ROUNDOFF, is_half
+from conformance.rounding import rounded
+from conformance.tensors import decode_array, encode_array, not_plain_tensor, quantize, rounder, to_numpy, to_torch
 
 
 @dataclass
@@ -131,7 +129,7 @@ def rounding_inputs(draw, dtype: str) -> MaskedMeanInputs:
         values = rng.uniform(-8.0, 8.0, length)
     mask = rng.random(length) < draw(st.sampled_from([0.3, 0.9, 1.0]))
     mask[draw(st.integers(0, length - 1))] = True  # at least one valid entry
-    return MaskedMeanInputs(quantize(values, torch_dtype(dtype)), mask)
+    return MaskedMeanInputs(quantize(values, dtype), mask)
 
 
 @st.composite
@@ -249,7 +247,7 @@ def grad_leak_model(inputs: MaskedMeanInputs):
 def half_sum_model(inputs: MaskedMeanInputs, dtype: str):
     """The valid values summed one after another in ``dtype`` (float16/bfloat16), then divided."""
     counted = _count_and_grad(inputs)
-    if counted is None or dtype not in ("float16", "bfloat16"):
+    if counted is None or not is_half(dtype):
         return None
     q = rounder(dtype)
     total = q(0.0)
@@ -292,7 +290,7 @@ class MaskedMean(Op):
         "properties": {"value": {"type": "number"}, "grad": TENSOR},
     }
 
-    def decode_inputs(self, raw: dict, dtype: torch.dtype) -> MaskedMeanInputs:
+    def decode_inputs(self, raw: dict, dtype: str) -> MaskedMeanInputs:
         values = quantize(decode_array(raw["values"]), dtype)
         mask = decode_array(raw["mask"], dtype=bool)
         if mask.shape != values.shape:
@@ -312,8 +310,8 @@ class MaskedMean(Op):
     def run_candidate(self, candidate, inputs: MaskedMeanInputs, ctx: RunContext) -> dict[str, Any]:
         return differentiate(candidate, inputs, ctx)
 
-    def rounding_bounds(self, inputs: MaskedMeanInputs, dtype: torch.dtype,
-                        accumulation_unit: float = FLOAT32_UNIT) -> dict[str, tuple[Any, Any, Any]]:
+    def rounding_bounds(self, inputs: MaskedMeanInputs, dtype: str,
+                        accumulation_unit: float = OPMATH_ROUNDOFF) -> dict[str, tuple[Any, Any, Any]]:
         """The value: the valid entries summed in float32 (any order), then divided by the count --
         with the sum rounded to ``dtype`` first (as torch's ``sum() / count`` does) or not."""
         valid = inputs.values[inputs.mask]
@@ -326,19 +324,19 @@ class MaskedMean(Op):
         means = np.array([s / count for s in ends] + [float(rounded(s, dtype)) / count for s in ends])
         if not np.all(np.isfinite(means)):
             return {}
-        slack = np.abs(means) * 2 * FLOAT32_UNIT  # the float32 division
+        slack = np.abs(means) * 2 * OPMATH_ROUNDOFF  # the float32 division
         return {"value": (total / count, float((means - slack).min()), float((means + slack).max()))}
 
     def generated_tolerances(self, inputs: MaskedMeanInputs, dtype: str, sensitivity) -> dict[str, Any]:
         """The value: a float32-accumulated sum of the valid entries over their count; the grad
         (mask / count): one rounding."""
-        u, acc = UNIT_ROUNDOFF[dtype], ACCUMULATION_ROUNDOFF[dtype]
+        u, acc = DTYPES[dtype].unit_roundoff, DTYPES[dtype].accumulation_roundoff
         valid = inputs.values[inputs.mask]
         total = float(np.abs(valid[np.isfinite(valid)]).sum()) if valid.size else 0.0
         return {"value": at_least_default(dtype, 4 * u, 2 * acc * total + 2 * u * finite_abs_max(valid)),
                 "grad": at_least_default(dtype, 2 * u, 0.0)}
 
-    def benchmark_inputs(self, bench, rng, dtype: torch.dtype) -> MaskedMeanInputs:
+    def benchmark_inputs(self, bench, rng, dtype: str) -> MaskedMeanInputs:
         values = quantize(rng.standard_normal(bench.size), dtype)
         return MaskedMeanInputs(values, rng.random(bench.size) < bench.density)
 

@@ -84,7 +84,7 @@ class MaskedMeanCompiles(Op):
     }
     exact_outputs = frozenset({"compiles", "recompiles", "total_recompiles"})
 
-    def decode_inputs(self, raw: dict, dtype: torch.dtype) -> MaskSeriesInputs:
+    def decode_inputs(self, raw: dict, dtype: str) -> MaskSeriesInputs:
         shape = tuple(int(s) for s in raw["shape"])
         numel = math.prod(shape)
         rng = np.random.default_rng(int(raw.get("seed", 0)))

@@ -12,12 +12,12 @@ import torch
 from hypothesis import strategies as st
 
 from conformance.types import RunContext, Unsupported
-from conformance.compare import UNIT_ROUNDOFF, Mismatch, Tolerance, at_least_default, finite_abs_max
+from conformance.compare import Mismatch, Tolerance, at_least_default, finite_abs_max
 from conformance.ops import draw as d
 from conformance.ops.base import COO, TENSOR, GeneratedProperty, Op
 from conformance.ops.coalesce import coalesce_reference
-from conformance.rounding import FLOAT32_UNIT, unit_roundoff
-from conformance.tensors import CooArray, decode_array, encode_array, encode_coo, quantize, random_coo, to_torch, torch_dtype
+from conformance.dtypes import DTYPES, OPMATH_ROUNDOFF
+from conformance.tensors import CooArray, decode_array, encode_array, encode_coo, quantize, random_coo, to_torch
 
 GRADIENT_SCHEMA = {
     "oneOf": [
@@ -50,7 +50,7 @@ class OptimizerInputs:
     hyperparameters: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def decode(cls, raw: dict, dtype: torch.dtype) -> "OptimizerInputs":
+    def decode(cls, raw: dict, dtype: str) -> "OptimizerInputs":
         param = quantize(decode_array(raw["param"]), dtype)
         grads: list[CooArray | np.ndarray] = []
         for step, node in enumerate(raw["grads"], start=1):
@@ -208,7 +208,7 @@ def run_param_groups(optimizer_class: type, inputs: ParamGroupsInputs, ctx: RunC
     return outputs, [p.detach() for m, p in zip(flat, params) if not isinstance(m, OptimizerInputs)]
 
 
-def single_step_param_bounds(inputs: OptimizerInputs, reference_param: np.ndarray, dtype: torch.dtype,
+def single_step_param_bounds(inputs: OptimizerInputs, reference_param: np.ndarray, dtype: str,
                              intermediates: int) -> dict[str, tuple]:
     """The parameter after one sparse step without duplicate indices: its exact value, widened by
     the rounding of the ``intermediates`` values the update is computed from (each off by at most
@@ -221,7 +221,7 @@ def single_step_param_bounds(inputs: OptimizerInputs, reference_param: np.ndarra
         return {}  # duplicates: torch sums them in half precision (a known divergence of its own)
     exact = np.asarray(reference_param, dtype=np.float64)
     update = np.abs(exact - inputs.param)
-    slack = intermediates * unit_roundoff(dtype) * update + 4 * FLOAT32_UNIT * np.abs(exact)
+    slack = intermediates * DTYPES[dtype].unit_roundoff * update + 4 * OPMATH_ROUNDOFF * np.abs(exact)
     return {"param": (exact, exact - slack, exact + slack)}
 
 
@@ -262,7 +262,7 @@ def trajectory_tolerances(reference, inputs: OptimizerInputs, dtype: str,
                           sensitivity: dict[str, float]) -> tuple[dict[str, Tolerance], TrajectoryBounds]:
     """The parameter's and step's tolerances along an optimizer trajectory (``reference``: the
     op's float64 reference), and the bounds the op's own state tolerances are made from."""
-    u, steps = UNIT_ROUNDOFF[dtype], max(1, inputs.steps)
+    u, steps = DTYPES[dtype].unit_roundoff, max(1, inputs.steps)
     biggest, update = _trajectory_scale(reference, inputs)
     grads = [dense_grad_and_mask(g, inputs.param.shape)[0] for g in inputs.grads]
     g_max = max((finite_abs_max(g) for g in grads), default=0.0)
@@ -283,7 +283,7 @@ def negated(grad, maximize: bool):
     return -grad
 
 
-def optimizer_benchmark_inputs(bench, rng, dtype: torch.dtype) -> OptimizerInputs:
+def optimizer_benchmark_inputs(bench, rng, dtype: str) -> OptimizerInputs:
     """A benchmark's trajectory: a standard normal parameter and ``bench.steps`` random COO gradients."""
     sparse_dims = bench.sparse_dims if bench.sparse_dims is not None else 1
     param = quantize(rng.standard_normal(bench.size), dtype)
@@ -350,7 +350,7 @@ def rounding_inputs(draw, op: "OptimizerOp", dtype: str) -> OptimizerInputs:
     param = d.dense_values(draw, (length,), d.representable_floats(dtype, d.Magnitudes(0, 2), zero=False))
     touched = sorted(draw(st.lists(st.integers(0, length - 1), min_size=1, max_size=length, unique=True)))
     grad_values = draw(d.fixed_lists(d.representable_floats(dtype, d.Magnitudes(-3, 2), zero=False), len(touched)))
-    ulp_at_4 = 2.0 ** (2 - d.MANTISSA_BITS[dtype])
+    ulp_at_4 = 2.0 ** (2 - DTYPES[dtype].mantissa_bits)
     lr = ulp_at_4 * draw(st.sampled_from([0.05, 0.3, 0.5, 0.7, 1.0, 1.5, 2.5, 7.0, 20.0]))
     hyper = {"lr": lr, **op.rounding_hyperparameters(draw)}
     grad = CooArray(np.array([touched], dtype=np.int64), np.array(grad_values, dtype=np.float64), (length,))
@@ -372,7 +372,7 @@ def with_sparse_weight_decay(draw, inputs: OptimizerInputs, hyper: dict) -> Opti
 
 def densified(inputs: OptimizerInputs, dtype: str) -> OptimizerInputs:
     """The same trajectory with every sparse gradient summed (float64, rounded once) into a dense one."""
-    grads = [quantize(dense_grad_and_mask(g, inputs.param.shape)[0], torch_dtype(dtype)) if isinstance(g, CooArray)
+    grads = [quantize(dense_grad_and_mask(g, inputs.param.shape)[0], dtype) if isinstance(g, CooArray)
              else g for g in inputs.grads]
     return OptimizerInputs(inputs.param, grads, inputs.hyperparameters)
 
@@ -393,7 +393,7 @@ class OptimizerOp(Op):
     def is_optimizer(self) -> bool:
         return True
 
-    def decode_inputs(self, raw: dict, dtype: torch.dtype) -> "OptimizerInputs":
+    def decode_inputs(self, raw: dict, dtype: str) -> "OptimizerInputs":
         return OptimizerInputs.decode(raw, dtype)
 
     def run_candidate(self, candidate, inputs: "OptimizerInputs", ctx: RunContext) -> dict[str, Any]:
@@ -503,7 +503,7 @@ class OptimizerOp(Op):
                               "few ulps is correctly rounded", self.rounding_inputs_strategy),
         )
 
-    def benchmark_inputs(self, bench, rng, dtype: torch.dtype) -> OptimizerInputs:
+    def benchmark_inputs(self, bench, rng, dtype: str) -> OptimizerInputs:
         return optimizer_benchmark_inputs(bench, rng, dtype)
 
     def half_precision_model(self, inputs: OptimizerInputs, dtype: str, accumulate: str):

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
+from conformance.dtypes import OPMATH_ROUNDOFF
 from conformance.diagnosis import Mistake
 from conformance.ops import draw as d
 from conformance.ops.base import TENSOR, GeneratedProperty
@@ -244,8 +245,8 @@ class SGD(OptimizerOp):
     def candidate_problem(self, candidate: Any) -> str | None:
         return optimizer_problem(candidate)
 
-    def rounding_bounds(self, inputs: OptimizerInputs, dtype: torch.dtype,
-                        accumulation_unit: float = 2.0**-24) -> dict[str, tuple]:
+    def rounding_bounds(self, inputs: OptimizerInputs, dtype: str,
+                        accumulation_unit: float = OPMATH_ROUNDOFF) -> dict[str, tuple]:
         # lr * g, rounded before it is added
         return single_step_param_bounds(inputs, self.reference(inputs)["param"], dtype, intermediates=2)
 

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
+from conformance.dtypes import OPMATH_ROUNDOFF
 from conformance.compare import at_least_default
 from conformance.diagnosis import Mistake
 from conformance.ops import draw as d
@@ -230,8 +231,8 @@ class SparseAdam(OptimizerOp):
     def torch_implementation(self) -> type:
         return torch.optim.SparseAdam
 
-    def rounding_bounds(self, inputs: OptimizerInputs, dtype: torch.dtype,
-                        accumulation_unit: float = 2.0**-24) -> dict[str, tuple]:
+    def rounding_bounds(self, inputs: OptimizerInputs, dtype: str,
+                        accumulation_unit: float = OPMATH_ROUNDOFF) -> dict[str, tuple]:
         # both moments (two roundings each), sqrt, + eps, the quotient and the scaled step: eight
         return single_step_param_bounds(inputs, self.reference(inputs)["param"], dtype, intermediates=12)
 

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import torch
 import yaml
 
 from conformance.compare import Tolerance
@@ -90,7 +89,7 @@ TORCH_LIMITATION = "torch-limitation"
 class ExpectedError:
     """An error a case expects: ``kind`` says whether it is the documented contract (every
     implementation must raise it) or a limitation of torch (raising it is same-as-torch; computing
-    the documented algorithm's value is an improvement: conformance.run.runner)."""
+    the documented algorithm's value is an improvement: conformance.runner)."""
 
     type: str
     match: str | None = None
@@ -141,7 +140,7 @@ class Spec:
     op: Op
     title: str
     cases: list[Case] = field(default_factory=list)
-    benchmarks: list = field(default_factory=list)  # conformance.run.benchmark.Benchmark instances
+    benchmarks: list = field(default_factory=list)  # conformance.specs.benchmark.Benchmark instances
 
 
 # ---------------------------------------------------------------- YAML with line numbers
@@ -369,7 +368,7 @@ def _load_spec(path: Path) -> Spec:
         seen[case_id] = line
         spec.cases.append(_build_case(path, lines, index, raw, op, sources, defaults))
     if "benchmark" in data:
-        from conformance.run.benchmark import expand
+        from conformance.specs.benchmark import expand
 
         for index, raw in enumerate(data["benchmark"]):
             spec.benchmarks.extend(expand(raw, _line_of(lines, ("benchmark", index))))
@@ -448,7 +447,7 @@ def known_backends() -> tuple[str, ...]:
 def _check_names(path: Path, lines: dict, data: dict) -> None:
     """Typos are errors: a device, backend or dtype no one knows would silently drop a case."""
     from conformance.devices import DEVICES
-    from conformance.tensors import DTYPES
+    from conformance.dtypes import DTYPES
 
     kinds = {"devices": ("device", tuple(DEVICES)), "dtypes": ("dtype", tuple(DTYPES))}
 
@@ -509,7 +508,7 @@ def _build_case(path: Path, lines: dict, index: int, raw: dict, op: Op, sources:
         source = {"key": raw.get("source", defaults.get("source")), **sources[source]}
     dtypes = tuple(raw.get("dtypes", defaults.get("dtypes", ["float32", "float64"])))
     try:
-        op.decode_inputs(raw["inputs"], torch.float64)
+        op.decode_inputs(raw["inputs"], "float64")
     except (ValueError, KeyError, TypeError, OverflowError) as exc:
         raise fail(("inputs",), str(exc)) from None
     expected = raw.get("expected")

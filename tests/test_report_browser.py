@@ -65,7 +65,7 @@ def test_the_report_opens_and_clicks_through(browser, tmp_path):
     wait = WebDriverWait(browser, 15)
 
     # the matrix is there, with a chip per item of both runs
-    matrix = wait.until(EC.visibility_of_element_located((By.ID, "matrix-table")))
+    matrix = wait.until(EC.visibility_of_element_located((By.ID, "matrix-wrap")))
     chips = matrix.find_elements(By.CSS_SELECTOR, "button.chip")
     assert len(chips) == 2 * len(load(real)["records"])
     key = browser.find_element(By.ID, "run-key")
@@ -150,7 +150,7 @@ def test_a_reader_can_act_on_a_candidate_report(browser, tmp_path):
     browser.set_window_size(1600, 1000)
     browser.get(out.as_uri())
     wait = WebDriverWait(browser, 15)
-    matrix = wait.until(EC.visibility_of_element_located((By.ID, "matrix-table")))
+    matrix = wait.until(EC.visibility_of_element_located((By.ID, "matrix-wrap")))
     wrap = browser.find_element(By.ID, "matrix-wrap")
     browser.execute_script("arguments[0].scrollIntoView({block: 'start'})", wrap)
     screenshot(browser, "matrix-1600")

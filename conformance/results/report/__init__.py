@@ -6,24 +6,26 @@ a file or an artifact store, with no CDN. Sections: the runs (torch, devices, ma
 matrix of spec/case x backend x device x run (a chip per dtype, coloured by outcome; a click shows
 the item's message, expected vs got, errors, timings and the command line that re-runs it), speed
 charts (inline SVG: each backend's median time relative to ``--speed-baseline``, default the
-NumPy reference), and the diff between any two runs. A results file that cannot be read is named
-at the top of the report and left out; the others still make the report.
+NumPy reference), and the diff between any two runs. A results file that cannot be read, or that
+holds what the report cannot show (a bare NaN, a negative median, ...), is named at the top of the
+report and left out; the others still make the report. Only http(s) addresses become links.
 """
 
 from __future__ import annotations
 
 import html
 import json
-import re
 import math
+import os
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
 
-from conformance.run import outcomes
-from conformance.results.store import Results, ResultsError, item_key, load_many, now
+from conformance import outcomes
+from conformance.results.store import Results, ResultsError, item_key, load_results, now
 from conformance.types import Outcome
 
 # the candidate first (the column a reader of a gate looks for), then stock torch's backends
@@ -79,7 +81,7 @@ def run_tag(index: int) -> str:
 def repro_command(record: dict, run: dict) -> str:
     """The command line that re-runs one item with the options of its run, from any directory
     (``python -m conformance replay``): the record's ``rerun``, or rebuilt for an older record."""
-    from conformance.replay import command_from_record
+    from conformance.results.rerun import command_from_record
 
     return command_from_record(record, run)
 
@@ -101,10 +103,14 @@ def _expected_vs_got(message: str | None) -> list[dict[str, str]]:
 
 def divergence_of(record: dict) -> dict | None:
     """An xfail item's known divergence {reason, link}: the record's ``divergence`` field, else
-    parsed out of pytest's xfail reason ("known divergence: <reason> (<link>)")."""
+    parsed out of pytest's xfail reason ("known divergence: <reason> (<link>)"). A link that is not
+    http(s) is no link: it comes back as ``unsafe_link``, shown as text."""
     divergence = record.get("divergence")
     if isinstance(divergence, dict) and divergence.get("reason"):
-        return {"reason": divergence["reason"], "link": divergence.get("link")}
+        link = divergence.get("link")
+        if link is None or http_url(link):
+            return {"reason": str(divergence["reason"]), "link": link}
+        return {"reason": str(divergence["reason"]), "link": None, "unsafe_link": str(link)}  # shown as text
     message = record.get("message") or ""
     if record.get("outcome") not in (Outcome.XFAIL, Outcome.XPASS) or not message.startswith("known divergence: "):
         return None
@@ -143,7 +149,7 @@ def speed_charts(runs: list[Results], labels: list[str], baseline_backend: str) 
             if record.get("kind") != "benchmark":
                 continue
             timing = record.get("timing") or {}
-            median = timing.get("median")
+            median = timing.get("median")  # report_problem: None or a number >= 0
             key = (record["spec"], record["case"], record.get("device"), record.get("dtype"))
             group = groups.setdefault(key, {"bars": [], "baselines": {}})
             if record.get("backend") == baseline_backend and median:
@@ -157,11 +163,25 @@ def speed_charts(runs: list[Results], labels: list[str], baseline_backend: str) 
                 group["bars"], key=lambda b: (_order(b[1], BACKEND_ORDER), b[0])):
             base = group["baselines"].get(index)
             ratio = median / base if median and base else None
+            ratio = ratio if ratio and math.isfinite(ratio) else None  # 1e300 / 1e-300 is no bar
             bars.append({"run": labels[index], "backend": backend, "median": median, "ratio": ratio,
                          "outcome": outcome, "label": _fmt_seconds(median)})
-        charts.append({"spec": spec, "case": case, "device": device, "dtype": dtype, "info": info,
+        charts.append({"spec": spec, "case": case, "device": device, "dtype": dtype, "info": _benchmark_text(info),
                        "svg": _bar_chart_svg(bars, baseline_backend)})
     return sorted(charts, key=lambda c: (c["spec"], c["case"], _order(c["device"], DEVICE_ORDER), c["dtype"] or ""))
+
+
+def _benchmark_text(info: Any) -> str:
+    """'size 100×8, density 0.1, 10 step(s), nnz 80' from what the record has of it."""
+    if not isinstance(info, dict):
+        return ""
+    parts = []
+    if isinstance(info.get("size"), list):
+        parts.append("size " + "×".join(map(str, info["size"])))
+    for name, template in (("density", "density {}"), ("steps", "{} step(s)"), ("nnz", "nnz {}")):
+        if info.get(name) is not None:
+            parts.append(template.format(info[name]))
+    return ", ".join(parts)
 
 
 def _bar_chart_svg(bars: list[dict], baseline_backend: str) -> str:
@@ -204,114 +224,196 @@ def _bar_chart_svg(bars: list[dict], baseline_backend: str) -> str:
     return "".join(parts)
 
 
+# ------------------------------------------------------------------ loading
+
+
+def http_url(value: Any) -> str | None:
+    """``value`` when it is an http(s) address (the only kind the report makes a link of), else None."""
+    if isinstance(value, str) and re.match(r"(?i)https?://[^\s]+$", value.strip()):
+        return value.strip()
+    return None
+
+
+def _non_finite(document: Any) -> str | None:
+    """Where the first non-finite number is ("records/3/seconds"), or None; iterative, so any depth."""
+    stack = [((), document)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return "/".join(map(str, where)) or "(top level)"
+        if isinstance(value, dict):
+            stack.extend(((*where, k), v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend(((*where, i), v) for i, v in enumerate(value))
+    return None
+
+
+def report_problem(results: Results) -> str | None:
+    """What in a schema-valid file the report cannot show, or None."""
+    where = _non_finite({"run": results.run, "records": results.records, "cases": results.cases})
+    if where:
+        return (f"a non-finite number at {where} (a bare NaN or Infinity, or one out of range such as 1e600): "
+                "not strict JSON, not written by this suite")
+    impls = (results.run.get("options") or {}).get("conformance_impl")
+    if impls is not None and not (isinstance(impls, list) and all(isinstance(i, str) for i in impls)):
+        return f"run/options/conformance_impl is {impls!r:.80}, not a list of 'op=module:attr' strings"
+    for index, record in enumerate(results.records):
+        timing = record.get("timing")
+        median = timing.get("median") if isinstance(timing, dict) else None
+        if median is not None and (isinstance(median, bool) or not isinstance(median, (int, float)) or median < 0):
+            return f"records/{index}/timing/median is {median!r:.80}, not a time in seconds"
+    return None
+
+
+def load_for_report(paths: Iterable[str | Path]) -> tuple[list[Results], list[ResultsError]]:
+    """Each file loaded and checked on its own: whatever one raises names that file and leaves it out."""
+    runs, problems = [], []
+    for path in paths:
+        try:
+            results = load_results(path)
+            problem = report_problem(results)
+            if problem:
+                raise ResultsError(path, problem)
+            _default_label(results)
+        except ResultsError as exc:
+            problems.append(exc)
+        except RecursionError:
+            problems.append(ResultsError(path, "nested too deeply to read (RecursionError): not a results file"))
+        except Exception as exc:  # noqa: BLE001 - one odd file never costs the report of the others
+            problems.append(ResultsError(path, f"cannot be shown ({type(exc).__name__}: {exc})"[:400]))
+        else:
+            runs.append(results)
+    return runs, problems
+
+
 # ------------------------------------------------------------------ building
 
 
-def build_report(paths: Iterable[str | Path], out: str | Path, *, title: str | None = None,
-                 speed_baseline: str = "reference") -> ReportBuild:
-    """Render the report of ``paths`` into ``out``; unreadable files are listed, not fatal."""
-    import jinja2
+def _entry(record: dict, results: Results, r_index: int) -> dict[str, Any]:
+    """What the page knows of one item (embedded as JSON, shown in the item panel)."""
+    key = item_key(record)
+    kind = record.get("kind", "case")
+    divergence = divergence_of(record)
+    return {
+        "run": r_index, "nodeid": record["nodeid"], "kind": record.get("kind"), "spec": record["spec"],
+        "case": record.get("case"), "op": record.get("op"), "backend": record.get("backend"),
+        "device": record.get("device"), "dtype": record.get("dtype"), "outcome": record["outcome"],
+        "message": record.get("message"), "pairs": _expected_vs_got(record.get("message")),
+        "max_abs_error": record.get("max_abs_error"), "max_rel_error": record.get("max_rel_error"),
+        "seconds": record.get("seconds"), "timing": record.get("timing"),
+        "xla_compiles": record.get("xla_compiles"), "benchmark": record.get("benchmark"),
+        "crashed": record.get("crashed", False), "repro": repro_command(record, results.run),
+        "key": "|".join(str(k) for k in key),
+        "case_key": f"{record['spec']}::{record.get('case')}" if kind == "case" else None,
+        "verdict": record.get("verdict"), "divergence": divergence,
+        "torch_max_abs_error": record.get("torch_max_abs_error"), "values": record.get("values"),
+        "improvement": record.get("improvement"), "stale_divergence": record.get("stale_divergence"),
+        "counterexample": record.get("counterexample"), "looks_like": record.get("looks_like"),
+        "narrowed": record.get("narrowed"), "budget_reached": record.get("budget_reached"),
+    }
 
-    from conformance.results.gate import diff_runs
 
-    runs, problems = load_many(paths)
-    labels = run_labels(runs)
+def _case_context(context: dict) -> dict:
+    """A case's context from the results' cases map, its source's address as ``href`` when http(s)."""
+    source = context.get("source")
+    if isinstance(source, dict):
+        return {**context, "source": {**source, "href": http_url(source.get("url") or source.get("link"))}}
+    return context
 
-    # --- the matrix: rows are spec/case, one column per implementation (backend) x device; inside a
-    # cell one line per run (with two or more runs), a chip per dtype
-    items: list[dict[str, Any]] = []
-    item_index: dict[tuple[int, tuple], int] = {}
-    rows: dict[tuple[str, str, str], dict] = {}
+
+def _group_of(record: dict) -> str:
+    """The matrix table a record's row is in: its spec file; generated items one table per op."""
+    if record.get("spec") == "generated" and record.get("op"):
+        return f"generated · {record['op']}"
+    return record["spec"]
+
+
+def _run_summary(results: Results, label: str, index: int) -> dict[str, Any]:
+    """The Runs table's line for one run: every field optional (the schema requires few)."""
+    run = results.run
+    suite = run.get("suite") if isinstance(run.get("suite"), dict) else {}
+    devices = run.get("devices") if isinstance(run.get("devices"), dict) else {}
+    return {
+        "label": label, "tag": run_tag(index), "path": str(results.path), "counts": _counts(results.records),
+        "records": len(results.records), "torch": run.get("torch"), "torch_xla": run.get("torch_xla"),
+        "python": run.get("python"), "numpy": run.get("numpy"), "hostname": run.get("hostname"),
+        "cpu": " ×".join(str(v) for v in (run.get("cpu_model"), run.get("cpu_count")) if v is not None),
+        "commit": str(suite.get("git_commit") or "")[:10], "dirty": suite.get("git_dirty"),
+        "started": run.get("started"), "finished": run.get("finished"), "status": run.get("status"),
+        "not_run": len(run.get("not_run") or []),
+        "devices": ", ".join(f"{name}: {info.get('name') or 'unavailable (' + str(info.get('unavailable')) + ')'}"
+                             if isinstance(info, dict) else str(name) for name, info in devices.items()),
+    }
+
+
+def _matrix(runs: list[Results], labels: list[str], items: list[dict], rows: dict) -> dict[str, Any]:
+    """Groups (one table each) with only the columns that ran something in them; columns skipped
+    everywhere are named instead of drawn."""
     column_items: dict[tuple[str, str], list[int]] = defaultdict(list)
-    cases: dict[str, dict] = {}
-    for r_index, results in enumerate(runs):
-        for key, context in (results.cases or {}).items():
-            cases.setdefault(key, context)
-        for record in results.records:
-            key = item_key(record)
-            case_key = f"{record['spec']}::{record.get('case')}" if record.get("kind", "case") == "case" else None
-            entry = {
-                "run": r_index, "nodeid": record["nodeid"], "kind": record.get("kind"), "spec": record["spec"],
-                "case": record.get("case"), "op": record.get("op"), "backend": record.get("backend"),
-                "device": record.get("device"), "dtype": record.get("dtype"), "outcome": record["outcome"],
-                "message": record.get("message"), "pairs": _expected_vs_got(record.get("message")),
-                "max_abs_error": record.get("max_abs_error"), "max_rel_error": record.get("max_rel_error"),
-                "seconds": record.get("seconds"), "timing": record.get("timing"),
-                "xla_compiles": record.get("xla_compiles"), "benchmark": record.get("benchmark"),
-                "crashed": record.get("crashed", False), "repro": repro_command(record, results.run),
-                "key": "|".join(str(k) for k in key), "case_key": case_key,
-                "verdict": record.get("verdict"), "divergence": divergence_of(record),
-                "torch_max_abs_error": record.get("torch_max_abs_error"), "values": record.get("values"),
-                "improvement": record.get("improvement"), "stale_divergence": record.get("stale_divergence"),
-                "counterexample": record.get("counterexample"),
-                "looks_like": record.get("looks_like"),
-            }
-            item_index[(r_index, key)] = len(items)
-            items.append(entry)
-            row_key = (record["spec"], record.get("kind") or "case", record.get("case") or "(invalid spec)")
-            row = rows.setdefault(row_key, {"spec": record["spec"], "kind": row_key[1], "case": row_key[2],
-                                            "op": record.get("op"), "cells": defaultdict(list)})
-            column = (record.get("backend") or "-", record.get("device") or "-")
-            column_items[column].append(len(items) - 1)
-            row["cells"][column].append(len(items) - 1)
-    # a column where nothing ran (every item skipped: a device this machine lacks) is named, not drawn
+    for row in rows.values():
+        for column, indices in row["cells"].items():
+            column_items[column].extend(indices)
     hidden_columns = []
     for column, indices in list(column_items.items()):
         if all(items[i]["outcome"] == "skipped" for i in indices):
             reasons = sorted({(items[i]["message"] or "").removeprefix("Skipped: ") for i in indices})
             hidden_columns.append({"backend": column[0], "device": column[1], "count": len(indices),
                                    "reason": "; ".join(r for r in reasons if r)[:300]})
-            del column_items[column]
-    column_list = sorted(column_items, key=lambda c: (_order(c[0], BACKEND_ORDER), _order(c[1], DEVICE_ORDER)))
-    header_backends = _spans([c[0] for c in column_list])
     multi_run = len(runs) > 1
-    runs_in_column = {c: {items[i]["run"] for i in column_items[c]} for c in column_list}
-    specs: dict[str, list[dict]] = defaultdict(list)
-    for (spec, kind, case), row in rows.items():
-        cells = []
-        for column in column_list:
+    runs_in_column = {c: {items[i]["run"] for i in v} for c, v in column_items.items()}
+    grouped: dict[str, list[dict]] = defaultdict(list)
+    for row in rows.values():
+        grouped[row["group"]].append(row)
+    groups = []
+    for name, group_rows in grouped.items():
+        ran = {c for row in group_rows for c, indices in row["cells"].items()
+               if any(items[i]["outcome"] != "skipped" for i in indices)}
+        columns = sorted(ran, key=lambda c: (_order(c[0], BACKEND_ORDER), _order(c[1], DEVICE_ORDER)))
+        group_rows.sort(key=lambda r: (r["kind"] == "benchmark",))
+        groups.append({"name": name, "columns": [{"backend": c[0], "device": c[1]} for c in columns],
+                       "header_backends": _spans([c[0] for c in columns]),
+                       "rows": [_matrix_row(row, columns, runs, labels, items, runs_in_column) for row in group_rows]})
+    return {"groups": groups, "hidden_columns": hidden_columns, "multi_run": multi_run}
+
+
+def _matrix_row(row: dict, columns: list[tuple], runs: list, labels: list[str], items: list[dict],
+                runs_in_column: dict) -> dict[str, Any]:
+    """One spec/case row: per column one line per run, a chip per dtype."""
+    multi_run = len(runs) > 1
+    cells = []
+    for column in columns:
+        lines = []
+        for r_index in range(len(runs)):
+            chips = sorted((i for i in row["cells"].get(column, []) if items[i]["run"] == r_index),
+                           key=lambda i: _order(items[i]["dtype"], tuple(DTYPE_SHORT)))
+            if not chips and (not multi_run or r_index not in runs_in_column[column]):
+                continue  # a run that has nothing in this column (a baseline without the candidate)
+            lines.append({"run": r_index, "tag": run_tag(r_index), "label": labels[r_index], "chips": [
+                {"i": i, "outcome": items[i]["outcome"],
+                 "text": DTYPE_SHORT.get(items[i]["dtype"], items[i]["dtype"] or "·"),
+                 "title": f"{labels[r_index]} · {column[0]} · {column[1]} · {items[i]['dtype']}: "
+                          f"{items[i]['outcome']}" + (f" ({items[i]['verdict']})" if items[i]["verdict"] else "")}
+                for i in chips]})
+        if not any(line["chips"] for line in lines):
             lines = []
-            for r_index in range(len(runs)):
-                chips = sorted((i for i in row["cells"].get(column, []) if items[i]["run"] == r_index),
-                               key=lambda i: _order(items[i]["dtype"], tuple(DTYPE_SHORT)))
-                if not chips and (not multi_run or r_index not in runs_in_column[column]):
-                    continue  # a run that has nothing in this column (a baseline without the candidate)
-                lines.append({"run": r_index, "tag": run_tag(r_index), "label": labels[r_index], "chips": [
-                    {"i": i, "outcome": items[i]["outcome"],
-                     "text": DTYPE_SHORT.get(items[i]["dtype"], items[i]["dtype"] or "·"),
-                     "title": f"{labels[r_index]} · {column[0]} · {column[1]} · {items[i]['dtype']}: "
-                              f"{items[i]['outcome']}" + (f" ({items[i]['verdict']})" if items[i]["verdict"] else "")}
-                    for i in chips]})
-            if not any(line["chips"] for line in lines):
-                lines = []
-            cells.append({"backend": column[0], "device": column[1], "lines": lines})
-        outcomes_by_item = defaultdict(set)
-        for column, indices in row["cells"].items():
-            for i in indices:
-                outcomes_by_item[(column[0], column[1], items[i]["dtype"])].add((items[i]["run"], items[i]["outcome"]))
-        differs = multi_run and any(len({o for _, o in v}) > 1 or len(v) < len(runs) for v in outcomes_by_item.values())
-        row_outcomes = {items[i]["outcome"] for indices in row["cells"].values() for i in indices}
-        # xfails and xpasses are worth a look: only rows of passes, skips and unsupported ones count as clean
-        all_pass = row_outcomes <= {Outcome.PASSED, Outcome.SKIPPED, Outcome.UNSUPPORTED}
-        specs[spec].append({"case": case, "kind": kind, "cells": cells, "differs": differs, "all_pass": all_pass,
-                            "outcomes": " ".join(sorted(row_outcomes)),
-                            "title": f"{spec}::{case}" + (f" (line {cases[f'{spec}::{case}'].get('line')})"
-                                                           if f"{spec}::{case}" in cases else "")})
-    for spec_rows in specs.values():
-        spec_rows.sort(key=lambda r: (r["kind"] == "benchmark",))
+        cells.append({"backend": column[0], "device": column[1], "lines": lines})
+    outcomes_by_item = defaultdict(set)
+    for column, indices in row["cells"].items():
+        for i in indices:
+            outcomes_by_item[(column, items[i]["dtype"])].add((items[i]["run"], items[i]["outcome"]))
+    differs = multi_run and any(len({o for _, o in v}) > 1 or len(v) < len(runs) for v in outcomes_by_item.values())
+    row_outcomes = {items[i]["outcome"] for indices in row["cells"].values() for i in indices}
+    # xfails and xpasses are worth a look: only rows of passes, skips and unsupported ones count as clean
+    all_pass = row_outcomes <= {Outcome.PASSED, Outcome.SKIPPED, Outcome.UNSUPPORTED}
+    return {"case": row["case"], "kind": row["kind"], "cells": cells, "differs": differs, "all_pass": all_pass,
+            "outcomes": " ".join(sorted(row_outcomes)), "search": f"{row['spec']} {row['case']} {row['op'] or ''}",
+            "title": row["title"]}
 
-    # --- runs
-    run_summaries = []
-    for r_index, results in enumerate(runs):
-        run = results.run
-        run_summaries.append({
-            "label": labels[r_index], "tag": run_tag(r_index), "path": str(results.path), "run": run, "counts": _counts(results.records),
-            "records": len(results.records),
-            "devices": ", ".join(f"{name}: {info.get('name') or 'unavailable (' + str(info.get('unavailable')) + ')'}"
-                                 for name, info in (run.get("devices") or {}).items()),
-        })
 
-    # --- diffs between runs
+def _diffs(runs: list[Results], item_index: dict) -> tuple[list[dict], str | None, tuple[int, int]]:
+    """Every ordered pair of runs (consecutive ones beyond MAX_DIFF_RUNS), the one shown first, its pair."""
+    from conformance.results.gate import diff_runs
+
     diffs = []
     if len(runs) >= 2:
         pairs = ([(a, b) for a in range(len(runs)) for b in range(len(runs)) if a != b]
@@ -325,50 +427,94 @@ def build_report(paths: Iterable[str | Path], out: str | Path, *, title: str | N
                         "from": change.base_outcome, "to": change.head_outcome,
                         "message": (record or {}).get("message") or ""}
 
+            def timing(t):
+                return {"label": t.label, "i": item_index.get((b, t.key)), "ratio": t.ratio, "p": t.p_value,
+                        "base": _fmt_seconds(t.base_median), "head": _fmt_seconds(t.head_median)}
+
             diffs.append({
                 "base": a, "head": b, "id": f"diff-{a}-{b}",
                 "regressed": [ref(c, b) for c in diff.regressed], "improved": [ref(c, b) for c in diff.improved],
                 "changed": [ref(c, b) for c in diff.changed], "added": [ref(c, b) for c in diff.added],
                 "removed": [ref(c, a) for c in diff.removed],
-                "slower": [{"label": t.label, "i": item_index.get((b, t.key)), "ratio": t.ratio, "p": t.p_value,
-                            "base": _fmt_seconds(t.base_median), "head": _fmt_seconds(t.head_median)}
-                           for t in diff.slower],
-                "faster": [{"label": t.label, "i": item_index.get((b, t.key)), "ratio": t.ratio, "p": t.p_value,
-                            "base": _fmt_seconds(t.base_median), "head": _fmt_seconds(t.head_median)}
-                           for t in diff.faster],
+                "slower": [timing(t) for t in diff.slower], "faster": [timing(t) for t in diff.faster],
                 "compared": diff.compared,
             })
-    default_diff = None
-    if diffs:
-        def weight(d: dict) -> tuple:
-            changes = sum(len(d[k]) for k in ("regressed", "improved", "changed", "slower", "faster"))
-            # a pair that differs first; then the one comparing most items; then earlier -> later runs
-            return (changes > 0, changes + len(d["added"]) + len(d["removed"]) > 0, d["compared"], d["base"] < d["head"])
-        best = max(diffs, key=weight)
-        default_diff = best["id"]
-        default_pair = (best["base"], best["head"])
-    else:
-        default_pair = (0, max(len(runs) - 1, 0))
+    if not diffs:
+        return diffs, None, (0, max(len(runs) - 1, 0))
 
-    # --- render
+    def weight(d: dict) -> tuple:
+        changes = sum(len(d[k]) for k in ("regressed", "improved", "changed", "slower", "faster"))
+        # a pair that differs first; then the one comparing most items; then earlier -> later runs
+        return (changes > 0, changes + len(d["added"]) + len(d["removed"]) > 0, d["compared"], d["base"] < d["head"])
+
+    best = max(diffs, key=weight)
+    return diffs, best["id"], (best["base"], best["head"])
+
+
+def _environment():
+    """Jinja with autoescape, StrictUndefined and a ``tojson`` that writes <, >, &, ' as \\u escapes
+    (any string survives inside <script>), strict JSON (no NaN) and compact."""
+    import jinja2
+
     package = resources.files("conformance.results.report")
     env = jinja2.Environment(loader=jinja2.FunctionLoader(lambda name: package.joinpath(name).read_text("utf-8")),
                              autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.policies["json.dumps_kwargs"] = {"sort_keys": False, "allow_nan": False, "separators": (",", ":")}
+    env.filters["http_url"] = http_url
+    return env, package
+
+
+def output_path(out: str | Path) -> Path:
+    """``-o``: a file to write, or a folder (one that exists, or a path ending in /) for its index.html."""
+    folder = str(out).endswith(("/", os.sep))
+    out = Path(out)
+    return out / "index.html" if folder or out.is_dir() else out
+
+
+def build_report(paths: Iterable[str | Path], out: str | Path, *, title: str | None = None,
+                 speed_baseline: str = "reference") -> ReportBuild:
+    """Render the report of ``paths`` into ``out`` (a file, or a folder for its index.html);
+    unreadable files are listed, not fatal. OSError when ``out`` cannot be written."""
+    runs, problems = load_for_report(paths)
+    labels = run_labels(runs)
+
+    # --- the matrix: rows are spec/case, one column per implementation (backend) x device; inside a
+    # cell one line per run (with two or more runs), a chip per dtype
+    items: list[dict[str, Any]] = []
+    item_index: dict[tuple[int, tuple], int] = {}
+    rows: dict[tuple[str, str, str, str], dict] = {}
+    cases: dict[str, dict] = {}
+    for r_index, results in enumerate(runs):
+        for key, context in (results.cases or {}).items():
+            if key not in cases and isinstance(context, dict):
+                cases[key] = _case_context(context)
+        for record in results.records:
+            item_index[(r_index, item_key(record))] = len(items)
+            items.append(_entry(record, results, r_index))
+            kind, case = record.get("kind") or "case", record.get("case") or "(invalid spec)"
+            row_key = (_group_of(record), record["spec"], kind, case)
+            title = f"{record['spec']}::{case}"
+            row = rows.setdefault(row_key, {
+                "group": row_key[0], "spec": record["spec"], "kind": kind, "case": case, "op": record.get("op"),
+                "cells": defaultdict(list),
+                "title": title + (f" (line {cases[title].get('line')})" if isinstance(cases.get(title), dict)
+                                  and cases[title].get("line") else "")})
+            row["cells"][(record.get("backend") or "-", record.get("device") or "-")].append(len(items) - 1)
+    matrix = _matrix(runs, labels, items, rows)
+    diffs, default_diff, default_pair = _diffs(runs, item_index)
+
+    env, package = _environment()
     data = {"items": items, "runs": labels, "tags": [run_tag(i) for i in range(len(runs))],
             "outcomes": list(outcomes.ALL), "cases": cases}
-    payload = json.dumps(data, allow_nan=False, separators=(",", ":")).replace("</", "<\\/").replace("<!--", "<\\!--")
     page = env.get_template("template.html.j2").render(
         title=title or "Sparse & masked semantics: compatibility report",
-        css=package.joinpath("report.css").read_text("utf-8"),
-        js=package.joinpath("report.js").read_text("utf-8"),
-        data_json=payload, runs=run_summaries, labels=labels, problems=problems, outcomes=outcomes.ALL,
-        columns=[{"backend": c[0], "device": c[1]} for c in column_list], hidden_columns=hidden_columns,
-        header_backends=header_backends, specs=dict(specs), multi_run=multi_run, default_pair=default_pair,
+        css=package.joinpath("report.css").read_text("utf-8"), js=package.joinpath("report.js").read_text("utf-8"),
+        data=data, runs=[_run_summary(r, labels[i], i) for i, r in enumerate(runs)], labels=labels,
+        problems=problems, outcomes=outcomes.ALL, default_pair=default_pair, **matrix,
         charts=speed_charts(runs, labels, speed_baseline), speed_baseline=speed_baseline,
-        diffs=diffs, default_diff=default_diff, generated=now(),
-        total_items=len(items),
+        diffs=diffs, default_diff=default_diff, generated=now(), total_items=len(items),
     )
-    out = Path(out)
+    out = output_path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_text(page, encoding="utf-8")

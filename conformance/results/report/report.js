@@ -3,7 +3,7 @@
   var data = JSON.parse(document.getElementById("report-data").textContent);
   var items = data.items, runs = data.runs, cases = data.cases || {};
   var panel = document.getElementById("details"), body = document.getElementById("details-body");
-  var selected = null;
+  var selected = null, legacyNull = false;
 
   function el(tag, attrs, children) {
     var node = document.createElement(tag);
@@ -15,19 +15,36 @@
   }
   function fmtSeconds(s) {
     if (s === null || s === undefined) return "";
+    if (typeof s !== "number") return String(s);
     if (s < 1e-3) return (s * 1e6).toPrecision(3) + " µs";
     if (s < 1) return (s * 1e3).toPrecision(3) + " ms";
     return s.toPrecision(3) + " s";
   }
+  var NON_FINITE = {"NaN": "NaN", "nan": "NaN", "inf": "inf", "Infinity": "inf", "-inf": "-inf", "-Infinity": "-inf"};
   function fmtNumber(v) {
     if (v === null || v === undefined) return null;
-    return typeof v === "number" ? v.toPrecision(4) : String(v);
+    if (typeof v === "number") return v.toPrecision(4);
+    return NON_FINITE.hasOwnProperty(v) ? NON_FINITE[v] : String(v);
+  }
+  function httpUrl(u) {
+    // the only addresses the report makes links of
+    return typeof u === "string" && /^https?:\/\/\S+$/i.test(u.trim()) ? u.trim() : null;
+  }
+  function link(u, attrs) {
+    // an http(s) address as a link; anything else (javascript:, data:, ...) as text
+    var href = httpUrl(u);
+    if (!href) return el("code", {class: "not-a-link", text: String(u)});
+    var a = {href: href, target: "_blank", rel: "noopener noreferrer", text: href};
+    Object.keys(attrs || {}).forEach(function (k) { a[k] = attrs[k]; });
+    return el("a", a);
   }
 
   function compact(value) {
     // JSON with short arrays of numbers on one line: readable tensors
     var text = JSON.stringify(value, null, 1);
     if (text === undefined) return "";
+    // non-finite numbers ("NaN", "inf", "-inf"; older files: "Infinity" or null) read as numbers
+    text = text.replace(/"(NaN|nan|-?inf|-?Infinity)"/g, function (m, v) { return NON_FINITE[v]; });
     return text.replace(/\[\s*([-+\w.,\s"]*?)\s*\]/g, function (m, inner) {
       return "[" + inner.replace(/\s*\n\s*/g, " ").trim() + "]";
     });
@@ -39,7 +56,13 @@
     return wrap;
   }
   function valueCell(v) {
-    return el("td", {}, [el("code", {text: v === null || v === undefined ? "—" : compact(v)})]);
+    if (v === null || v === undefined) return el("td", {}, [el("code", {text: "—"})]);
+    // an older suite wrote NaN and ±inf inside values as null: "?" (see the note under the table)
+    var text = compact(v).replace(/(^|[\[ ,])null(?=[\], \n]|$)/g, function (m, before) {
+      legacyNull = true;
+      return before + "?";
+    });
+    return el("td", {}, [el("code", {text: text})]);
   }
 
   function show(i) {
@@ -49,6 +72,7 @@
     selected = document.querySelector('.chip[data-i="' + i + '"]');
     if (selected) selected.classList.add("selected");
     body.textContent = "";
+    legacyNull = false;
     body.appendChild(el("h3", {text: (it.case || "(invalid spec)") + " [" + [it.backend, it.device, it.dtype].join("-") + "]"}));
     var dl = el("dl", {class: "facts"});
     function fact(name, value, cls) {
@@ -75,19 +99,19 @@
     if (it.benchmark) fact("benchmark", "size " + (it.benchmark.size || []).join("×") + ", density " + it.benchmark.density +
                              ", steps " + it.benchmark.steps + (it.benchmark.nnz ? ", nnz " + it.benchmark.nnz : ""));
     if (it.xla_compiles) fact("XLA compiles", JSON.stringify(it.xla_compiles));
+    fact("narrowed", it.narrowed ? String(it.narrowed) + " (the candidate does not support these options: the examples were drawn without them)" : null, "narrowed");
+    fact("budget reached", it.budget_reached ? (it.budget_reached === true ? "the example budget ran out: the verdict stands on the examples that ran" : String(it.budget_reached)) : null, "budget-reached");
     if (it.crashed) fact("crashed", "the worker process died on this item");
     body.appendChild(dl);
 
     if (it.divergence) {
       var div = section(it.outcome === "xpass" ? "Known divergence (did not show up)" : "Known divergence", "details-divergence");
       div.appendChild(el("p", {id: "details-divergence-reason", text: it.divergence.reason}));
-      if (it.divergence.link) {
-        div.appendChild(el("p", {}, ["upstream: ", el("a", {href: it.divergence.link, id: "details-divergence-link",
-                                                         target: "_blank", rel: "noopener", text: it.divergence.link})]));
-      }
+      var upstream = it.divergence.link || it.divergence.unsafe_link;
+      if (upstream) div.appendChild(el("p", {}, ["upstream: ", link(upstream, {id: "details-divergence-link"})]));
     }
     if (it.looks_like) section("Likely cause", "details-looks-like").appendChild(el("p", {id: "details-looks-like-text",
-        text: "looks like: " + it.looks_like.name + " \u2014 " + it.looks_like.explanation}));
+        text: "looks like: " + String(it.looks_like.name || "?") + " \u2014 " + String(it.looks_like.explanation || "")}));
     if (it.improvement) section("Improvement over stock torch", "details-improvement").appendChild(el("p", {text: String(it.improvement)}));
     if (it.stale_divergence) section("Stale known divergence", "details-stale").appendChild(el("p", {text: String(it.stale_divergence)}));
 
@@ -101,8 +125,12 @@
         if (JSON.stringify(v.got) !== JSON.stringify(v.expected)) row.classList.add("differs");
         vt.appendChild(row);
       });
-      section("Golden, stock torch and " + (it.backend === "candidate" ? "candidate" : it.backend) + ", side by side",
-              "details-values-section").appendChild(vt);
+      var valuesSection = section("Golden, stock torch and " + (it.backend === "candidate" ? "candidate" : it.backend) +
+                                  ", side by side", "details-values-section");
+      valuesSection.appendChild(vt);
+      if (legacyNull) {
+        valuesSection.appendChild(el("p", {class: "sub", text: "? : a NaN or \u00b1inf (written as null by an older version of the suite)"}));
+      }
     }
 
     var context = it.case_key ? cases[it.case_key] : null;
@@ -111,8 +139,10 @@
       inputs.appendChild(el("pre", {id: "details-inputs-text", text: compact(context.inputs)}));
       var golden = section("Golden values", "details-golden");
       var src = context.source || {};
-      var srcText = [src.title, src.document ? "(" + src.document + ")" : null, src.url || src.link].filter(Boolean).join(" ");
-      golden.appendChild(el("p", {id: "details-source"}, ["source: ", el("b", {text: srcText || src.key || "—"}),
+      var srcText = [src.title, src.document ? "(" + src.document + ")" : null].filter(Boolean).join(" ");
+      var address = src.url || src.link;
+      golden.appendChild(el("p", {id: "details-source"}, ["source: ", el("b", {text: srcText || (address ? "" : src.key || "—")}),
+                                                          address ? " " : "", address ? link(address, {id: "details-source-link"}) : null,
                                                           context.line ? " · " + it.spec + ":" + context.line : ""]));
       if (context.derivation) {
         golden.appendChild(el("p", {class: "sub", text: "derivation"}));
@@ -186,6 +216,10 @@
                  (onlyDiffers && onlyDiffers.checked && !row.classList.contains("differs")) ||
                  (hidePassing && hidePassing.checked && row.classList.contains("all-pass"));
       row.classList.toggle("hidden", !!hide);
+    });
+    // a table whose rows are all hidden goes too, header and all
+    document.querySelectorAll("table.matrix").forEach(function (table) {
+      table.classList.toggle("hidden", !table.querySelector("tr.case-row:not(.hidden)"));
     });
     var view = runView ? runView.value : "all";
     document.querySelectorAll(".run-line").forEach(function (line) {

@@ -8,7 +8,7 @@
   conformance check adagrad=mypkg:MyAdagrad        # gate your implementation against the specs and stock torch
   conformance replay 'specs/adagrad.yaml::tutorial-step-2[coo-cpu-float32]'  # re-run one item, from anywhere
 
-Exit codes: report 0 (1 when no results file could be read); gate 0 pass, 1 regression,
+Exit codes: report 0 (1 when no results file could be read, 2 when the report cannot be written); gate 0 pass, 1 regression,
 2 not comparable or unusable input; select 0; merge 0 (2 when the files are not the shards of one run); check 0 pass, 1 fail, 2 could not judge, 3 all unsupported, 4 usage error; replay: pytest's (0 passes, 1 fails, 4 no such item).
 """
 
@@ -24,7 +24,11 @@ from conformance.results import gate as gate_module
 def _report(args: argparse.Namespace) -> int:
     from conformance.results.report import build_report
 
-    build = build_report(args.results, args.output, title=args.title, speed_baseline=args.speed_baseline)
+    try:
+        build = build_report(args.results, args.output, title=args.title, speed_baseline=args.speed_baseline)
+    except OSError as exc:  # -o names a folder's index.html that is a folder, a path under a file, no permission
+        print(f"conformance report: cannot write {exc.filename or args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     for problem in build.problems:
         print(f"conformance report: left out {problem}", file=sys.stderr)
     if not build.runs:
@@ -153,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="results JSON files (several torch versions, devices, machines), e.g. reports/*.json; "
                              "the last complete run a path held is kept in reports/.previous/, which that glob "
                              "leaves out. Unreadable files (corrupt, not UTF-8, another schema) are named and left out")
-    report.add_argument("-o", "--output", default="reports/index.html", help="HTML file to write (default: %(default)s)")
+    report.add_argument("-o", "--output", default="reports/index.html", help="HTML file to write, or a folder (one that exists, or a path ending in /) to write "
+                             "index.html in (default: %(default)s)")
     report.add_argument("--title", default=None)
     report.add_argument("--speed-baseline", default="reference",
                         help="backend the speed charts are relative to (default: %(default)s)")

@@ -1,6 +1,5 @@
-"""The pytest entry point (``pytest11: conformance``). The plugin lives in :mod:`conformance.run`:
-options, collection and items in ``run/plugin.py``, results files and timeouts in ``run/hooks.py``,
-generated (Hypothesis) items in ``run/generated_plugin.py``; ``--conformance-item`` (exactly one
-item: ``python -m conformance replay``) and each record's re-run command in ``replay.py``."""
+"""The pytest entry point (``pytest11: conformance``). The plugin lives in :mod:`conformance.run`
+(the module map is in docs/architecture.md); ``--conformance-item`` and each record's re-run
+command are :mod:`conformance.run.rerun`'s."""
 
-pytest_plugins = ["conformance.run.plugin", "conformance.replay"]
+pytest_plugins = ["conformance.run.plugin", "conformance.run.rerun"]

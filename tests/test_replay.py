@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conformance.check import specs_dir
-from conformance.replay import ReplayError, command, command_from_record, parse_item, portable_id
+from conformance.results.rerun import ReplayError, command, command_from_record, parse_item, portable_id
 from conformance_runs import wrong_adagrad_source
 
 WRONG = "adagrad=my_adagrad.py:SquareBeforeSumAdagrad"

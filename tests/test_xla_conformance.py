@@ -15,7 +15,7 @@ from conformance.backends.base import Backend
 from conformance.backends.masked_mean_idioms import APPROACHES, _masked_mean_runner
 from conformance.compare import Mismatch
 from conformance.ops.masked_mean_compiles import run_series
-from conformance.run.runner import run_item
+from conformance.runner import run_item
 from conformance.specs.load import load_spec
 
 SPECS = Path(__file__).resolve().parent.parent / "specs"

@@ -193,7 +193,7 @@ def write_counterexample(directory: Path, prop: Property, backend: Backend, devi
                          others: dict[str, Backend] | None = None) -> Counterexample:
     """Write ``<property>-<backend>-<device>-<dtype>-<hash>.yaml`` and ``.py``; load the spec back
     and run each case through the suite's runner on the failing backend."""
-    from conformance.run.runner import run_item
+    from conformance.runner import run_item
     from conformance.specs.load import load_spec
 
     document, digest = build_spec(prop, backend, device, dtype, example, failure, seed=seed, replay=replay,
@@ -243,7 +243,7 @@ def _other_backends_on(spec, others: dict[str, Backend], exclude: str, dtype: st
     knowing before committing it -- e.g. the runner's reference cross-check uses the dtype's
     default tolerance scaled by the op, not the case's tolerance."""
     from conformance.types import Unsupported
-    from conformance.run.runner import run_item
+    from conformance.runner import run_item
 
     notes = []
     for name, other in others.items():

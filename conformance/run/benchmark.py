@@ -1,20 +1,5 @@
-"""Benchmarks: a spec's ``benchmark`` section, the inputs it describes, and the pytest items that
-time each backend on them with pytest-benchmark.
-
-A spec may carry::
-
-    benchmark:
-      - id: embedding-step
-        description: an embedding table's Adagrad step, 1% of the rows touched, duplicates kept
-        sizes: [[20000, 32]]       # the parameter / tensor shape; one benchmark per size x density
-        densities: [0.01]          # fraction of the sparse-dim positions written (nnz = density * positions)
-        steps: 2                   # optimizer steps per timed run (optimizers only)
-        sparse_dims: 1             # leading dims that are sparse (default: 1 for optimizers, all for coalesce)
-        dtypes: [float32]
-        hyperparameters: {lr: 0.01}
-        rounds: 7                  # timed rounds (pytest-benchmark pedantic mode, one iteration each)
-        warmup: 1                  # untimed rounds first
-        seed: 0
+"""Benchmarks: the inputs a spec's ``benchmark`` section describes (:mod:`conformance.specs.benchmark`)
+and the pytest items that time each backend on them with pytest-benchmark.
 
 Benchmark items exist only with ``--conformance-benchmark``. Each first runs the backend once and
 checks its outputs against the NumPy reference (a fast wrong answer is a failure, not a speed-up),
@@ -26,7 +11,6 @@ the correctness items, and a device sync (CUDA synchronize; XLA through the devi
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,59 +20,8 @@ from conformance.run.items import ConformanceItem, placements
 from conformance.types import RunContext
 from conformance.backends.base import Backend
 from conformance.compare import Tolerance, compare_outputs, default_tolerance
+from conformance.specs.benchmark import Benchmark
 from conformance.tensors import CooArray, torch_dtype
-
-DEFAULT_ROUNDS = 5
-DEFAULT_WARMUP = 1
-
-
-@dataclass(frozen=True)
-class Benchmark:
-    """One benchmark instance: a size and a density of one of a spec's benchmark entries."""
-
-    id: str
-    name: str
-    line: int
-    size: tuple[int, ...]
-    density: float
-    steps: int = 1
-    sparse_dims: int | None = None
-    dtypes: tuple[str, ...] = ("float32",)
-    backends: tuple[str, ...] | None = None
-    devices: tuple[str, ...] | None = None
-    hyperparameters: dict = field(default_factory=dict, hash=False, compare=False)
-    rounds: int = DEFAULT_ROUNDS
-    warmup: int = DEFAULT_WARMUP
-    seed: int = 0
-    description: str = ""
-
-    def describe(self) -> dict[str, Any]:
-        return {"id": self.name, "size": list(self.size), "density": self.density, "steps": self.steps}
-
-
-def _density_label(density: float) -> str:
-    return f"{density:g}"
-
-
-def expand(raw: dict, line: int) -> list[Benchmark]:
-    """One Benchmark per size x density of a (schema-validated) benchmark entry."""
-    sizes = [tuple(int(s) for s in size) for size in raw["sizes"]]
-    densities = [float(d) for d in raw.get("densities", [1.0])]
-    out = []
-    for size in sizes:
-        for density in densities:
-            instance = f"benchmark-{raw['id']}-{'x'.join(map(str, size))}-d{_density_label(density)}"
-            out.append(Benchmark(
-                id=instance, name=raw["id"], line=line, size=size, density=density,
-                steps=int(raw.get("steps", 1)), sparse_dims=raw.get("sparse_dims"),
-                dtypes=tuple(raw.get("dtypes", ["float32"])),
-                backends=tuple(raw["backends"]) if "backends" in raw else None,
-                devices=tuple(raw["devices"]) if "devices" in raw else None,
-                hyperparameters=dict(raw.get("hyperparameters", {})),
-                rounds=int(raw.get("rounds", DEFAULT_ROUNDS)), warmup=int(raw.get("warmup", DEFAULT_WARMUP)),
-                seed=int(raw.get("seed", 0)), description=raw.get("description", ""),
-            ))
-    return out
 
 
 # ------------------------------------------------------------------ inputs
@@ -100,7 +33,7 @@ def make_inputs(op_name: str, bench: Benchmark, dtype_name: str):
 
     if op_name not in OPS:
         raise ValueError(f"unknown op {op_name!r}")
-    return OPS[op_name].benchmark_inputs(bench, np.random.default_rng(bench.seed), torch_dtype(dtype_name))
+    return OPS[op_name].benchmark_inputs(bench, np.random.default_rng(bench.seed), dtype_name)
 
 
 def nnz_of(inputs: Any) -> int | None:

@@ -17,7 +17,6 @@ import random
 import shutil
 import tempfile
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,24 +24,15 @@ import pytest
 
 from conformance.run import outcomes
 from conformance.run.items import ConformanceItem, placements
+from conformance.run.rerun import command_for
+from conformance.run.state import BUDGET_SHARE, GENERATED, SELECTION, GeneratedConfig, timeout_user_set
+from conformance.cases.profiles import DEFAULT_PROFILE, PROFILES
 from conformance.types import Unsupported, safe_text
 from conformance.compare import Mismatch
 from conformance.devices import unavailable_reason
 from conformance.cases.generated import DRAWN, PROPERTIES, Property, describe_divergences, run_property
 from conformance.cases.strategies import FLOAT_DTYPES
 
-PROFILES = {
-    # CI: deterministic (fixed seed, no example database), bounded, no deadline flakiness
-    "ci": {"examples": 8, "database": False,
-           "phases": ("explicit", "generate", "shrink")},
-    # nightly: many examples, a fresh seed each run, failures kept in the example database
-    "thorough": {"examples": 300, "database": True,
-                 "phases": ("explicit", "reuse", "generate", "target", "shrink")},
-}
-DEFAULT_PROFILE = "ci"
-# a generated item's default time budget, as a share of its pytest-timeout: the rest is left for the
-# example in flight when the budget runs out, the counterexample written on a failure and the replays
-BUDGET_SHARE = 0.5
 DEFAULT_SEED = 0
 SEED_VARIABLE = "CONFORMANCE_GENERATED_SEED"
 
@@ -58,54 +48,6 @@ class GeneratedCaseError(Exception):
     """A backend raised (not a Mismatch) on a generated example: the outcome ``error``."""
 
 
-@dataclass
-class GeneratedConfig:
-    profile: str
-    examples: int
-    seed: int
-    seed_given: bool
-    counterexamples: Path
-    database: Path | None
-    impl_targets: dict[str, str]
-    shrink: bool = True  # --conformance-no-shrink: report the first failing example as drawn
-    budget: float | None = None  # --conformance-budget (None: BUDGET_SHARE of the item's timeout; 0: none)
-
-    def budget_for(self, item) -> float | None:
-        """The item's search budget in seconds (None: no limit)."""
-        if self.budget is not None:
-            return self.budget or None
-        try:
-            from conformance.run.hooks import item_timeout
-        except ImportError:
-            return None
-        seconds = item_timeout(item)
-        return BUDGET_SHARE * seconds if seconds else None
-
-    def hypothesis_settings(self):
-        from hypothesis import HealthCheck, Phase, settings
-        from hypothesis.database import DirectoryBasedExampleDatabase
-
-        profile = PROFILES[self.profile]
-        return settings(
-            max_examples=self.examples,
-            deadline=None,
-            derandomize=False,
-            database=DirectoryBasedExampleDatabase(str(self.database)) if self.database else None,
-            phases=[getattr(Phase, name) for name in profile["phases"] if self.shrink or name != "shrink"],
-            suppress_health_check=list(HealthCheck),
-            report_multiple_bugs=False,
-            print_blob=False,
-        )
-
-    def replay_command(self, item) -> str:
-        """The one re-run form of ``item`` (``python -m conformance replay ID --seed N ...``, from any
-        directory): :func:`conformance.replay.command_for`."""
-        from conformance.replay import command_for
-
-        return item.record.get("rerun") or command_for(item)
-
-
-GENERATED = pytest.StashKey[GeneratedConfig]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -230,13 +172,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items) -> None:
     """A generated item searches many examples: its per-item timeout (conformance/hooks.py's
     --conformance-timeout, when the user set no timeout of their own) grows with the examples."""
-    try:
-        from conformance.run.hooks import _timeout_user_set
-    except ImportError:  # an older core without per-item timeouts
-        return
     seconds = float(config.getoption("conformance_timeout", 0) or 0)
     gen = config.stash.get(GENERATED, None)
-    if seconds <= 0 or gen is None or _timeout_user_set(config):
+    if seconds <= 0 or gen is None or timeout_user_set(config):
         return
     factor = max(1.0, gen.examples / 25)
     for item in items:
@@ -279,8 +217,6 @@ class GeneratedCollector(pytest.Collector):
     """One item per property x backend x device x dtype, as selected on the command line."""
 
     def collect(self):
-        from conformance.run.plugin import SELECTION
-
         selection = self.config.stash[SELECTION]
         for prop in PROPERTIES:
             if selection.ops is not None and prop.op not in selection.ops:
@@ -340,7 +276,7 @@ class GeneratedItem(ConformanceItem):
         from conformance.ops import OPS
 
         failure = result.failure
-        replay = gen.replay_command(self)
+        replay = self.record.get("rerun") or command_for(self)
         lines = [f"generated property {self.prop.id}: {self.prop.summary}",
                  f"backend {self.backend.name}, device {self.device}, dtype {self.dtype}; "
                  f"{result.examples} examples run (profile {gen.profile}, seed {gen.seed})"

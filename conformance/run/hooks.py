@@ -48,6 +48,7 @@ import pytest
 from conformance.run import outcomes
 from conformance.results.store import (ResultsWriter, foreign_file_problem, lock_path, now, previous_path,
                                        results_lock, run_metadata)
+from conformance.run.state import SELECTION, item_timeout, relative_spec, timeout_user_set
 from conformance.types import safe_text
 
 RESULTS = pytest.StashKey["ResultsState"]()
@@ -150,7 +151,7 @@ class ResultsState:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
-        selection = _selection(self.config)
+        selection = self.config.stash.get(SELECTION, None)
         devices = selection.devices if selection is not None else ["cpu"]
         self.writer = ResultsWriter(self.path, run_metadata(
             devices=devices, options=_options(self.config), label=self.config.getoption("conformance_label"),
@@ -167,7 +168,7 @@ class ResultsState:
         record = _record_of(report)
         if record is None:
             return
-        self.writer.add(record_key(report.nodeid, record), _relative_spec(record, self.config))
+        self.writer.add(record_key(report.nodeid, record), relative_spec(record, self.config))
         if time.monotonic() - self.last_write >= self.every:
             self.write()
 
@@ -357,12 +358,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         signals.uninstall()
 
 
-def _selection(config: pytest.Config):
-    from conformance.run.plugin import SELECTION
-
-    return config.stash.get(SELECTION, None)
-
-
 def _hypothesis_seed(config: pytest.Config):
     try:
         seed = config.getoption("hypothesis_seed")
@@ -383,17 +378,6 @@ def _options(config: pytest.Config) -> dict[str, Any]:
     return {k: (v if isinstance(v, (str, int, float, bool, list, type(None))) else str(v)) for k, v in options.items()}
 
 
-def _relative_spec(record: dict, config: pytest.Config) -> dict:
-    """Spec paths relative to the rootdir, so that runs from different checkouts match up."""
-    spec = record.get("spec")
-    if spec and os.path.isabs(spec):
-        try:
-            record = {**record, "spec": Path(spec).resolve().relative_to(config.rootpath.resolve()).as_posix()}
-        except ValueError:
-            pass
-    return record
-
-
 def record_key(nodeid: str, record: dict) -> str:
     """The item's key in the results file: its node id, with the spec path in front where pytest
     leaves the file out (a spec file given on the command line outside the rootdir has node id
@@ -403,7 +387,7 @@ def record_key(nodeid: str, record: dict) -> str:
 
 def _relative_case_key(key: str, config: pytest.Config) -> str:
     spec, sep, case = key.partition("::")
-    return _relative_spec({"spec": spec}, config)["spec"] + sep + case
+    return relative_spec({"spec": spec}, config)["spec"] + sep + case
 
 
 def case_context(case) -> dict[str, Any]:
@@ -521,20 +505,9 @@ def _take_lock(state: ResultsState) -> None:
                                 f"(the lock {lock_path(state.path).name}): {exc.strerror or exc}") from None
 
 
-def _timeout_user_set(config: pytest.Config) -> bool:
-    if not config.pluginmanager.hasplugin("timeout"):
-        return True  # nothing to set
-    if config.getoption("timeout", None) is not None or os.environ.get("PYTEST_TIMEOUT"):
-        return True
-    try:
-        return bool(config.getini("timeout"))
-    except ValueError:
-        return False
-
-
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     seconds = float(config.getoption("conformance_timeout") or 0)
-    if seconds > 0 and not _timeout_user_set(config):
+    if seconds > 0 and not timeout_user_set(config):
         for item in items:
             if not hasattr(item, "record") or item.get_closest_marker("timeout") is not None:
                 continue
@@ -709,25 +682,6 @@ class WorkerWatchdog:
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         faulthandler.cancel_dump_traceback_later()
         self.handle.close()
-
-
-def item_timeout(item: pytest.Item) -> float:
-    """The item's pytest-timeout timeout in seconds (0: none)."""
-    marker = item.get_closest_marker("timeout")
-    value = None
-    if marker is not None:
-        value = marker.args[0] if marker.args else marker.kwargs.get("timeout")
-    if value is None:
-        value = item.config.getoption("timeout", None) or os.environ.get("PYTEST_TIMEOUT")
-        if value is None:
-            try:
-                value = item.config.getini("timeout")
-            except ValueError:
-                value = None
-    try:
-        return max(0.0, float(value or 0))
-    except (TypeError, ValueError):
-        return 0.0
 
 
 class CandidateExit(Exception):

@@ -1,23 +1,16 @@
-"""The outcomes a conformance item can have, and how a pytest report maps onto them.
-
-passed       the backend matched the golden values, the invariants and the reference
-failed       it ran but differed (max abs/rel error and first differing index in the message)
-error        it raised where a result was expected, or the case itself could not be evaluated
-unsupported  the backend says it does not implement this op, dtype or device
-xfail        a known divergence recorded in the spec (reason and link) showed up as recorded
-xpass        a recorded divergence did not show up: the spec's record may be out of date
-skipped      the device is not available here (the reason says why)
-"""
+"""How a pytest report maps onto the outcomes (:mod:`conformance.outcomes`), and the record a
+report carries."""
 
 from __future__ import annotations
 
 import pytest
 
+from conformance.outcomes import ALL, ERROR, FAILED, PASSED, SKIPPED, UNSUPPORTED, XFAIL, XPASS
 from conformance.types import Outcome
 
+__all__ = ["ALL", "ERROR", "FAILED", "PASSED", "SKIPPED", "UNSUPPORTED", "XFAIL", "XPASS", "Outcome",
+           "PROPERTY", "UnsupportedSkip", "classify", "record_of"]
 
-PASSED, FAILED, ERROR, UNSUPPORTED, XFAIL, XPASS, SKIPPED = Outcome
-ALL = tuple(Outcome)
 PROPERTY = "conformance"  # key of the user property carrying an item's record
 
 

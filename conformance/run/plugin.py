@@ -5,23 +5,23 @@ from __future__ import annotations
 
 import os
 from collections import Counter, defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conformance.run import outcomes
-from conformance.backends import Backend, builtin_backends
+from conformance.backends import builtin_backends
 from conformance.run.benchmark import benchmark_items
 from conformance.backends.candidate import CandidateBackend, CandidateError, parse_impl_options
 from conformance.compare import Mismatch
 from conformance.devices import DEFAULT_DEVICES, DEVICES
 from conformance.ops import OPS
 from conformance.run.items import ConformanceItem, placements, warmed_up_last
-from conformance.run.runner import run_item
+from conformance.run.state import SELECTION, Selection, relative_spec
+from conformance.runner import run_item
 from conformance.specs.load import Case, SpecError, load_spec
-from conformance.tensors import DTYPES
+from conformance.dtypes import DTYPES
 from conformance.types import safe_text
 from conformance.verdict import SameAsTorch
 
@@ -53,16 +53,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="gate a candidate implementation of OP as a backend named 'candidate' "
                          "(repeatable; module:attr or path/to/file.py:attr). "
                          + "; ".join(f"{name}: {op.candidate_contract}" for name, op in OPS.items()) + ".")
-
-
-@dataclass
-class Selection:
-    """What the command line asked to run."""
-
-    backends: dict[str, Backend]
-    devices: list[str]
-    dtypes: list[str] | None
-    ops: list[str] | None
 
 
 def _select(config: pytest.Config) -> Selection:
@@ -128,7 +118,6 @@ QUIET_WARNINGS = (
 )
 
 
-SELECTION = pytest.StashKey[Selection]()
 
 
 def _is_spec_path(file_path: Path, config: pytest.Config) -> bool:
@@ -294,14 +283,12 @@ def _summarise_verdicts(terminalreporter) -> None:
     """Improvements over stock torch and stale known divergences, each listed once."""
     stale: dict[str, set] = defaultdict(set)
     improvements: dict[tuple[str, str], set] = defaultdict(set)
-    from conformance.run.hooks import _relative_spec
-
     for reports in terminalreporter.stats.values():
         for report in reports:
             record = _record_of(report)
             if not record:
                 continue
-            where = f"{_relative_spec(record, terminalreporter.config)['spec']}::{record['case']}"
+            where = f"{relative_spec(record, terminalreporter.config)['spec']}::{record['case']}"
             if record.get("stale_divergence"):
                 stale[where].add(record["dtype"])
             if record.get("verdict") == "improvement":

@@ -1,5 +1,6 @@
-"""Run one item -- a case on one backend, device and dtype -- and check it against the golden
-values, the op's invariants and the NumPy reference. Raises on any departure."""
+"""The item-execution core of a spec case: run one case on one backend, device and dtype, check
+it against the golden values, the op's invariants and the NumPy reference, and judge it
+(:mod:`conformance.verdict`). The plugin's items and counterexample replay both use it."""
 
 from __future__ import annotations
 
@@ -101,7 +102,7 @@ def run_item(case: Case, backend: Backend, device: str, dtype_name: str,
     dtype = torch_dtype(dtype_name)
     ctx = RunContext(device, dtype, record if record is not None else {})
     op = case.op
-    inputs = op.decode_inputs(case.inputs, dtype)
+    inputs = op.decode_inputs(case.inputs, dtype_name)
     divergence = case.torch_divergence_for(device, dtype_name)
     if case.expected_error is not None and case.expected_error.kind == TORCH_LIMITATION:
         return _run_torch_limitation(case, backend, inputs, ctx)

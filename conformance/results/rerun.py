@@ -1,0 +1,149 @@
+"""Item ids and re-run commands: how an item is named so that ``python -m conformance replay ID``
+finds it from any directory (:func:`parse_item`, :func:`portable_id`), and the one re-run command
+line of an item or of a results record (:func:`command`, :func:`command_from_record`). Used by the
+plugin (each record's ``rerun``), the report and ``conformance replay``."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from conformance.cases.profiles import DEFAULT_PROFILE
+
+SUITE_SPECS = "specs"  # an item id whose path starts with specs/ names the suite's own specs
+GENERATED = "generated"  # the collector of the generated properties under the specs root
+
+
+class ReplayError(Exception):
+    """An item id or option that names no item: one line, for the user."""
+
+
+@dataclass(frozen=True)
+class ItemId:
+    """One item, as :func:`parse_item` read it."""
+
+    text: str
+    path: Path  # the spec file; for a generated item, the specs root directory
+    generated: bool
+    name: str  # ``case[backend-device-dtype]``: pytest's item name
+    case: str
+    backend: str | None
+    device: str | None
+    dtype: str | None
+
+
+def suite_specs() -> Path:
+    """The suite's spec files: ``conformance/specs_data/specs`` in an installed package (in a
+    checkout it links to the repository's ``specs/``)."""
+    return Path(str(resources.files("conformance").joinpath("specs_data", "specs"))).resolve()
+
+
+def parse_item(text: str, *, cwd: Path | None = None) -> ItemId:
+    """Read an item id (see the module docstring); a ReplayError names what is wrong."""
+    cwd = cwd or Path.cwd()
+    text = text.strip()
+    where, sep, name = text.rpartition("::")
+    if not sep or not where or not name:
+        raise ReplayError(f"{text!r} is not an item id: expected PATH::NAME[BACKEND-DEVICE-DTYPE], e.g. "
+                          f"'specs/adagrad.yaml::tutorial-step-2[coo-cpu-float32]' or "
+                          f"'specs::generated::adagrad-agrees-with-reference[coo-cpu-float32]'")
+    case, backend, device, dtype = name, None, None, None
+    if name.endswith("]") and "[" in name:
+        case, _, params = name[:-1].partition("[")
+        backend, _, rest = params.rpartition("-")
+        backend, _, device = backend.rpartition("-")
+        dtype = rest
+        if not backend or not device or not dtype:
+            raise ReplayError(f"{text!r}: the part in brackets should read BACKEND-DEVICE-DTYPE, e.g. coo-cpu-float32")
+    generated = where.endswith("::" + GENERATED)
+    if generated:
+        root = where[: -len("::" + GENERATED)]
+        path = suite_specs() if root == SUITE_SPECS else _local(root, cwd)
+        if not path.is_dir():
+            raise ReplayError(f"{text!r}: no specs directory {path}")
+    elif "::" in where:
+        raise ReplayError(f"{text!r} is not an item id: only the generated items have a second '::' "
+                          f"(specs::generated::NAME)")
+    else:
+        path = _spec_file(where, cwd)
+        if not path.is_file():
+            looked = f"{path}" if not where.startswith(SUITE_SPECS + "/") else \
+                f"the suite's specs ({suite_specs()})"
+            raise ReplayError(f"{text!r}: no spec file {where} in {looked}")
+    return ItemId(text, path, generated, name, case, backend, device, dtype)
+
+
+def _local(where: str, cwd: Path) -> Path:
+    path = Path(where)
+    return path if path.is_absolute() else cwd / path
+
+
+def _spec_file(where: str, cwd: Path) -> Path:
+    """``specs/<file>`` in the suite's specs; anything else relative to ``cwd`` (or absolute)."""
+    if where.startswith(SUITE_SPECS + "/"):
+        return suite_specs() / where[len(SUITE_SPECS) + 1:]
+    return _local(where, cwd)
+
+
+def portable_id(path: Path, name: str, *, generated: bool, cwd: Path | None = None) -> str:
+    """The id of the item ``name`` of spec file ``path`` (of the specs root ``path`` when
+    ``generated``) that :func:`parse_item` reads back from any directory."""
+    if generated:
+        return f"{SUITE_SPECS}::{GENERATED}::{name}"
+    path = Path(path).resolve()
+    try:
+        return f"{SUITE_SPECS}/{path.relative_to(suite_specs()).as_posix()}::{name}"
+    except ValueError:
+        pass
+    cwd = (cwd or Path.cwd()).resolve()
+    try:
+        where = path.relative_to(cwd).as_posix()
+    except ValueError:
+        return f"{path.as_posix()}::{name}"
+    # a file of your own under ./specs/ must not read as the suite's specs/...
+    return f"./{where}::{name}" if where.startswith(SUITE_SPECS + "/") else f"{where}::{name}"
+
+
+def command(item_id: str, *, impl: str | None = None, seed: int | None = None, profile: str | None = None,
+            examples: int | None = None, shrink: bool = True, benchmark: bool = False) -> str:
+    """The one re-run command line of an item."""
+    args = ["python", "-m", "conformance", "replay", item_id]
+    if impl:
+        args += ["--impl", impl]
+    if seed is not None:
+        args += ["--seed", str(seed)]
+    if profile:
+        args += ["--profile", profile]
+    if examples is not None:
+        args += ["--examples", str(examples)]
+    if not shrink:
+        args.append("--no-shrink")
+    if benchmark:
+        args.append("--benchmark")
+    return shlex.join(args)
+
+
+def command_from_record(record: dict, run: dict | None = None) -> str:
+    """A results record's re-run command: its ``rerun`` field, or for a record written before
+    records carried one, the same form rebuilt from the record and its run's options."""
+    if record.get("rerun"):
+        return record["rerun"]
+    options = (run or {}).get("options") or {}
+    params = f"[{record['backend']}-{record['device']}-{record['dtype']}]" if record.get("backend") else ""
+    if record.get("generated"):
+        item_id = f"{SUITE_SPECS}::{GENERATED}::{record.get('case')}{params}"
+    else:
+        item_id = record.get("nodeid") or f"{record.get('spec')}::{record.get('case')}{params}"
+    impl = None
+    if record.get("backend") == "candidate":
+        impl = next((value for value in options.get("conformance_impl") or []
+                     if value.partition("=")[0].strip() == record.get("op")), None)
+    if not record.get("generated"):
+        return command(item_id, impl=impl, benchmark=record.get("kind") == "benchmark")
+    profile = record.get("profile") or options.get("conformance_hypothesis_profile")
+    return command(item_id, impl=impl, seed=record.get("seed", options.get("conformance_seed")),
+                   profile=profile if profile and profile != DEFAULT_PROFILE else None,
+                   examples=options.get("conformance_examples"),
+                   shrink=not options.get("conformance_no_shrink"))

@@ -3,8 +3,10 @@ torch, from your own repository, after pip install of this suite.
 
 It runs the suite's specs (they ship inside the package) in a fresh python -m pytest from the
 current directory (so mypkg:MyAdagrad or path/to/file.py:MyAdagrad imports as it would in your
-tests), with your candidate and stock torch's own backend for the op side by side. The candidate
-runs in a pytest-xdist worker process: an item that crashes the process (segfault, abort,
+tests), with your candidate and stock torch's own backend for the op side by side. Each generated
+property runs 100 Hypothesis examples (--examples; CI's profile runs 8), within the options your
+candidate supports (unsupported_options, or learned from its Unsupported). The candidate
+runs in pytest-xdist worker processes (--workers, one per core): an item that crashes the process (segfault, abort,
 os._exit) or hangs in native code past its timeout costs that item only (an error naming the
 signal or "timed out in native code"); the worker is replaced and the run goes on.
 
@@ -68,16 +70,21 @@ def _ops_of(impls: list[str]) -> list[str]:
     return ops
 
 
-def isolation_args() -> list[str]:
-    """Crash and native-hang isolation: one pytest-xdist worker (replaced when it dies; the
-    watchdog of conformance.run.hooks ends it when an item is stuck in native code)."""
+DEFAULT_EXAMPLES = 100  # Hypothesis examples per generated item: a gate looks harder than CI's 8
+DEFAULT_WORKERS = "auto"
+
+
+def isolation_args(workers: str = DEFAULT_WORKERS) -> list[str]:
+    """Crash and native-hang isolation: pytest-xdist workers (each replaced when it dies; the
+    watchdog of conformance.run.hooks ends one when an item is stuck in native code)."""
     if importlib.util.find_spec("xdist") is None:
         return []
-    return ["-n", "1", "-p", "no:benchmark"]
+    return ["-n", str(workers), "-p", "no:benchmark"]
 
 
 def pytest_command(impls: list[str], *, results: Path, devices: str = "cpu", extra: list[str] = (),
-                   run_id: str | None = None, specs: list[str] | None = None) -> list[str]:
+                   run_id: str | None = None, specs: list[str] | None = None, examples: int = DEFAULT_EXAMPLES,
+                   workers: str = DEFAULT_WORKERS) -> list[str]:
     """The ``python -m pytest`` command line that :func:`main` runs."""
     ops = _ops_of(impls)
     from conformance.ops import OPS  # stock torch's backend beside the candidate: Op.stock_backend
@@ -85,7 +92,8 @@ def pytest_command(impls: list[str], *, results: Path, devices: str = "cpu", ext
     backends = ["candidate"] + sorted({OPS[op].stock_backend for op in ops if op in OPS and OPS[op].stock_backend})
     paths, rootdir = ([str(specs_dir())], str(specs_dir().parent)) if not specs else (list(specs), str(Path.cwd()))
     command = [sys.executable, "-m", "pytest", *paths, "--rootdir", rootdir,
-               "-p", "no:cacheprovider", "-o", "addopts=", "-q", "-rfE", *isolation_args(), "--conformance-progress",
+               "-p", "no:cacheprovider", "-o", "addopts=", "-q", "-rfE", *isolation_args(workers), "--conformance-progress",
+               "--conformance-examples", str(examples),
                "--conformance-device", devices, "--conformance-backend", ",".join(backends),
                "--conformance-results", str(results)]
     if run_id:
@@ -116,11 +124,41 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--label", default=None, help="the run's name in the report (default: the candidate)")
     parser.add_argument("--markdown", metavar="FILE", default=None,
                         help="append a summary to FILE (e.g. $GITHUB_STEP_SUMMARY)")
+    parser.add_argument("--examples", type=_non_negative, default=DEFAULT_EXAMPLES, metavar="N",
+                        help="Hypothesis examples per generated item (default: %(default)s; 0 runs the spec cases "
+                             "only; an item also stops at its time budget, --conformance-budget)")
+    parser.add_argument("--workers", type=_workers, default=DEFAULT_WORKERS, metavar="N",
+                        help="pytest-xdist worker processes, a number or 'auto' (default: %(default)s, one per CPU "
+                             "core); each crashed or hung worker is replaced and costs one item")
     parser.add_argument("--pytest-args", default="", metavar="ARGS",
                         help="more pytest options, one string (e.g. \"-k 'not generated'\", \"-rx\" for the "
                              "reasons of xfail items, \"-n 0\" to run in one process without crash isolation)")
     parser.set_defaults(func=run)
+    parser.error = _usage_error(parser)  # a bad option is a usage error (4), not "could not judge" (2)
     return parser
+
+
+def _usage_error(parser: argparse.ArgumentParser):
+    def error(message: str):
+        parser.print_usage(sys.stderr)
+        parser.exit(USAGE, f"{parser.prog}: error: {message}\n")
+    return error
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return value
+
+
+def _workers(text: str) -> str:
+    if text == "auto" or (text.isdigit() and int(text) >= 1):
+        return text
+    raise argparse.ArgumentTypeError(f"expected a number >= 1 or 'auto', got {text!r}")
 
 
 # ------------------------------------------------------------------ before the run
@@ -344,7 +382,7 @@ def run(args: argparse.Namespace) -> int:
     extra = ["--conformance-label", args.label or "candidate " + " ".join(args.impl)]
     extra += shlex.split(args.pytest_args or "")
     command = pytest_command(args.impl, results=results, devices=args.device, extra=extra, run_id=run_id,
-                             specs=args.specs)
+                             specs=args.specs, examples=args.examples, workers=args.workers)
     print("conformance check:", shlex.join(command[1:]), flush=True)
     status, received = run_pytest(command)
     if status == 4 and not results.exists():  # pytest's usage error: it printed the reason

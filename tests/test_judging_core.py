@@ -183,6 +183,26 @@ def test_options_named_by_unsupported_are_learned():
     assert record["narrowed"].startswith("narrowed: ") and "learned from Unsupported: " in record["narrowed"]
 
 
+def test_check_at_its_default_settings_runs_100_examples_per_property_of_a_restricted_candidate(tmp_path):
+    import subprocess
+    import sys
+
+    from conformance_runs import REPO
+
+    results = tmp_path / "reports" / "candidate.json"
+    proc = subprocess.run([sys.executable, "-m", "conformance", "check", f"adagrad={OUTSIDE}:DefaultsOnlyAdagrad",
+                           "--results", str(results), "--report", str(tmp_path / "check.html"),
+                           "--pytest-args", "-k 'generated and float32'"],  # one dtype: the examples are the default
+                          cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    candidate = [r for r in load(results)["records"] if r["backend"] == "candidate"]
+    assert len(candidate) >= 7, candidate  # every generated adagrad property
+    for record in candidate:
+        assert record["outcome"] == "passed", record
+        assert record["examples"] + record["unsupported_examples"] >= 100, record
+        assert record["narrowed"].startswith("narrowed: initial_accumulator_value, lr_decay, maximize"), record
+
+
 def test_an_unknown_declared_option_is_an_error_naming_it():
     from conformance.cases.generated import declared_unsupported_options
 

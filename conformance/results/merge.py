@@ -26,7 +26,7 @@ from typing import Any, Iterable
 
 from conformance.results.store import (FORMAT, SCHEMA_VERSION, Results, ResultsError, atomic_write_json, load_results,
                                        now, results_schema)
-from conformance.run.shard import OPTION, Shard, parse_shard
+from conformance.results.shards import OPTION, Shard, parse_shard
 
 DESCRIPTION = """\
 Join the results files of one run split with --conformance-shard K/N into one results file, the

@@ -113,6 +113,27 @@ def test_a_usage_error_runs_nothing_prints_no_counts_and_touches_no_file(tmp_pat
     assert sorted(p.name for p in reports.iterdir()) == ["candidate.json", "index.html"]
 
 
+@pytest.mark.parametrize("option, phrase", [
+    (["--examples", "-1"], "argument --examples: expected a whole number >= 0, got '-1'"),
+    (["--workers", "0"], "argument --workers: expected a number >= 1 or 'auto', got '0'"),
+])
+def test_a_bad_check_option_is_a_usage_error_not_could_not_judge(tmp_path, monkeypatch, capsys, option, phrase):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        check.main(["adagrad=torch.optim:Adagrad", *option])
+    assert exited.value.code == check.USAGE
+    assert phrase in capsys.readouterr().err
+    assert not (tmp_path / "reports").exists()
+
+
+def test_check_runs_100_examples_on_one_worker_per_core_unless_told():
+    command = check.pytest_command(["adagrad=m:A"], results=Path("r.json"))
+    assert command[command.index("--conformance-examples") + 1] == "100"
+    assert command[command.index("-n") + 1] == "auto"
+    command = check.pytest_command(["adagrad=m:A"], results=Path("r.json"), examples=3, workers="2")
+    assert command[command.index("--conformance-examples") + 1] == "3" and command[command.index("-n") + 1] == "2"
+
+
 def test_a_candidate_that_ends_the_process_at_import_is_a_usage_error_not_a_pass(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "conformance", "check", f"adagrad={REPO / FAULTS}:ExitingAdagrad"],
                           cwd=tmp_path, env=env(CONFORMANCE_TEST_EXIT_AT_IMPORT="1"), capture_output=True, text=True,

@@ -517,8 +517,11 @@ def build_report(paths: Iterable[str | Path], out: str | Path, *, title: str | N
     out = output_path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(out)
+    try:
+        tmp.write_text(page, encoding="utf-8")
+        tmp.replace(out)
+    finally:
+        tmp.unlink(missing_ok=True)
     return ReportBuild(out, runs, problems)
 
 

@@ -216,3 +216,20 @@ def _oracle_name_tests() -> dict[str, int]:
 @pytest.mark.xfail(strict=True, reason="Backend.is_oracle is not there yet (issue 20 point 5)")
 def test_the_oracle_is_not_recognised_by_its_name():
     assert not _oracle_name_tests()
+
+
+def test_every_file_of_the_package_matches_a_selection_rule():
+    """A pull request that touches any file of the suite selects what it can affect (or, for a file
+    a rule maps to nothing, says so): conformance/results/paths.yaml and the op records' rules."""
+    from conformance.results.selection import load_rules
+
+    rules = load_rules()
+    files = [path.relative_to(PACKAGE.parent).as_posix() for path in PACKAGE.rglob("*")
+             if (path.is_file() or path.is_symlink()) and "__pycache__" not in path.parts]
+    assert not [name for name in files if not any(rule.matches(name) for rule in rules)]
+
+
+def test_the_spec_schema_lists_the_op_records():
+    from conformance.specs.load import spec_schema
+
+    assert spec_schema()["properties"]["op"]["enum"] == sorted(OPS)

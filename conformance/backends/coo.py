@@ -6,25 +6,14 @@ import torch
 
 from conformance.types import RunContext
 from conformance.backends.base import Backend, torch_kernels_missing_are_unsupported
-from conformance.ops import OPS, adagrad, coalesce, sgd, sparse_adam
+from conformance.ops import OPS
 from conformance.ops.masked_mean import MaskedMeanInputs, differentiate
-from conformance.tensors import CooArray
 
 
-def coalesce_coo(inputs: CooArray, ctx: RunContext):
-    return coalesce.outputs_of_sparse(inputs.to_torch(ctx.dtype, ctx.torch_device).coalesce())
-
-
-def adagrad_coo(inputs, ctx: RunContext):
-    return adagrad.OP.run_candidate(torch.optim.Adagrad, inputs, ctx)
-
-
-def sparse_adam_coo(inputs, ctx: RunContext):
-    return sparse_adam.OP.run_candidate(torch.optim.SparseAdam, inputs, ctx)
-
-
-def sgd_coo(inputs, ctx: RunContext):
-    return sgd.OP.run_candidate(torch.optim.SGD, inputs, ctx)
+def stock_torch(op):
+    """The runner of an op whose stock implementation this backend is (``Op.stock_backend``): the
+    op record runs torch's own implementation (``torch.Tensor.coalesce``, ``torch.optim.Adagrad``...)."""
+    return lambda inputs, ctx: op.run_candidate(op.torch_implementation, inputs, ctx)
 
 
 def sparse_masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -58,9 +47,6 @@ class CooBackend(Backend):
 
 
 BACKEND = CooBackend({
-    "coalesce": coalesce_coo,
-    "adagrad": adagrad_coo,
-    "sparse_adam": sparse_adam_coo,
-    "masked_mean": masked_mean_coo,
-    "sgd": sgd_coo,
+    **{name: stock_torch(op) for name, op in OPS.items() if op.stock_backend == CooBackend.name},
+    "masked_mean": masked_mean_coo,  # stock torch's is masked: sparsity stands in for the mask here
 })

@@ -95,7 +95,7 @@ class KernelBackend(Backend):
         super().__init__({op: self._runner(op) for op in KERNEL_OBJECTS})
 
     def optimizer_class(self, op: str):
-        if op not in ("adagrad", "sparse_adam"):
+        if op not in KERNEL_OBJECTS or not OPS[op].is_optimizer:
             return None
         import conformance.kernels as kernels
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import time
-from types import SimpleNamespace
 from typing import Any, Callable
 
 from conformance import diagnosis
@@ -16,6 +15,7 @@ from conformance.verdict import (SameAsTorch, TorchRun, Verdict, agreement_toler
                                  judge, run_stock_torch, side_by_side)
 from conformance.compare import Mismatch, Tolerance, compare_outputs, default_tolerance
 from conformance.devices import measure
+from conformance.divergences import STOCK_TORCH, Divergence
 from conformance.specs.load import TORCH_LIMITATION, Case
 from conformance.tensors import torch_dtype
 
@@ -80,12 +80,6 @@ def _reference(case: Case, inputs: Any) -> dict[str, Any]:
         return case.op.reference(inputs)
     except Exception as exc:
         raise ReferenceFailure(f"the NumPy reference raised {type(exc).__name__}: {exc}") from exc
-
-
-def _divergence_text(divergence) -> str | None:
-    if divergence is None:
-        return None
-    return divergence.reason + (f" ({divergence.link})" if divergence.link else "")
 
 
 def run_item(case: Case, backend: Backend, device: str, dtype_name: str,
@@ -190,15 +184,15 @@ def _run_torch_limitation(case: Case, backend: Backend, inputs: Any, ctx: RunCon
     same = not computed and missed is None and torch is not None and torch.error is not None and \
         expected_error_problem(case, lambda: _reraise(torch.error)) is None
     link = (case.source or {}).get("url")  # where torch raises it: the case's source, when it has an address
-    _conclude(case, backend, ctx, failure, torch, same, SimpleNamespace(reason=limitation, link=link),
-              expected={}, outputs=computed[0] if computed else {})
+    as_torch = Divergence(TORCH_LIMITATION, limitation, link, behaviour=STOCK_TORCH)
+    _conclude(case, backend, ctx, failure, torch, same, as_torch, expected={}, outputs=computed[0] if computed else {})
     return ctx
 
 
 def _conclude(case: Case, backend: Backend, ctx: RunContext, failure: Mismatch | None, torch: TorchRun | None,
-              same: bool, divergence, expected: dict, outputs: dict) -> None:
+              same: bool, divergence: Divergence | None, expected: dict, outputs: dict) -> None:
     """Record the three-way verdict; raise SameAsTorch or the failure when the item does not conform."""
-    text = _divergence_text(divergence)
+    text = divergence.text if divergence is not None else None
     if torch is not None and torch.stand_in:
         ctx.record["torch_stand_in"] = torch.stand_in
     if divergence is not None and torch is not None and torch.conforms:

@@ -27,30 +27,6 @@ class Outcome(str, Enum):
         return self.value
 
 
-@dataclass(frozen=True)
-class Divergence:
-    """A documented way an implementation departs from the spec: reported as xfail with the reason."""
-
-    key: str
-    reason: str
-    link: str | None = None
-
-
-@dataclass(frozen=True)
-class ModelledDivergence:
-    """A :class:`Divergence` of one op with a NumPy ``model`` of what the diverging implementation
-    computes (``model(inputs) -> outputs``), on ``devices`` (None: all). An output that misses the
-    contract but matches the model is that divergence, not a failure."""
-
-    divergence: Divergence
-    op: str
-    model: Any
-    devices: tuple[str, ...] | None = None
-
-    def applies_to(self, op: str, device: str) -> bool:
-        return op == self.op and (self.devices is None or device in self.devices)
-
-
 class Unsupported(Exception):
     """Raised by a backend or candidate that does not implement an op, dtype, device or input.
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Callable, Collection, Mapping
 
-from conformance.types import ModelledDivergence, RunContext, Unsupported, missing_dtype_kernel, missing_kernel
+from conformance.types import RunContext, Unsupported, missing_dtype_kernel, missing_kernel
 
 
 Runner = Callable[[Any, RunContext], dict[str, Any]]
@@ -24,8 +24,6 @@ class Backend:
     devices: tuple[str, ...] | None = None
     lists_unimplemented_ops: bool = True  # items for ops it lacks, reported unsupported
     judged_against_torch: bool = False  # also compared with stock torch on every item (conformance.verdict)
-    # documented idioms of this backend that miss the contract, with models (generated items: xfail)
-    known_divergences: tuple[ModelledDivergence, ...] = ()
 
     def __init__(self, runners: Mapping[str, Runner] | None = None):
         self.runners: dict[str, Runner] = dict(runners or {})

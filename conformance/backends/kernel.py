@@ -15,6 +15,8 @@ from typing import Any, Iterator
 
 from conformance.types import RunContext, Unsupported
 from conformance.backends.base import Backend
+from conformance.divergences import Divergence, register
+from conformance.rounding import TOWARD_ZERO
 from conformance.ops import OPS
 
 import torch
@@ -134,6 +136,15 @@ class KernelBackend(Backend):
 
         return run
 
+
+# generated rounds-correctly examples that miss round-to-nearest-even but match this mode are this divergence
+TRITON_INTERPRETER_BF16_TRUNCATION = register(Divergence(
+    "triton-interpreter-bfloat16-truncation",
+    "Triton's interpreter (TRITON_INTERPRET=1, the kernels' CPU path) converts float32 to bfloat16 by "
+    "truncation, ignoring fp_downcast_rounding='rtne' (triton 3.9.0: 1.1298828125 -> 1.125, where "
+    "round-to-nearest-even gives 1.1328125); compiled Triton on a GPU rounds to nearest even",
+    None, backends=("kernel-triton",), devices=("cpu",), dtypes=("bfloat16",), rounding=TOWARD_ZERO,
+))
 
 BACKEND = KernelBackend("kernel", "auto", "conformance.kernels: C++ on CPU, Triton on CUDA")
 BACKENDS = [BACKEND, KernelBackend("kernel-triton", "triton",

@@ -39,7 +39,7 @@ from conformance.backends.base import Backend
 from conformance.ops.masked_mean import MaskedMeanInputs, masked_mean_reference
 from conformance.ops.masked_mean_compiles import run_series
 from conformance.tensors import to_torch
-from conformance.types import Divergence, ModelledDivergence
+from conformance.divergences import Divergence, register
 
 Approach = Callable[[torch.Tensor, torch.Tensor], "tuple[torch.Tensor, torch.Tensor]"]
 
@@ -294,21 +294,6 @@ def _masked_mean_runner(info: ApproachInfo):
 
 # ---------------------------------------------------------------- their known divergences, modelled
 
-MULTIPLY_LETS_NAN_THROUGH = Divergence(
-    "multiply-lets-nan-through",
-    "the note's multiply idiom, sum(values * mask) / count, lets a NaN or inf under the mask through "
-    "(NaN * 0 = inf * 0 = NaN), and with no valid entry its gradient is mask * (1 / 0) = 0 * inf = NaN; "
-    "masking the gradient afterwards (hook, zero-grad) multiplies NaN by 0 again",
-    None,
-)
-FUNCTION_NAN_GRAD = Divergence(
-    "masked-mean-function-nan-grad",
-    "the note's MaskedMean backward, grad_output * is_valid / is_valid.sum(), is 0 / 0 = NaN at every entry "
-    "when no entry is valid",
-    None,
-)
-
-
 def multiply_model(inputs: MaskedMeanInputs) -> dict[str, np.ndarray]:
     count = inputs.mask.sum()
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -324,12 +309,21 @@ def function_model(inputs: MaskedMeanInputs) -> dict[str, np.ndarray]:
     return {"value": masked_mean_reference(inputs)["value"], "grad": grad}
 
 
-# on xla the compiler rewrites x * convert(mask) into a select, and the result is right
-IDIOM_DIVERGENCES: dict[str, tuple[ModelledDivergence, ...]] = {
-    **{name: (ModelledDivergence(MULTIPLY_LETS_NAN_THROUGH, "masked_mean", multiply_model, ("cpu", "cuda")),)
-       for name in ("multiply", "hook", "zero-grad")},
-    "function": (ModelledDivergence(FUNCTION_NAN_GRAD, "masked_mean", function_model, ("cpu", "cuda")),),
-}
+# (on xla the compiler rewrites x * convert(mask) into a select, and the result is right)
+MULTIPLY_LETS_NAN_THROUGH = register(Divergence(
+    "multiply-lets-nan-through",
+    "the note's multiply idiom, sum(values * mask) / count, lets a NaN or inf under the mask through "
+    "(NaN * 0 = inf * 0 = NaN), and with no valid entry its gradient is mask * (1 / 0) = 0 * inf = NaN; "
+    "masking the gradient afterwards (hook, zero-grad) multiplies NaN by 0 again",
+    None, ops=("masked_mean",), backends=("mean-multiply", "mean-hook", "mean-zero-grad"), devices=("cpu", "cuda"),
+    model=multiply_model,
+))
+FUNCTION_NAN_GRAD = register(Divergence(
+    "masked-mean-function-nan-grad",
+    "the note's MaskedMean backward, grad_output * is_valid / is_valid.sum(), is 0 / 0 = NaN at every entry "
+    "when no entry is valid",
+    None, ops=("masked_mean",), backends=("mean-function",), devices=("cpu", "cuda"), model=function_model,
+))
 
 
 class IdiomBackend(Backend):
@@ -341,7 +335,6 @@ class IdiomBackend(Backend):
         self.name = f"mean-{info.name}"
         self.description = info.description
         self.info = info
-        self.known_divergences = IDIOM_DIVERGENCES.get(info.name, ())
         masked_mean = _masked_mean_runner(info)
         super().__init__({
             "masked_mean": masked_mean,

@@ -10,9 +10,9 @@ or passed-with-known-divergences (the caller reports those as xfail).
 Tolerances (:func:`tolerances`) scale with the work done: with the dtype's unit roundoff, the
 number of steps and duplicates, the magnitudes involved, and how far the same formulas evaluated
 in the dtype land from the float64 reference. An output outside them is checked against models of
-known divergences -- stock torch's half-precision arithmetic (:mod:`conformance.cases.lowprec`) and
-particular backends' documented idioms (``Backend.known_divergences``) and rounding modes
-(:mod:`conformance.cases.known_divergences`); when it matches
+known divergences (:mod:`conformance.divergences`) -- stock torch's half-precision arithmetic
+(:mod:`conformance.cases.lowprec`) and particular backends' documented idioms and rounding modes;
+when it matches
 one, the example is recorded as that divergence with its reason -- never a silent pass and never
 a failure -- and the search goes on.
 """
@@ -26,7 +26,7 @@ import pickle
 import re
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -34,10 +34,11 @@ import numpy as np
 from hypothesis import strategies as st
 
 from conformance import diagnosis
-from conformance.cases import known_divergences, lowprec
+from conformance.cases import lowprec
 from conformance.types import RunContext, Unsupported
 from conformance.backends.base import Backend
 from conformance.compare import Mismatch, Tolerance, assert_bits_equal, compare_outputs
+from conformance.divergences import STOCK_TORCH, Divergence, lookup
 from conformance.dtypes import DTYPES, HALF_DTYPES
 from conformance.ops import OPS, GeneratedProperty, Op
 from conformance.ops.optimizer_steps import (
@@ -101,7 +102,7 @@ class DivergenceObserved(Exception):
     """An example on which the backend matched stock torch's documented low-precision behaviour
     (see :mod:`conformance.cases.lowprec`) but not the float64 reference."""
 
-    def __init__(self, divergence: lowprec.Divergence, detail: str):
+    def __init__(self, divergence: Divergence, detail: str):
         super().__init__(f"{divergence.reason} ({detail})")
         self.divergence = divergence
         self.detail = detail
@@ -144,7 +145,7 @@ class Trial:
     def compare(self, outputs: dict, expected: dict, tols: dict, inputs: Any, against: str,
                 model: Callable[[], dict] | None = None) -> None:
         """compare_outputs; on a Mismatch, ask whether a known divergence explains it -- this
-        backend's documented idiom (``Backend.known_divergences``) or stock torch's
+        backend's documented idiom (a registered divergence with a model) or stock torch's
         low-precision arithmetic (``model`` gives torch's result in this dtype) -- before failing."""
         try:
             compare_outputs(outputs, expected, tols, against=against)
@@ -157,13 +158,12 @@ class Trial:
             raise DivergenceObserved(divergence, str(mismatch).splitlines()[0]) from None
 
     def known_divergence(self, inputs: Any, outputs: dict, tols: dict, names: list[str] | None = None,
-                         lowprec_model: Callable[[], dict] | None = None) -> lowprec.Divergence | None:
+                         lowprec_model: Callable[[], dict] | None = None) -> Divergence | None:
         """The known divergence whose model these outputs match (on ``names``), or None."""
         if self.backend.name == "reference":
             return None
-        models: list[tuple[lowprec.Divergence, Callable[[], dict]]] = [
-            (entry.divergence, lambda entry=entry: entry.model(inputs))
-            for entry in self.backend.known_divergences if entry.applies_to(self.op.name, self.device)]
+        models: list[tuple[Divergence, Callable[[], dict]]] = [
+            (entry, lambda entry=entry: entry.model(inputs)) for entry in self.idioms()]
         half = lowprec.explain(self.op, inputs, self.dtype)
         if half is not None:
             models.append((half, lowprec_model or (lambda: lowprec.emulate(self.op, inputs, self.dtype))))
@@ -176,6 +176,12 @@ class Trial:
                 continue
             return divergence
         return None
+
+
+    def idioms(self) -> list[Divergence]:
+        """The registered divergences of this backend's own idioms here, with their models."""
+        found = lookup(op=self.op.name, backend=self.backend.name, device=self.device, dtype=self.dtype)
+        return [entry for entry in found if entry.model is not None and not entry.is_torch_behaviour]
 
 
 def specified_mask(grad: CooArray | np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -280,17 +286,18 @@ def check_rounds_correctly(trial: Trial, inputs: Any) -> None:
             raise DivergenceObserved(divergence, str(mismatch).splitlines()[0]) from None
 
 
-def _rounding_divergence(trial: Trial, inputs: Any, name: str, got, dtype) -> lowprec.Divergence | None:
+def _rounding_divergence(trial: Trial, inputs: Any, name: str, got, dtype) -> Divergence | None:
     """The known divergence an incorrectly rounded output is explained by: this backend's own
     rounding mode, or stock torch's half-precision accumulation of duplicates (any order)."""
     if trial.backend.name == "reference" or trial.backend.judged_against_torch:
         return None  # a candidate is excused only by being the same as stock torch (same_as_torch)
-    rounding = known_divergences.rounding_for_backend(trial.backend.name, trial.device, trial.dtype)
+    found = lookup(backend=trial.backend.name, device=trial.device, dtype=trial.dtype)
+    rounding = next((entry for entry in found if entry.rounding is not None), None)
     if rounding is not None:
         exact, low, high = trial.op.rounding_bounds(inputs, dtype)[name]
         try:
-            check_rounding(name, got, exact, low, high, dtype, mode=rounding.mode)
-            return rounding.divergence
+            check_rounding(name, got, exact, low, high, dtype, mode=rounding.rounding)
+            return rounding
         except Mismatch:
             pass
     if trial.op.torch_sums_duplicates_in_half:
@@ -360,6 +367,9 @@ def observe_param_groups(trial: Trial, inputs: ParamGroupsInputs) -> dict[str, A
     return _flat_outputs(trial.op, _grouped_runs(trial, inputs)[0])
 
 
+PARAM_GROUPS = "param-groups"  # the property (registered divergences name it)
+
+
 def check_param_groups(trial: Trial, inputs: ParamGroupsInputs) -> None:
     """One optimizer over two param groups (different shapes, hyperparameters, one parameter without
     a gradient) moves each parameter exactly as an optimizer of its own would, and leaves the
@@ -387,17 +397,17 @@ def _assert_members_equal(trial: Trial, got: list[dict], want: list[dict], again
 def _param_groups_divergence(trial: Trial, inputs: ParamGroupsInputs, together: list[dict]):
     """The known divergence of stock torch the backend's grouped run matches, or None. A candidate
     (judged against torch) is excused only where stock torch matches the same model."""
-    for entry in trial.op.group_divergences:
+    found = lookup(op=trial.op.name, device=trial.device, dtype=trial.dtype, property=PARAM_GROUPS)
+    for entry in (entry for entry in found if entry.model is not None):
         modelled = entry.model(inputs)
         if not _matches_group_model(trial, inputs, modelled, together, entry):
             continue
         if not trial.backend.judged_against_torch:
-            return entry.divergence
+            return entry
         # a candidate is excused by behaving as stock torch does: torch must match the model too
         torch_trial = Trial(trial.op, StockTorch(), trial.device, trial.dtype)
         if _matches_group_model(torch_trial, inputs, modelled, _grouped_runs(torch_trial, inputs)[0], entry):
-            return lowprec.Divergence(entry.divergence.key, f"same as torch: {entry.divergence.reason}",
-                                      entry.divergence.link)
+            return same_as_torch(entry)
     return None
 
 
@@ -405,7 +415,7 @@ def _matches_group_model(trial: Trial, inputs: ParamGroupsInputs, modelled: Para
                          together: list[dict], entry) -> bool:
     alone = _grouped_runs(trial, modelled)[2]
     try:
-        _assert_members_equal(trial, together, alone, against="the model of " + entry.divergence.key)
+        _assert_members_equal(trial, together, alone, against="the model of " + entry.key)
     except Mismatch:
         return False
     return True
@@ -488,7 +498,7 @@ CHECKS: dict[str, Check] = {
     "deterministic": Check(check_deterministic, skip_backends=("reference",), candidates_only=True),
     "unspecified-unchanged": Check(check_unspecified_unchanged),
     "sparse-equals-dense": Check(check_sparse_equals_dense, to_cases=_dense_cases),
-    "param-groups": Check(check_param_groups, to_cases=_member_cases, skip_backends=OPTIMIZER_OBJECT_TWINS,
+    PARAM_GROUPS: Check(check_param_groups, to_cases=_member_cases, skip_backends=OPTIMIZER_OBJECT_TWINS,
                           needs_optimizer_object=True, observe=observe_param_groups),
     "state-dict-resume": Check(check_state_dict_resume, to_cases=lambda example, dtype: _member_cases(example[0], dtype),
                                skip_backends=OPTIMIZER_OBJECT_TWINS, needs_optimizer_object=True,
@@ -555,11 +565,16 @@ def _is_pytest_timeout(exc: BaseException) -> bool:
     return outcomes is not None and isinstance(exc, outcomes.Failed) and str(exc).startswith("Timeout")
 
 
-SAME_AS_TORCH = lowprec.Divergence(
+SAME_AS_TORCH = Divergence(
     "same-as-torch",
     "the result is the same as stock torch's on the same inputs, and torch itself misses the property here",
-    None,
+    None, behaviour=STOCK_TORCH,
 )
+
+
+def same_as_torch(divergence: Divergence) -> Divergence:
+    """``divergence`` as a candidate shows it: the same as stock torch."""
+    return replace(divergence, reason=f"same as torch: {divergence.reason}")
 
 
 @dataclass
@@ -630,8 +645,7 @@ def three_way(prop: Property, trial: Trial, torch_trial: Trial, example: Any, fa
         explained = trial.known_divergence(prop.to_cases(example, trial.dtype)[0][1], seen["ours"],
                                            seen["tols"]) if single else None
         divergence = explained or SAME_AS_TORCH
-        raise DivergenceObserved(lowprec.Divergence(divergence.key, f"same as torch: {divergence.reason}",
-                                                    divergence.link), str(failure).splitlines()[0]) from None
+        raise DivergenceObserved(same_as_torch(divergence), str(failure).splitlines()[0]) from None
     if judgement.verdict is Verdict.DIFFERS:
         note = "has the property" if torch_run is not None and torch_run.conforms else seen.get("note")
         raise differs(failure, torch_run, on="example", torch_note=note) from None

@@ -13,7 +13,7 @@ precision, departs from that in documented ways that are not bugs of the code un
 :func:`emulate` replays torch's algorithm (each op record's ``half_precision_model``: torch's
 coalesce, torch/optim/adagrad.py and torch/optim/_functional.py ``sparse_adam``, sparse branches)
 rounding to the dtype where torch stores a tensor. A backend output that misses the reference but matches this model is reported
-as the :class:`Divergence` :func:`explain` names (xfail with reason), not as a failure.
+as the registered :class:`~conformance.divergences.Divergence` :func:`explain` names (xfail with reason), not as a failure.
 """
 
 from __future__ import annotations
@@ -22,30 +22,33 @@ from typing import Any
 
 import numpy as np
 
+from conformance.divergences import STOCK_TORCH, Divergence, register
 from conformance.dtypes import HALF_DTYPES
 from conformance.ops.base import Op
-from conformance.types import Divergence
 
-HALF_ACCUMULATION = Divergence(
+# stock torch's, in the half dtypes; their model is the op record's half_precision_model
+HALF_ACCUMULATION = register(Divergence(
     "half-precision-accumulation",
     "torch sums duplicate entries of a float16/bfloat16 COO tensor in half precision (no float32 "
     "accumulator), so a sum of three or more duplicates can differ from the correctly rounded sum",
     "https://github.com/pytorch/pytorch/issues/84471",
-)
-FLOAT16_UNDERFLOW = Divergence(
+    dtypes=HALF_DTYPES, behaviour=STOCK_TORCH,
+))
+FLOAT16_UNDERFLOW = register(Divergence(
     "float16-eps-underflow",
     "in float16, sqrt(state) + eps rounds to 0 when eps is below the smallest subnormal (~6e-8), and g**2 "
     "underflows for |g| < ~2.4e-4, so a specified zero or tiny gradient entry gives 0/0 = NaN or g/0 = inf "
     "where the float64 reference stays finite",
     "https://github.com/pytorch/pytorch/blob/main/torch/optim/adagrad.py",
-)
-HALF_PRECISION_STATE = Divergence(
+    dtypes=("float16",), behaviour=STOCK_TORCH,
+))
+HALF_PRECISION_STATE = register(Divergence(
     "half-precision-state",
     "the optimizer stores its state in float16/bfloat16 and rounds it at every step, which carries through "
     "the trajectory beyond the work-scaled tolerance (the result matches torch's algorithm replayed in that "
     "dtype)",
-    None,
-)
+    None, dtypes=HALF_DTYPES, behaviour=STOCK_TORCH,
+))
 
 
 def emulate(op: Op, inputs: Any, dtype: str, accumulate: str | None = None) -> dict[str, np.ndarray]:
@@ -75,7 +78,7 @@ def explain(op: Op, inputs: Any, dtype: str) -> Divergence | None:
     if not op.is_optimizer:  # an op without state (coalesce): only its summation can diverge
         return HALF_ACCUMULATION if "accumulation" in flags else None
     nonfinite = any(not np.all(np.isfinite(np.asarray(v, dtype=np.float64))) for v in outputs.values())
-    if "underflow" in flags and nonfinite and dtype == "float16":
+    if "underflow" in flags and nonfinite and FLOAT16_UNDERFLOW.applies_to(dtype=dtype):
         return FLOAT16_UNDERFLOW
     if "accumulation" in flags:
         return HALF_ACCUMULATION

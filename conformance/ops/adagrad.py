@@ -17,7 +17,8 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from conformance.types import Divergence, ModelledDivergence, RunContext
+from conformance.divergences import STOCK_TORCH, Divergence, register
+from conformance.types import RunContext
 from conformance.compare import at_least_default
 from conformance.dtypes import OPMATH_ROUNDOFF, is_half
 from conformance.diagnosis import Mistake
@@ -106,15 +107,6 @@ def add_std_output(outputs: dict[str, Any], inputs: OptimizerInputs, eps: float)
 
 # ---------------------------------------------------------------- torch's behaviour with several param groups
 
-GROUP_INITIAL_ACCUMULATOR = Divergence(
-    "adagrad-group-initial-accumulator-ignored",
-    "torch.optim.Adagrad fills every parameter's state_sum with the constructor's initial_accumulator_value "
-    "(torch/optim/adagrad.py, __init__), so a param group's own initial_accumulator_value is kept in "
-    "param_groups but never used; param groups are documented to override the constructor's defaults",
-    "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/optim/adagrad.py",
-)
-
-
 def constructor_initial_accumulator(inputs: ParamGroupsInputs) -> ParamGroupsInputs:
     """The param groups as torch runs them: every parameter's accumulator starts at the constructor's value."""
     def default(member):
@@ -124,6 +116,17 @@ def constructor_initial_accumulator(inputs: ParamGroupsInputs) -> ParamGroupsInp
         return OptimizerInputs(member.param, member.grads, hyper)
 
     return ParamGroupsInputs([[default(m) for m in group] for group in inputs.groups])
+
+
+# each parameter run alone on the model's inputs gives what torch's grouped run gives
+GROUP_INITIAL_ACCUMULATOR = register(Divergence(
+    "adagrad-group-initial-accumulator-ignored",
+    "torch.optim.Adagrad fills every parameter's state_sum with the constructor's initial_accumulator_value "
+    "(torch/optim/adagrad.py, __init__), so a param group's own initial_accumulator_value is kept in "
+    "param_groups but never used; param groups are documented to override the constructor's defaults",
+    "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/optim/adagrad.py",
+    ops=("adagrad",), properties=("param-groups",), behaviour=STOCK_TORCH, model=constructor_initial_accumulator,
+))
 
 
 
@@ -296,7 +299,6 @@ class Adagrad(OptimizerOp):
     candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.Adagrad's constructor"
     mistakes = MISTAKES
     torch_sums_duplicates_in_half = True
-    group_divergences = (ModelledDivergence(GROUP_INITIAL_ACCUMULATOR, "adagrad", constructor_initial_accumulator),)
     state_outputs = {"state_sum": "sum", "step": "step"}  # output name -> torch's state key
     inputs_schema = optimizer_inputs_schema({
         "lr": {"type": "number"},

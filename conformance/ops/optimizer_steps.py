@@ -384,9 +384,6 @@ class OptimizerOp(Op):
     and its replay of torch's steps (:meth:`replay_in_dtype`)."""
 
     title: str = ""  # the optimizer's class name, as summaries write it
-    # stock torch's behaviour with several param groups where it departs from the documents: each
-    # parameter run alone on ``model(inputs)`` gives what torch's grouped run gives (ModelledDivergence)
-    group_divergences: tuple = ()
     invalid_summary: str = ""  # what the rejects-invalid property draws
 
     @property

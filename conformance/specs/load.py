@@ -23,6 +23,7 @@ import jsonschema
 import yaml
 
 from conformance.compare import Tolerance
+from conformance.divergences import Divergence, lookup
 from conformance.ops import OPS, Op
 
 
@@ -50,35 +51,6 @@ class SpecError(Exception):
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else self.path
         return f"{where}: {self.message}"
-
-
-@dataclass(frozen=True)
-class KnownDivergence:
-    """A documented way stock torch (or a backend's idiom) departs from the spec, reported as xfail.
-
-    ``behaviour: stock-torch`` describes what torch does: it applies to any implementation whose
-    result is the same as stock torch's on the same inputs (checked at run time), and is stale when
-    torch no longer shows it. Otherwise it names the ``backends`` whose idiom diverges.
-    """
-
-    reason: str
-    link: str | None = None
-    backends: tuple[str, ...] | None = None
-    devices: tuple[str, ...] | None = None
-    dtypes: tuple[str, ...] | None = None
-    kind: str = "mismatch"
-    behaviour: str | None = None
-
-    @property
-    def is_torch_behaviour(self) -> bool:
-        return self.behaviour == "stock-torch"
-
-    def applies_to(self, backend: str, device: str, dtype: str) -> bool:
-        if self.is_torch_behaviour:
-            return False  # judged on what the backend returns, not on its name (conformance.verdict)
-        return ((self.backends is None or backend in self.backends)
-                and (self.devices is None or device in self.devices)
-                and (self.dtypes is None or dtype in self.dtypes))
 
 
 CONTRACT_ERROR = "contract"
@@ -117,21 +89,18 @@ class Case:
     tolerance: Tolerance | None = None
     devices: tuple[str, ...] | None = None
     backends: tuple[str, ...] | None = None
-    known_divergences: tuple[KnownDivergence, ...] = ()
+    known_divergences: tuple[Divergence, ...] = ()
 
-    def divergence_for(self, backend: str, device: str, dtype: str) -> KnownDivergence | None:
-        for divergence in self.known_divergences:
-            if divergence.applies_to(backend, device, dtype):
-                return divergence
-        return None
+    def divergence_for(self, backend: str, device: str, dtype: str) -> Divergence | None:
+        """The recorded divergence of ``backend``'s own idiom here, if any (stock torch's are judged
+        on what a backend returns, not on its name: :meth:`torch_divergence_for`)."""
+        found = lookup(self.known_divergences, backend=backend, device=device, dtype=dtype)
+        return next((divergence for divergence in found if not divergence.is_torch_behaviour), None)
 
-    def torch_divergence_for(self, device: str, dtype: str) -> KnownDivergence | None:
+    def torch_divergence_for(self, device: str, dtype: str) -> Divergence | None:
         """The recorded divergence of stock torch itself on this device and dtype, if any."""
-        for divergence in self.known_divergences:
-            if divergence.is_torch_behaviour and (divergence.devices is None or device in divergence.devices) \
-                    and (divergence.dtypes is None or dtype in divergence.dtypes):
-                return divergence
-        return None
+        found = lookup(self.known_divergences, device=device, dtype=dtype)
+        return next((divergence for divergence in found if divergence.is_torch_behaviour), None)
 
 
 @dataclass
@@ -530,16 +499,8 @@ def _build_case(path: Path, lines: dict, index: int, raw: dict, op: Op, sources:
     tolerance = None
     if tolerance_raw:
         tolerance = Tolerance(float(tolerance_raw.get("rtol", 0.0)), float(tolerance_raw.get("atol", 0.0)))
-    divergences = tuple(
-        KnownDivergence(
-            reason=d["reason"], link=d.get("link"),
-            backends=tuple(d["backends"]) if "backends" in d else None,
-            devices=tuple(d["devices"]) if "devices" in d else None,
-            dtypes=tuple(d["dtypes"]) if "dtypes" in d else None,
-            kind=d.get("kind", "mismatch"), behaviour=d.get("behaviour"),
-        )
-        for d in raw.get("known_divergences", [])
-    )
+    divergences = tuple(_divergence(raw["id"], index, op, entry)
+                        for index, entry in enumerate(raw.get("known_divergences", [])))
     return Case(
         spec_path=path, op=op, id=raw["id"], line=line, inputs=raw["inputs"], expected=expected,
         expected_error=expected_error, dtypes=dtypes, source=source, description=raw.get("description", ""),
@@ -548,3 +509,13 @@ def _build_case(path: Path, lines: dict, index: int, raw: dict, op: Op, sources:
         backends=tuple(raw["backends"]) if "backends" in raw else None,
         known_divergences=divergences,
     )
+
+
+def _divergence(case_id: str, index: int, op: Op, entry: dict) -> Divergence:
+    """A case's ``known_divergences`` entry: a divergence of this op and case."""
+    def names(key: str) -> tuple[str, ...] | None:
+        return tuple(entry[key]) if key in entry else None
+
+    return Divergence(f"{case_id}/{index}", entry["reason"], entry.get("link"), ops=(op.name,),
+                      backends=names("backends"), devices=names("devices"), dtypes=names("dtypes"),
+                      properties=(case_id,), behaviour=entry.get("behaviour"), kind=entry.get("kind", "mismatch"))

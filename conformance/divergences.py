@@ -1,0 +1,73 @@
+"""Known divergences: the one declaration of a documented way an implementation departs from the
+spec, reported as xfail with its reason, never as a pass or a failure.
+
+A :class:`Divergence` says where it applies (ops, backends, devices, dtypes, properties or spec
+cases: None means any), why (reason, link) and, where there is one, what the diverging
+implementation does (a NumPy ``model`` of its outputs, or the ``rounding`` mode it uses). A spec
+case's ``known_divergences:`` entries load into it (conformance.specs.load); the Python records
+declare theirs with :func:`register`: an op's (stock torch's param-group behaviour), a backend's
+documented idioms, stock torch's half-precision arithmetic (conformance.cases.lowprec) and the
+Triton interpreter's rounding. :func:`lookup` is the one way to find those that apply.
+
+A divergence of stock torch (``behaviour: stock-torch``) applies to whatever returns torch's
+result on the same inputs, judged on the outputs (conformance.verdict); one that torch no longer
+shows is reported as stale.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+STOCK_TORCH = "stock-torch"  # behaviour: what stock torch does, whichever implementation shows it
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """A documented departure from the spec: where it applies, why, and how it behaves."""
+
+    key: str
+    reason: str
+    link: str | None = None
+    ops: tuple[str, ...] | None = None
+    backends: tuple[str, ...] | None = None
+    devices: tuple[str, ...] | None = None
+    dtypes: tuple[str, ...] | None = None
+    properties: tuple[str, ...] | None = None  # generated properties by name, or spec cases by id
+    behaviour: str | None = None  # STOCK_TORCH: stock torch's own; None: the named backends' idiom
+    model: Callable[[Any], Any] | None = None  # inputs -> what the diverging implementation returns
+    rounding: str | None = None  # the rounding mode used instead of round-to-nearest-even
+    kind: str = "mismatch"  # what a spec item's xfail catches: mismatch, error or any
+
+    @property
+    def is_torch_behaviour(self) -> bool:
+        return self.behaviour == STOCK_TORCH
+
+    @property
+    def text(self) -> str:
+        """The reason, with the link in brackets."""
+        return self.reason + (f" ({self.link})" if self.link else "")
+
+    def applies_to(self, *, op: str | None = None, backend: str | None = None, device: str | None = None,
+                   dtype: str | None = None, property: str | None = None) -> bool:
+        """Whether each place given is among this divergence's (a place not given is not asked)."""
+        asked = ((op, self.ops), (backend, self.backends), (device, self.devices), (dtype, self.dtypes),
+                 (property, self.properties))
+        return all(place is None or among is None or place in among for place, among in asked)
+
+
+_REGISTERED: dict[str, Divergence] = {}
+
+
+def register(divergence: Divergence) -> Divergence:
+    """Declare a Python record's divergence (by its key; a module loaded again replaces its own)."""
+    _REGISTERED[divergence.key] = divergence
+    return divergence
+
+
+def lookup(declared: Iterable[Divergence] | None = None, **where: str | None) -> tuple[Divergence, ...]:
+    """The divergences that apply ``where`` (op, backend, device, dtype, property; see
+    :meth:`Divergence.applies_to`), in declaration order: among ``declared`` (a spec case's), or
+    among the registered ones."""
+    pool = _REGISTERED.values() if declared is None else declared
+    return tuple(divergence for divergence in pool if divergence.applies_to(**where))

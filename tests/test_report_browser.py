@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
 
 from conformance.results.report import build_report
-from conformance_runs import REPO, adagrad_run, builtin_run, load, stock_adagrad_run
+from conformance_runs import REPO, adagrad_run, builtin_run, load, run_inprocess, stock_adagrad_run
 from test_report import second_torch_version
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -219,3 +220,107 @@ def test_a_reader_can_act_on_a_candidate_report(browser, tmp_path):
     shown = [d for d in browser.find_elements(By.CSS_SELECTOR, "div.diff") if d.is_displayed()]
     assert len(shown) == 1 and shown[0].get_attribute("id") == "diff-1-2", [d.get_attribute("id") for d in shown]
     assert "regressed 6" in shown[0].text and "SquareBeforeSumAdagrad" in shown[0].text and "duplicates-summed-before-squaring" in shown[0].text
+
+
+@lru_cache(maxsize=None)
+def main_style_run() -> Path:
+    """The main job's columns on a few cases: specs/masked_mean.yaml (its six mean-* idioms, twelve
+    columns of four dtypes: the widest table) and specs/adagrad.yaml (six columns), every backend, cpu."""
+    code, path = run_inprocess("main-style", str(REPO / "specs" / "masked_mean.yaml"), str(REPO / "specs" / "adagrad.yaml"),
+                               "-k", "tutorial-step-1 or mean-of-valid-entries or nan-and-inf-under-the-mask")
+    assert code == 0, f"the main-style run failed (exit code {code})"
+    return path
+
+
+def hostile_copy(path: Path, tmp_path: Path) -> Path:
+    """TEST FIXTURE: the run with a label that once broke the data block, an xfail whose link is
+    javascript:, and a generated-style record with narrowed and budget_reached."""
+    document = load(path)
+    document["run"]["label"] = "nightly <!-- rc1 --> </script>"
+    xfail = next(r for r in document["records"] if r["outcome"] == "xfail")
+    xfail["divergence"] = {"reason": "a hostile link", "link": "javascript:alert(1)"}
+    passed = next(r for r in document["records"] if r["outcome"] == "passed" and r["backend"] == "mean-hook")
+    passed.update(narrowed="narrowed: lr_decay at torch's default (lr_decay=0)",
+                  budget_reached="budget reached after 3 examples (1 s; --conformance-budget): the verdict stands on those")
+    out = tmp_path / "main-style.json"
+    out.write_text(json.dumps(document), encoding="utf-8")
+    return out
+
+
+def test_the_main_report_reads_at_1600_px(browser, tmp_path):
+    """Per spec only the columns that ran there; no sideways scrolling at 1600 px; hiding passed rows
+    hides groups left empty; a hostile label leaves the chips working; javascript: is no link."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    out = tmp_path / "index.html"
+    build_report([hostile_copy(main_style_run(), tmp_path)], out)
+    browser.set_window_size(1600, 1000)
+    browser.get(out.as_uri())
+    wait = WebDriverWait(browser, 15)
+    wrap = wait.until(EC.visibility_of_element_located((By.ID, "matrix-wrap")))
+    browser.execute_script("arguments[0].scrollIntoView({block: 'start'})", wrap)
+    screenshot_to(browser, tmp_path / "main-1600.png")
+
+    tables = {t.get_attribute("data-group"): t for t in wrap.find_elements(By.CSS_SELECTOR, "table.matrix")}
+    assert set(tables) == {"specs/masked_mean.yaml", "specs/adagrad.yaml"}
+    columns = {name: [th.text.replace("\n", "") for th in t.find_elements(By.CSS_SELECTOR, "thead th.backend")]
+               for name, t in tables.items()}
+    idioms = ["mean-multiply", "mean-where", "mean-select", "mean-function", "mean-hook", "mean-zero-grad"]
+    assert set(idioms) <= set(columns["specs/masked_mean.yaml"]) and len(columns["specs/masked_mean.yaml"]) == 12
+    assert not set(idioms) & set(columns["specs/adagrad.yaml"]) and len(columns["specs/adagrad.yaml"]) == 6
+    for table in tables.values():  # every column drawn has a chip: it ran something in this group
+        for column in range(len(table.find_elements(By.CSS_SELECTOR, "thead th.device"))):
+            assert table.find_elements(By.CSS_SELECTOR, f"tr.case-row td:nth-of-type({column + 1}) button.chip")
+
+    # no sideways scrolling, neither the page nor the matrix
+    sizes = browser.execute_script(
+        "var w = arguments[0], d = document.documentElement;"
+        "return [d.scrollWidth, d.clientWidth, w.scrollWidth, w.clientWidth,"
+        " Math.max.apply(null, [].map.call(w.querySelectorAll('table.matrix'), function (t) { return t.offsetWidth; }))];", wrap)
+    assert sizes[0] <= sizes[1] and sizes[2] <= sizes[3] and sizes[4] <= sizes[3], sizes
+
+    # hide passed rows: the all-passing adagrad table goes, header and all; no empty group is left
+    toggle = browser.find_element(By.ID, "hide-passing")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", toggle)
+    toggle.click()
+    assert not tables["specs/adagrad.yaml"].is_displayed()
+    for table in tables.values():
+        rows = [r for r in table.find_elements(By.CSS_SELECTOR, "tr.case-row") if r.is_displayed()]
+        assert table.is_displayed() == bool(rows)
+    assert tables["specs/masked_mean.yaml"].is_displayed()
+    screenshot_to(browser, tmp_path / "main-1600-hide-passed.png")
+    toggle.click()
+    assert tables["specs/adagrad.yaml"].is_displayed()
+
+    # the chips open despite the label; the javascript: link is text, not a link
+    assert "nightly <!-- rc1 --> </script>" in browser.find_element(By.ID, "runs").text
+    chip_where(browser, "it.divergence && it.divergence.reason === 'a hostile link'").click()
+    link = wait.until(EC.visibility_of_element_located((By.ID, "details-divergence-link")))
+    assert link.tag_name == "code" and link.text == "javascript:alert(1)"
+    assert not browser.find_elements(By.CSS_SELECTOR, "a[href^='javascript'], a[href^='data']")
+    browser.find_element(By.ID, "details-close").click()
+
+    # a generated item's narrowed options and spent budget are in its panel
+    chip_where(browser, "it.narrowed").click()
+    facts = wait.until(EC.visibility_of_element_located((By.CSS_SELECTOR, "#details dl.facts"))).text
+    assert "narrowed: lr_decay at torch's default" in facts and "budget reached after 3 examples" in facts
+    logs = browser.get_log("browser")
+    assert not [e for e in logs if e.get("level") == "SEVERE"], json.dumps(logs)[:2000]
+
+
+def screenshot_to(browser, path: Path) -> Path:
+    assert browser.save_screenshot(str(path)) and path.stat().st_size > 10_000, path
+    return path
+
+
+def chip_where(browser, condition: str):
+    """The chip of the first item for which the JavaScript ``condition`` on ``it`` holds, scrolled into view."""
+    chip = browser.execute_script(
+        "var data = JSON.parse(document.getElementById('report-data').textContent);"
+        f"var i = data.items.findIndex(function (it) {{ return {condition}; }});"
+        "var chip = document.querySelector('button.chip[data-i=\"' + i + '\"]');"
+        "chip.scrollIntoView({block: 'center'}); return chip;")
+    assert chip is not None, condition
+    return chip

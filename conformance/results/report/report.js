@@ -33,10 +33,10 @@
   function link(u, attrs) {
     // an http(s) address as a link; anything else (javascript:, data:, ...) as text
     var href = httpUrl(u);
-    if (!href) return el("code", {class: "not-a-link", text: String(u)});
-    var a = {href: href, target: "_blank", rel: "noopener noreferrer", text: href};
+    var a = href ? {href: href, target: "_blank", rel: "noopener noreferrer", text: href}
+                 : {class: "not-a-link", title: "not an http(s) address: not a link", text: String(u)};
     Object.keys(attrs || {}).forEach(function (k) { a[k] = attrs[k]; });
-    return el("a", a);
+    return el(href ? "a" : "code", a);
   }
 
   function compact(value) {

@@ -234,14 +234,16 @@ def main_style_run() -> Path:
 
 def hostile_copy(path: Path, tmp_path: Path) -> Path:
     """TEST FIXTURE: the run with a label that once broke the data block, an xfail whose link is
-    javascript:, and a generated-style record with narrowed and budget_reached."""
+    javascript:, and a generated-style record with narrowed, budget_reached and non-finite values
+    (the strings "NaN", "inf", "-inf"; an older file's null)."""
     document = load(path)
     document["run"]["label"] = "nightly <!-- rc1 --> </script>"
     xfail = next(r for r in document["records"] if r["outcome"] == "xfail")
     xfail["divergence"] = {"reason": "a hostile link", "link": "javascript:alert(1)"}
     passed = next(r for r in document["records"] if r["outcome"] == "passed" and r["backend"] == "mean-hook")
     passed.update(narrowed="narrowed: lr_decay at torch's default (lr_decay=0)",
-                  budget_reached="budget reached after 3 examples (1 s; --conformance-budget): the verdict stands on those")
+                  budget_reached="budget reached after 3 examples (1 s; --conformance-budget): the verdict stands on those",
+                  max_abs_error="NaN", values={"out": {"expected": [1.5, "NaN"], "torch": [1.5, None], "got": ["inf", "-inf"]}})
     out = tmp_path / "main-style.json"
     out.write_text(json.dumps(document), encoding="utf-8")
     return out
@@ -306,6 +308,10 @@ def test_the_main_report_reads_at_1600_px(browser, tmp_path):
     chip_where(browser, "it.narrowed").click()
     facts = wait.until(EC.visibility_of_element_located((By.CSS_SELECTOR, "#details dl.facts"))).text
     assert "narrowed: lr_decay at torch's default" in facts and "budget reached after 3 examples" in facts
+    assert "max abs error\nNaN" in facts
+    row = browser.find_element(By.XPATH, "//table[@id='details-values']//tr[th='out']")
+    assert [td.text for td in row.find_elements(By.TAG_NAME, "td")] == ["[1.5, NaN]", "[1.5, ?]", "[inf, -inf]"]
+    assert "? : a NaN or ±inf" in browser.find_element(By.ID, "details-values-section").text
     logs = browser.get_log("browser")
     assert not [e for e in logs if e.get("level") == "SEVERE"], json.dumps(logs)[:2000]
 

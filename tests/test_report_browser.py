@@ -2,7 +2,9 @@
 the matrix is there, a click on a cell shows its details, the diff and the filter work; with a
 stock-torch baseline and a candidate run, an xfail shows its reason and link, a failed candidate
 item shows its inputs, golden values, torch's and the candidate's values, and the candidate column
-reads without horizontal scrolling at 1600 px. Screenshots go to reports/screenshots/.
+reads without horizontal scrolling at 1600 px (screenshots in reports/screenshots/); the main job's
+columns (every backend on masked_mean and adagrad) fit 1600 px, one table per spec with only its
+columns, and hiding passed rows hides tables left empty (screenshots under the test's tmp_path).
 
 Skips when Chromium or its driver is not installed (``apt-get install chromium chromium-driver``),
 except under CI=true, where CI is meant to have them: there it fails.

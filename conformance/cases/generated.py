@@ -177,7 +177,6 @@ class Trial:
             return divergence
         return None
 
-
     def idioms(self) -> list[Divergence]:
         """The registered divergences of this backend's own idioms here, with their models."""
         found = lookup(op=self.op.name, backend=self.backend.name, device=self.device, dtype=self.dtype)

@@ -54,6 +54,7 @@ def _scope(args: argparse.Namespace):
 
 
 def _gate(args: argparse.Namespace) -> int:
+    """Exit 0/1 as the gate judges; 2, one line and no traceback, for anything it cannot compare."""
     from conformance.results.store import ResultsError, load_results
     from conformance.results.selection import SelectionError
 
@@ -62,25 +63,37 @@ def _gate(args: argparse.Namespace) -> int:
         head = load_results(args.candidate)
         ops, note = _scope(args)
     except (ResultsError, SelectionError) as exc:
-        print(f"conformance gate: NOT COMPARABLE: {exc}", file=sys.stderr)
-        return 2
+        return _cannot_compare(args, str(exc))
     if ops is not None and not ops:
         text = f"conformance gate\n  scope:     {note}\nRESULT: PASS (no changed file selects an op: nothing to gate)"
         print(text)
         _write_markdown(args.markdown, text)
         return 0
-    result = gate_module.run_gate(base, head, ops=ops, scope_note=note, ratio=args.ratio, alpha=args.alpha,
-                                  min_duration=args.min_duration, allow_different_machine=args.allow_different_machine,
-                                  skip_timing=args.skip_timing)
+    try:
+        result = gate_module.run_gate(base, head, ops=ops, scope_note=note, ratio=args.ratio, alpha=args.alpha,
+                                      min_duration=args.min_duration,
+                                      allow_different_machine=args.allow_different_machine,
+                                      skip_timing=args.skip_timing,
+                                      allow_incomplete_baseline=args.allow_incomplete_baseline)
+    except Exception as exc:  # noqa: BLE001 - a schema-valid file the gate cannot read is still exit 2
+        return _cannot_compare(args, f"{args.baseline} and {args.candidate}: {type(exc).__name__} while comparing "
+                                     f"them: {exc}"[:500])
     print(result.text)
     _write_markdown(args.markdown, result.text)
     return result.exit_code
 
 
+def _cannot_compare(args: argparse.Namespace, why: str) -> int:
+    text = f"conformance gate: NOT COMPARABLE: cannot compare: {why}"
+    print(text, file=sys.stderr)
+    _write_markdown(args.markdown, text)
+    return 2
+
+
 def _write_markdown(path: str | None, text: str) -> None:
     if path:
         with open(path, "a", encoding="utf-8") as handle:
-            handle.write(f"### Conformance gate\n\n```\n{text}\n```\n")
+            handle.write(gate_module.markdown(text))
 
 
 def _select(args: argparse.Namespace) -> int:
@@ -180,6 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--allow-different-machine", action="store_true",
                       help="compare timings even when the runs' machines differ")
     gate.add_argument("--skip-timing", action="store_true", help="gate correctness only")
+    gate.add_argument("--allow-incomplete-baseline", action="store_true",
+                      help="compare against a baseline whose run is not complete (interrupted, still running) or "
+                           "empty, gating only the items it has; the summary says so (default: exit 2)")
     gate.add_argument("--markdown", metavar="FILE", help="also append the summary as Markdown (e.g. $GITHUB_STEP_SUMMARY)")
     gate.set_defaults(func=_gate)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
 import numpy as np
@@ -39,7 +40,8 @@ class Mismatch(AssertionError):
 
 
 def _errors(actual: np.ndarray, expected: np.ndarray) -> tuple[float, float, tuple[int, ...] | None]:
-    """Max abs error, max rel error and the first differing index (NaN-aware)."""
+    """Max abs error, max rel error and the first differing index. NaN on one side only makes
+    the max errors NaN (not inf); NaN on both sides, or the same infinity, is no error."""
     if actual.shape != expected.shape or actual.size == 0:
         return float("nan"), float("nan"), None
     a = actual.astype(np.float64)
@@ -48,11 +50,31 @@ def _errors(actual: np.ndarray, expected: np.ndarray) -> tuple[float, float, tup
     same_inf = np.isinf(a) & (a == e)
     with np.errstate(invalid="ignore", divide="ignore"):
         abs_err = np.where(both_nan | same_inf, 0.0, np.abs(a - e))
-        abs_err = np.where(np.isnan(abs_err), np.inf, abs_err)
         rel_err = np.where(abs_err == 0, 0.0, abs_err / np.abs(e))
-    differing = np.argwhere(abs_err != 0)
+    differing = np.argwhere(abs_err != 0)  # NaN != 0: a one-sided NaN differs
     first = tuple(int(i) for i in differing[0]) if len(differing) else None
-    return float(abs_err.max()), float(np.nan_to_num(rel_err, nan=np.inf, posinf=np.inf).max()), first
+    return float(abs_err.max()), float(rel_err.max()), first  # max() propagates NaN
+
+
+def format_error(value: float) -> str:
+    """A max error for people: NaN, inf or 6 significant digits."""
+    if math.isnan(value):
+        return "NaN"
+    return ("inf" if value > 0 else "-inf") if math.isinf(value) else f"{value:.6g}"
+
+
+def format_values(value: Any) -> str:
+    """Values for people: NaN, inf and -inf (also as the results file's strings), nested lists as
+    [a, b, ...], None as -."""
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        return "[" + ", ".join(format_values(v) for v in value) + "]"
+    if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
+        value = float(value)
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else format_error(value)
+    return str(value)
 
 
 def assert_output_close(name: str, actual: Any, expected: Any, tolerance: Tolerance | None, against: str) -> None:
@@ -82,11 +104,12 @@ def assert_output_close(name: str, actual: Any, expected: Any, tolerance: Tolera
         detail = str(exc).strip().splitlines()
         summary = (
             f"{name} differs from {against} ({tolerance}): "
-            f"max abs error {max_abs:.6g}, max rel error {max_rel:.6g}{where}"
+            f"max abs error {format_error(max_abs)}, max rel error {format_error(max_rel)}{where}"
         )
         body = "\n  ".join(detail[:6])
         if actual_np.size <= 64:
-            body += f"\n  expected {np.round(expected_np, 6).tolist()}\n  got      {np.round(actual_np.astype(np.float64), 6).tolist()}"
+            body += (f"\n  expected {format_values(np.round(expected_np, 6).tolist())}"
+                     f"\n  got      {format_values(np.round(actual_np.astype(np.float64), 6).tolist())}")
         raise Mismatch(f"{summary}\n  {body}", max_abs, max_rel) from None
 
 

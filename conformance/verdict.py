@@ -25,7 +25,7 @@ import numpy as np
 import torch as _torch
 
 from conformance.backends.base import Backend
-from conformance.compare import Mismatch, Tolerance, compare_outputs
+from conformance.compare import Mismatch, Tolerance, compare_outputs, format_values
 from conformance.dtypes import info
 from conformance.ops.base import Op
 from conformance.tensors import to_numpy
@@ -160,7 +160,7 @@ def run_stock_torch(op: Op, inputs: Any, ctx: RunContext,
 
 def distance(outputs: Mapping[str, Any], other: Mapping[str, Any]) -> float | None:
     """Largest absolute difference over the floating outputs both have (NaN where only one is NaN)."""
-    worst = None
+    worst = []
     for name, value in outputs.items():
         if name not in other:
             continue
@@ -173,9 +173,8 @@ def distance(outputs: Mapping[str, Any], other: Mapping[str, Any]) -> float | No
         both_nan = np.isnan(a) & np.isnan(b)
         with np.errstate(invalid="ignore"):
             diff = np.where(both_nan | (a == b), 0.0, np.abs(a - b))
-        diff = np.where(np.isnan(diff), np.inf, diff)
-        worst = max(worst or 0.0, float(diff.max()))
-    return worst
+        worst.append(float(diff.max()))  # NaN propagates
+    return float(np.max(worst)) if worst else None
 
 
 def agrees(outputs: Mapping[str, Any], torch_outputs: Mapping[str, Any],
@@ -193,8 +192,8 @@ def _listed(value: Any) -> Any:
     array = np.asarray(to_numpy(value), dtype=np.float64)
     if array.size > SMALL:
         return None
-    return [None if np.isnan(x) else float(x) for x in array.reshape(-1)] if array.ndim else \
-        (None if np.isnan(array) else float(array))
+    # NaN and +-inf stay floats: the results file writes them "NaN"/"Infinity"/"-Infinity" (to_jsonable)
+    return [float(x) for x in array.reshape(-1)] if array.ndim else float(array)
 
 
 def side_by_side(expected: Mapping[str, Any], torch_outputs: Mapping[str, Any] | None,
@@ -218,7 +217,7 @@ def format_side_by_side(table: Mapping[str, Mapping[str, Any]]) -> str:
     for name, row in table.items():
         lines.append(f"  {name}:")
         for who in ("expected", "torch", "got"):
-            lines.append(f"    {who:<8} {row[who]}")
+            lines.append(f"    {who:<8} {format_values(row[who])}")
     return "\n".join(lines)
 
 

@@ -102,7 +102,7 @@ def test_missing_items_and_unreadable_files_are_not_comparable(capsys, tmp_path)
     broken = tmp_path / "broken.json"
     broken.write_text("{")
     code, out = gate(capsys, "--baseline", str(baseline), "--candidate", str(broken))
-    assert code == 2 and f"NOT COMPARABLE: {broken}: not valid JSON" in out, out
+    assert code == 2 and f"NOT COMPARABLE: cannot compare: {broken}: not valid JSON" in out, out
 
 
 def test_items_skipped_in_the_candidate_are_not_comparable(capsys, tmp_path):
@@ -219,3 +219,33 @@ def test_select_prints_pytest_options(capsys):
     assert capsys.readouterr().out.strip() == "--conformance-op adagrad,coalesce"
     assert main(["select", "--changed-files", "conformance/runner.py", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["pytest_args"] == []  # everything
+
+
+def _workflow_step(name: str) -> str:
+    import yaml
+
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "conformance-gate.yml").read_text())
+    step = next(s for s in workflow["jobs"]["gate"]["steps"] if s.get("name", "").startswith(name))
+    return step["run"].replace("${{ steps.select.outputs.args }}", "--conformance-op adagrad") \
+        .replace("${{ github.base_ref }}", "main").replace("${{ github.event.number }}", "7")
+
+
+@pytest.mark.parametrize("step, pytest_status, job_status", [
+    ("Baseline run", 0, 0), ("Baseline run", 1, 1), ("Baseline run", 2, 2), ("Baseline run", 5, 5),
+    ("Candidate run", 0, 0), ("Candidate run", 1, 0), ("Candidate run", 2, 2), ("Candidate run", 3, 3),
+])
+def test_the_workflow_fails_when_a_run_fails(tmp_path, step, pytest_status, job_status):
+    """The baseline run fails the job on any non-zero pytest status (stock torch's run exits 0);
+    the candidate's failed items (1) are the gate's to judge, anything else fails the job. Run as
+    GitHub runs a step (bash -e), with python and git stood in for."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool, body in (("python", f"exit {pytest_status}"), ("git", "mkdir -p ../base")):
+        (bin_dir / tool).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / tool).chmod(0o755)
+    (tmp_path / "work").mkdir()
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "GITHUB_WORKSPACE": str(tmp_path / "work"), "BASE_REF": "origin/main"}
+    proc = subprocess.run(["bash", "-e", "-c", _workflow_step(step)], cwd=tmp_path / "work", env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == job_status, proc.stderr
+    assert "|| true" not in (REPO / ".github" / "workflows" / "conformance-gate.yml").read_text()

@@ -7,9 +7,10 @@
    slower on a benchmark: the median grew by more than ``--ratio`` (default 10%), the baseline's
    median is at least ``--min-duration`` (default 1 ms), and a one-sided Mann-Whitney U test on the
    two runs' samples says so at ``--alpha`` (default 0.01)
-2  the two files cannot be compared: a file is unreadable or of another schema version, items of
-   the baseline are missing from the candidate or skipped there, or timings come from different
-   machines
+2  the two files cannot be compared: a file is unreadable, not valid against the results schema or
+   of another schema version, the baseline is incomplete (its run not ``complete``) or empty
+   (unless ``--allow-incomplete-baseline``), items of the baseline are missing from the candidate
+   or skipped there, or timings come from different machines
 
 With ``--changed-files``/``--base-ref`` only the items of the ops those files select (see
 ``conformance/results/paths.yaml``) are compared. The diff (:func:`diff_runs`) is shared with the report.
@@ -18,6 +19,7 @@ With ``--changed-files``/``--base-ref`` only the items of the ops those files se
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -190,14 +192,39 @@ def _listing(title: str, entries: list[str], limit: int) -> list[str]:
     return lines
 
 
+def incomplete_baseline(base: Results) -> str | None:
+    """Why ``base`` cannot stand as a baseline (its run is not complete, or it has no records), or None."""
+    status = base.run.get("status")
+    expected = base.run.get("records_expected")
+    counts = f"{len(base.records)} of {expected}" if expected is not None else f"{len(base.records)}"
+    if status != "complete":
+        not_run = len(base.run.get("not_run") or [])
+        return (f"the baseline {base.path} is {status}, not complete ({counts} items recorded"
+                + (f", {not_run} collected items not run" if not_run else "") + ")")
+    if not base.records:
+        return f"the baseline {base.path} is empty (its run recorded no items)"
+    return None
+
+
 def run_gate(base: Results, head: Results, *, ops: set[str] | None = None, scope_note: str | None = None,
              ratio: float = DEFAULT_RATIO, alpha: float = DEFAULT_ALPHA, min_duration: float = DEFAULT_MIN_DURATION,
-             allow_different_machine: bool = False, skip_timing: bool = False, limit: int = 25) -> GateResult:
+             allow_different_machine: bool = False, skip_timing: bool = False,
+             allow_incomplete_baseline: bool = False, limit: int = 25) -> GateResult:
     lines = [f"conformance gate",
              f"  baseline:  {_describe(base)}",
              f"  candidate: {_describe(head)}"]
     if scope_note:
         lines.append(f"  scope:     {scope_note}")
+    incomplete = incomplete_baseline(base)
+    if incomplete and not allow_incomplete_baseline:
+        lines += [f"CANNOT COMPARE: {incomplete}: items it lacks could regress unseen",
+                  "  (run the baseline again to completion, or give --allow-incomplete-baseline to gate only "
+                  "the items it has)",
+                  "RESULT: NOT COMPARABLE (incomplete baseline)"]
+        return GateResult(2, lines)
+    if incomplete:
+        lines.append(f"  warning: {incomplete}; compared anyway (--allow-incomplete-baseline): "
+                     "items it lacks are not gated")
     problems: list[str] = []
 
     same_machine = (base.run.get("machine", {}).get("fingerprint") == head.run.get("machine", {}).get("fingerprint"))
@@ -225,11 +252,10 @@ def run_gate(base: Results, head: Results, *, ops: set[str] | None = None, scope
         problems.append(f"{len(not_run)} item(s) that passed in the baseline were skipped in the candidate, "
                         f"e.g. {not_run[0].label}: {reason.splitlines()[0][:150]}")
     lost = [c for c in diff.changed if c.base_outcome in PASSING and c.head_outcome == Outcome.UNSUPPORTED]
-    for results, name in ((base, "baseline"), (head, "candidate")):
-        if results.run.get("status") != "complete":
-            not_run = len(results.run.get("not_run") or [])
-            lines.append(f"  warning: the {name} run is {results.run.get('status')}"
-                         + (f" ({not_run} collected items not run)" if not_run else ""))
+    if head.run.get("status") != "complete":
+        not_run = len(head.run.get("not_run") or [])
+        lines.append(f"  warning: the candidate run is {head.run.get('status')}"
+                     + (f" ({not_run} collected items not run)" if not_run else ""))
     if base.run.get("torch") != head.run.get("torch"):
         lines.append(f"  note: torch versions differ ({base.run.get('torch')} vs {head.run.get('torch')})")
 
@@ -258,19 +284,28 @@ def run_gate(base: Results, head: Results, *, ops: set[str] | None = None, scope
     if diff.added:
         lines.append(f"new in the candidate: {len(diff.added)} item(s)")
 
+    caveat = "; against an incomplete baseline (--allow-incomplete-baseline)" if incomplete else ""
     if diff.regressed or diff.slower:
         parts = []
         if diff.regressed:
             parts.append(f"{len(diff.regressed)} regressed item(s)")
         if diff.slower:
             parts.append(f"{len(diff.slower)} slower benchmark(s)")
-        lines.append(f"RESULT: FAIL ({', '.join(parts)})")
+        lines.append(f"RESULT: FAIL ({', '.join(parts)}{caveat})")
         return GateResult(1, lines)
     if problems:
-        lines.append("RESULT: NOT COMPARABLE (nothing regressed among the items that could be compared)")
+        lines.append(f"RESULT: NOT COMPARABLE (nothing regressed among the items that could be compared{caveat})")
         return GateResult(2, lines)
-    lines.append("RESULT: PASS (nothing regressed)")
+    lines.append(f"RESULT: PASS (nothing regressed{caveat})")
     return GateResult(0, lines)
+
+
+def markdown(text: str, title: str = "Conformance gate") -> str:
+    """``text`` as a Markdown section in a code fence longer than any backtick run in it, so that
+    no message, id or label from a results file can close the fence and be read as Markdown."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"### {title}\n\n{fence}text\n{text}\n{fence}\n"
 
 
 def scope_from_files(files: Iterable[str], paths_map: str | None = None, root: str = "."):

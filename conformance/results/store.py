@@ -393,45 +393,85 @@ class Results:
         return {item_key(record): record for record in self.records}
 
 
-def load_results(path: Path | str) -> Results:
-    """Read and validate a results file; ResultsError names the file and what is wrong with it."""
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"a bare {name} (not strict JSON; this suite writes non-finite values as strings)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is out of range of a float")
+    return value
+
+
+def parse_strict_json(text: str) -> Any:
+    """``json.loads`` that refuses bare NaN/Infinity and numbers out of float range (1e600);
+    ValueError says which, RecursionError is left to the caller."""
+    return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+
+
+def _schema_problem(data: Any) -> str | None:
+    """The first place ``data`` breaks the results schema ("at records/3/outcome: ..."), or None."""
     import jsonschema
 
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ResultsError(path, f"cannot read: {exc.strerror or exc}") from None
+    validator = jsonschema.Draft202012Validator(results_schema())
+    error = min(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path], default=None)
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+    return f"does not match the results schema at {where}: {error.message[:300]}"
+
+
+def _decode(path: Path, raw: bytes) -> Any:
+    """The JSON document in ``raw``, or ResultsError saying why there is none."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ResultsError(path, f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}): not a "
                                  "results file, or a corrupt one") from None
     try:
-        data = json.loads(text)
+        return parse_strict_json(text)
+    except RecursionError:
+        raise ResultsError(path, "nested too deeply to read (RecursionError): not a results file") from None
     except ValueError as exc:
         raise ResultsError(path, f"not valid JSON (corrupt or truncated file): {exc}") from None
+
+
+def load_results(path: Path | str) -> Results:
+    """Read and validate a results file; ResultsError names the file and what is wrong with it.
+
+    Strict JSON only (no bare NaN/Infinity, no number beyond a float), then the schema: types and
+    ranges, e.g. a negative timing or an int where a list of strings belongs."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ResultsError(path, f"cannot read: {exc.strerror or exc}") from None
+    data = _decode(path, raw)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ResultsError(path, f"not a conformance results file (no \"format\": \"{FORMAT}\")")
     version = data.get("schema_version")
     if version != SCHEMA_VERSION:
-        raise ResultsError(path, f"unknown results schema version {version!r}; this suite reads version "
+        raise ResultsError(path, f"unknown results schema version {version!r:.80}; this suite reads version "
                                  f"{SCHEMA_VERSION} (written by a different version of the suite?)")
-    validator = jsonschema.Draft202012Validator(results_schema())
-    errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
-    if errors:
-        error = errors[0]
-        where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
-        raise ResultsError(path, f"does not match the results schema at {where}: {error.message[:300]}")
+    try:
+        problem = _schema_problem(data)
+    except RecursionError:
+        problem = "nested too deeply to validate (RecursionError)"
+    if problem:
+        raise ResultsError(path, problem)
     return Results(path, data["run"], data["records"], data.get("cases") or {})
 
 
 def load_many(paths: Iterable[Path | str]) -> tuple[list[Results], list[ResultsError]]:
-    """Every readable results file, and an error for each one that is not."""
+    """Every usable results file, and a ResultsError naming each file left out and why (for a
+    reader that goes on with the good ones: the report). Never raises for a file's content."""
     loaded, problems = [], []
     for path in paths:
         try:
             loaded.append(load_results(path))
         except ResultsError as exc:
             problems.append(exc)
+        except Exception as exc:  # noqa: BLE001 - one odd file never costs the others
+            problems.append(ResultsError(path, f"cannot be read ({type(exc).__name__}: {exc})"[:400]))
     return loaded, problems

@@ -131,6 +131,10 @@ def _merge(args: argparse.Namespace) -> int:
     except MergeError as exc:
         print(f"conformance merge: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # noqa: BLE001 - valid files merge cannot join: one line and 2, never a traceback
+        print(f"conformance merge: cannot merge {', '.join(args.results)}: {type(exc).__name__}: {exc}"[:500],
+              file=sys.stderr)
+        return 2
     for warning in merged.warnings:
         print(f"conformance merge: warning: {warning}", file=sys.stderr)
     run = merged.document["run"]

@@ -95,6 +95,16 @@ def test_a_file_with_only_the_required_fields_loads_and_every_reader_copes(tmp_p
     assert f"{bare}: not a shard" in capsys.readouterr().err
 
 
+def test_shards_with_only_the_required_fields_merge_into_a_valid_file(tmp_path, capsys):
+    shards = [write(tmp_path, f"s{k}.json", document([record(f"c{k}")], id=f"r{k}",
+                                                      options={"conformance_shard": f"{k}/2"})) for k in (1, 2)]
+    merged = tmp_path / "merged.json"
+    assert main(["merge", *map(str, shards), "-o", str(merged)]) == 0, capsys.readouterr().err
+    assert [r["case"] for r in load_results(merged).records] == ["c1", "c2"]
+    code, out = gate(capsys, "--baseline", str(merged), "--candidate", str(merged))
+    assert code == 0 and f"baseline:  {merged} (torch 2.13.0, complete)" in out, out
+
+
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_a_bad_file_is_named_with_its_problem(tmp_path, name):
     content, phrase = BAD[name]

@@ -175,7 +175,8 @@ def _describe(results: Results) -> str:
     run = results.run
     commit = (run.get("suite") or {}).get("git_commit")
     commit = f", suite {commit[:10]}" if commit else ""
-    return f"{results.path} (torch {run.get('torch')}, {run.get('hostname')}, {run.get('status')}{commit})"
+    host = f", {run['hostname']}" if run.get("hostname") else ""
+    return f"{results.path} (torch {run.get('torch')}{host}, {run.get('status')}{commit})"
 
 
 def _fmt_seconds(seconds: float) -> str:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from conformance.results.store import (FORMAT, SCHEMA_VERSION, Results, ResultsError, atomic_write_json, load_results,
-                                       now, results_schema)
+                                       now, schema_problem)
 from conformance.results.shards import OPTION, Shard, parse_shard
 
 DESCRIPTION = """\
@@ -224,8 +224,10 @@ def merge_results(paths: Iterable[Path | str], output: Path | str | None = None)
     finished = [r.get("finished") for r in runs]
     run["finished"] = None if None in finished else max(finished)
     run["updated"] = now()
-    for name in ("platform", "hostname", "cpu_model"):
+    for name in ("platform", "hostname", "cpu_model"):  # optional: left out when no shard has it
         run[name] = _joined(r.get(name) for r in runs) or first.get(name)
+        if run[name] is None:
+            del run[name]
     counts = {r.get("cpu_count") for r in runs}
     run["cpu_count"] = counts.pop() if len(counts) == 1 else None
     run["devices"] = {name: {"name": _joined(((r.get("devices") or {}).get(name) or {}).get("name") for r in runs),
@@ -259,14 +261,9 @@ def merge_results(paths: Iterable[Path | str], output: Path | str | None = None)
 
 
 def _validate(document: dict[str, Any]) -> None:
-    import jsonschema
-
-    validator = jsonschema.Draft202012Validator(results_schema())
-    errors = sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path))
-    if errors:  # a bug of this module, not of the inputs (each of which was valid)
-        where = "/".join(str(p) for p in errors[0].absolute_path) or "(top level)"
-        raise MergeError(f"the merged document does not match the results schema at {where}: "
-                         f"{errors[0].message[:300]}")
+    problem = schema_problem(document)
+    if problem:  # a bug of this module, not of the inputs (each of which was valid)
+        raise MergeError(f"the merged document {problem}")
 
 
 def write_merged(paths: Iterable[Path | str], output: Path | str) -> Merged:

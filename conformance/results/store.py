@@ -393,14 +393,19 @@ class Results:
         return {item_key(record): record for record in self.records}
 
 
+class NotStrictJSON(ValueError):
+    """Valid for Python's json module, not for strict JSON readers (browsers, jq)."""
+
+
 def _reject_constant(name: str) -> float:
-    raise ValueError(f"a bare {name} (not strict JSON; this suite writes non-finite values as strings)")
+    raise NotStrictJSON(f"a bare {name} (this suite writes non-finite values as the strings \"NaN\", "
+                        "\"Infinity\", \"-Infinity\")")
 
 
 def _finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        raise ValueError(f"the number {text[:40]} is out of range of a float")
+        raise NotStrictJSON(f"the number {text[:40]} is out of range of a float")
     return value
 
 
@@ -410,7 +415,7 @@ def parse_strict_json(text: str) -> Any:
     return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
 
 
-def _schema_problem(data: Any) -> str | None:
+def schema_problem(data: Any) -> str | None:
     """The first place ``data`` breaks the results schema ("at records/3/outcome: ..."), or None."""
     import jsonschema
 
@@ -433,6 +438,8 @@ def _decode(path: Path, raw: bytes) -> Any:
         return parse_strict_json(text)
     except RecursionError:
         raise ResultsError(path, "nested too deeply to read (RecursionError): not a results file") from None
+    except NotStrictJSON as exc:
+        raise ResultsError(path, f"not strict JSON: {exc}") from None
     except ValueError as exc:
         raise ResultsError(path, f"not valid JSON (corrupt or truncated file): {exc}") from None
 
@@ -455,7 +462,7 @@ def load_results(path: Path | str) -> Results:
         raise ResultsError(path, f"unknown results schema version {version!r:.80}; this suite reads version "
                                  f"{SCHEMA_VERSION} (written by a different version of the suite?)")
     try:
-        problem = _schema_problem(data)
+        problem = schema_problem(data)
     except RecursionError:
         problem = "nested too deeply to validate (RecursionError)"
     if problem:

@@ -70,7 +70,7 @@ def format_values(value: Any) -> str:
         return "-"
     if isinstance(value, list):
         return "[" + ", ".join(format_values(v) for v in value) + "]"
-    if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
+    if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity", "inf", "-inf"):
         value = float(value)
     if isinstance(value, float):
         return repr(value) if math.isfinite(value) else format_error(value)

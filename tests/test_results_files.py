@@ -243,8 +243,14 @@ def test_a_one_sided_nan_makes_the_max_errors_nan():
 
 
 def test_values_are_shown_as_nan_and_inf():
-    assert format_values([[float("nan"), "NaN"], [float("inf"), "Infinity", "-Infinity"], [1.5, 2, None]]) == \
-        "[[NaN, NaN], [inf, inf, -inf], [1.5, 2, -]]"
+    assert format_values([[float("nan"), "NaN"], [float("inf"), "Infinity", "-Infinity", "-inf"], [1.5, 2, None]]) == \
+        "[[NaN, NaN], [inf, inf, -inf, -inf], [1.5, 2, -]]"
+
+
+def test_readers_accept_inf_strings_and_an_older_files_null(tmp_path):
+    values = {"out": {"expected": [1.5, "NaN"], "torch": [1.5, None], "got": ["inf", "-inf"]}}
+    path = write(tmp_path, "older.json", document([record("c", values=values)]))
+    assert load_results(path).records[0]["values"] == values
 
 
 def test_side_by_side_shows_nan_and_inf():

@@ -381,6 +381,21 @@ def test_adagrad_matches_torch(impl, device, case, dtype, maximize):
              initial_accumulator_value=0.2, eps=1e-8, maximize=maximize)
 
 
+@pytest.mark.parametrize("path", TRITON_PATHS, indirect=True)
+def test_wide_tiles_stay_within_tritons_tensor_limit(impl, device):
+    """300 gradient rows of width 32 (the embedding benchmark's shape): the interpreter's biggest
+    tile would be 256 x 256 x 32 = 2,097,152 elements, over Triton's 1,048,576 (InterpreterError
+    before the tile was capped)."""
+    gen = torch.Generator().manual_seed(13)
+    shape = (400, 32)
+    init = [torch.randn(shape, generator=gen)]
+    steps = grad_sequence(gen, shape, 1, 2, 300, torch.float32)
+    run_both(torch.optim.Adagrad, K.Adagrad, init, steps, device=device, lr=0.1)
+    run_both(torch.optim.SparseAdam, K.SparseAdam, init, steps, device=device, lr=0.05)
+    t = random_sparse(gen, shape, 1, 300).to(device)
+    assert_close(K.coalesce(t, impl=impl).to_dense(), t.coalesce().to_dense())
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("opt", ["sparse_adam", "adagrad"])
 def test_optimizers_half_precision_against_float64(impl, device, dtype, opt):

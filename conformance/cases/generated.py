@@ -200,6 +200,8 @@ class Property:
     check: Callable[[Trial, Any], None]
     skip_backends: tuple[str, ...] = ()
     dtypes: tuple[str, ...] | None = None  # None: every float dtype
+    # dtype -> examples run before Hypothesis draws any (its explicit examples)
+    examples: Callable[[str], list] = field(default=lambda dtype: [])
     # the op inputs an example stands for, (label, inputs) per case (two for the pairwise properties)
     to_cases: Callable[[Any, str], list[tuple[str, Any]]] = field(default=lambda example, dtype: [("", example)])
     needs_optimizer_object: bool = False  # only backends with Backend.optimizer_class get items
@@ -511,16 +513,19 @@ def _single_case(example: Any, dtype: str) -> list[tuple[str, Any]]:
 
 def property_of(op: Op, declared: GeneratedProperty) -> Property:
     """The runnable property an op record declares: its own check, or the generic one of that name."""
+    examples = declared.examples
+    if examples is None:
+        examples = op.explicit_examples if declared.strategy == op.inputs_strategy else (lambda dtype: [])
     if declared.check is not None:
         return Property(op.name, declared.name, declared.summary, declared.strategy, declared.check,
-                        skip_backends=declared.skip_backends, dtypes=declared.dtypes,
+                        skip_backends=declared.skip_backends, dtypes=declared.dtypes, examples=examples,
                         to_cases=declared.to_cases or _single_case)
     generic = CHECKS.get(declared.name)
     if generic is None:
         raise ValueError(f"op {op.name!r} declares property {declared.name!r} without a check, and no generic "
                          f"check has that name (known: {', '.join(CHECKS)})")
     return Property(op.name, declared.name, declared.summary, declared.strategy, generic.check,
-                    skip_backends=(*generic.skip_backends, *declared.skip_backends),
+                    skip_backends=(*generic.skip_backends, *declared.skip_backends), examples=examples,
                     dtypes=declared.dtypes or generic.dtypes,
                     to_cases=declared.to_cases or generic.to_cases or _single_case,
                     needs_optimizer_object=generic.needs_optimizer_object, observe=generic.observe,
@@ -914,18 +919,21 @@ def _example_check(prop: Property, trial: Trial, torch_trial: Trial | None, resu
 def _search(prop: Property, dtype: str, generated_case: Callable[[Any], None], result: PropertyResult, *,
             settings, base_seed: int, database_key: str | None, narrowing: Narrowing | None = None) -> None:
     """Hypothesis's search of ``prop`` for ``dtype`` with ``generated_case`` as the test; its end in ``result``."""
-    from hypothesis import given
+    from hypothesis import example, given
     from hypothesis.errors import Unsatisfiable
 
-    def test_case(example):
-        generated_case(example)
+    def test_case(drawn):
+        generated_case(drawn)
 
     test_case._hypothesis_internal_add_digest = (database_key or prop.id).encode()
     # a seed without the public @seed decorator, which would also switch the example database off
     test_case._hypothesis_internal_use_seed = derive_seed(base_seed, prop, dtype)
     strategy = prop.strategy(dtype)
-    if narrowing is not None and narrowing.op.option_names():
+    narrows = narrowing is not None and narrowing.op.option_names()
+    if narrows:
         strategy = strategy.map(narrowing.apply)
+    for explicit in reversed(prop.examples(dtype)):  # run in the order given, before any draw
+        test_case = example(narrowing.apply(explicit) if narrows else explicit)(test_case)
     test = settings(given(strategy)(test_case))
     if getattr(test, "_hypothesis_internal_use_seed", None) is None:  # another Hypothesis version
         from hypothesis import seed

@@ -62,6 +62,9 @@ def interpreter_active() -> bool:
 # triton.jit picks interpreter or compiler when the kernels below are decorated
 INTERPRETED = interpreter_active()
 INTERPRETED_ROWS, INTERPRETED_DUPS = 256, 256  # the interpreter's tiles (see _grid)
+# the most elements one Triton tensor may hold (1,048,576 in Triton 3.x): the (rows, duplicates,
+# columns) tile of _sum_runs is kept within it
+MAX_TILE_ELEMENTS = getattr(tl, "TRITON_MAX_TENSOR_NUMEL", 1 << 20)
 
 
 def _ieee_arithmetic(launch):
@@ -440,6 +443,10 @@ def _grid(nnz: int, width: int):
         block_d = min(block_d, triton.next_power_of_2(max(width, 1)))
         block_s = max(block_s, min(INTERPRETED_ROWS, triton.next_power_of_2(max(nnz, 1))))
         block_k = max(block_k, INTERPRETED_DUPS)
+        while block_s * block_k * block_d > MAX_TILE_ELEMENTS and block_k > 1:
+            block_k //= 2  # the (rows, duplicates, columns) tile stays within Triton's tensor limit
+        while block_s * block_k * block_d > MAX_TILE_ELEMENTS and block_s > 1:
+            block_s //= 2
     return (triton.cdiv(nnz, block_s), max(1, triton.cdiv(width, block_d))), dict(
         BLOCK_S=block_s, BLOCK_K=block_k, BLOCK_D=block_d)
 

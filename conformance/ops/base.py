@@ -52,6 +52,9 @@ class GeneratedProperty:
     to_cases: Callable[[Any, str], list[tuple[str, Any]]] | None = None
     dtypes: tuple[str, ...] | None = None  # None: every float dtype (or the generic check's own)
     skip_backends: tuple[str, ...] = ()
+    # dtype -> examples always run first (Hypothesis' explicit examples); None: the op's
+    # explicit_examples where ``strategy`` is its inputs_strategy, else none
+    examples: Callable[[str], list] | None = None
 
 
 class Op:
@@ -224,6 +227,12 @@ class Op:
         """Whether a candidate is a ``torch.optim.Optimizer`` class (the optimizer properties and
         contract checks apply)."""
         return False
+
+    def explicit_examples(self, dtype: str) -> list:
+        """Inputs every property drawn from :meth:`inputs_strategy` runs first, before Hypothesis
+        draws (its explicit examples): small hand-written inputs on which the known mistakes differ,
+        so that finding them does not depend on what a seed draws."""
+        return []
 
     def reference_tolerance_scale(self, inputs: Any) -> float:
         """How much looser than assert_close's dtype default the reference cross-check is."""

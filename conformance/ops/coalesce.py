@@ -358,6 +358,15 @@ class Coalesce(Op):
     def inputs_strategy(self, dtype: str, **options) -> Any:
         return d.coo_arrays(dtype, **options)
 
+    def explicit_examples(self, dtype: str) -> list[CooArray]:
+        """Two sparse dims, unsorted, with a duplicate and a pair that cancels to an explicit zero:
+        row-major vs column-major order, sum vs last write, keeping vs dropping the zero all differ
+        (values exact in every dtype). Then a 0-d sparse scalar with duplicates (sparse_dim == 0)."""
+        two_dims = CooArray(np.array([[1, 0, 2, 1, 0, 2], [0, 2, 2, 0, 1, 2]], dtype=np.int64),
+                            np.array([1.0, 2.0, 5.0, 3.0, -4.0, -5.0]), (3, 3))
+        scalar = CooArray(np.zeros((0, 2), dtype=np.int64), np.array([1.5, 2.0]), ())
+        return [two_dims, scalar]
+
     def rounding_inputs_strategy(self, dtype: str) -> Any:
         return rounding_inputs(dtype)
 

@@ -319,6 +319,30 @@ def test_a_backend_that_fails_a_replayed_example_gets_the_verdict_hypothesis_giv
     assert repr(with_replay.failing_example) == repr(alone.failing_example)
 
 
+@pytest.mark.parametrize("op, mutant", [("coalesce", "column_major_coalesce"),
+                                         ("coalesce", "last_write_wins_coalesce"),
+                                         ("masked_mean", "nansum_masked_mean")])
+def test_an_ops_explicit_examples_find_its_known_mistakes_whatever_the_seed_draws(monkeypatch, op, mutant):
+    """The record's explicit examples run before any draw: each seed fails the mutant on one of
+    them (with a single drawn example, which alone finds these mutants in a few percent of seeds)."""
+    from hypothesis import HealthCheck, Phase, settings
+
+    from conformance.backends.candidate import CandidateBackend, load_object
+    from conformance.cases import generated
+
+    monkeypatch.setattr(generated, "DRAWN", generated.DrawnExamples())
+    prop = _property(f"{op}-agrees-with-reference")
+    explicit = [repr(example) for example in prop.examples("float64")]
+    assert explicit
+    one_draw = settings(max_examples=1, database=None, deadline=None, derandomize=False,
+                        phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+    backend = CandidateBackend("candidate", {op: load_object(f"{REPO / MUTANTS}:{mutant}")})
+    for seed in range(3):
+        result = generated.run_property(prop, backend, "cpu", "float64", settings=one_draw, base_seed=seed)
+        assert result.failure is not None, (seed, result)
+        assert repr(result.failing_example) in explicit
+
+
 def test_examples_one_worker_drew_are_replayed_by_another_through_the_run_s_folder(tmp_path, monkeypatch):
     """Under pytest-xdist each worker is its own process: a clean run's examples are also kept as a
     file in the run's folder, and a worker that never drew them replays them from there; a file that
@@ -337,7 +361,8 @@ def test_examples_one_worker_drew_are_replayed_by_another_through_the_run_s_fold
     other = generated.DrawnExamples(directory=tmp_path)  # another worker: nothing in its memory
     monkeypatch.setattr(generated, "DRAWN", other)
     result = generated.run_property(prop, backends["coo"], "cpu", "float32", settings=settings, base_seed=0)
-    assert other.replayed == 1 and result.failure is None and result.examples == settings.max_examples
+    assert other.replayed == 1 and result.failure is None
+    assert result.examples == settings.max_examples + len(prop.examples("float32"))  # drawn + explicit
     assert pickle.dumps(other.runs[key]) == pickle.dumps(first.runs[key])
     next(tmp_path.iterdir()).write_bytes(b"half-writ")
     assert generated.DrawnExamples(directory=tmp_path).get(key) is None

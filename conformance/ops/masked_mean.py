@@ -343,6 +343,12 @@ class MaskedMean(Op):
     def inputs_strategy(self, dtype: str, **options) -> Any:
         return drawn_inputs(dtype, **options)
 
+    def explicit_examples(self, dtype: str) -> list[MaskedMeanInputs]:
+        """NaN at a valid entry beside a finite one (the mean is NaN: a skipna mean says 1), and
+        NaN and -inf under the mask (ignored: the mean is 1, the gradient 0 there)."""
+        return [MaskedMeanInputs(np.array([math.nan, 1.0, 2.0]), np.array([True, True, False])),
+                MaskedMeanInputs(np.array([1.0, math.nan, -math.inf]), np.array([True, False, False]))]
+
     def rounding_inputs_strategy(self, dtype: str) -> Any:
         return rounding_inputs(dtype)
 

@@ -22,6 +22,7 @@ import jinja2
 import yaml
 
 from conformance.backends.base import Backend
+from conformance.backends.reference import GOLDEN_SOURCE
 from conformance.cases.generated import (
     DivergenceObserved,
     Property,
@@ -124,7 +125,7 @@ def _divergences_elsewhere(prop: Property, example: Any, dtype: str, failing: Ba
     entries: dict[str, dict] = {}
     also_failing = []
     for name, backend in others.items():
-        if name in (failing.name, "reference") or not backend.runs_on("cpu"):
+        if name == failing.name or backend.is_oracle or not backend.runs_on("cpu"):
             continue
         try:
             prop.check(Trial(OPS[prop.op], backend, "cpu", dtype), example)
@@ -155,14 +156,14 @@ def build_spec(prop: Property, backend: Backend, device: str, dtype: str, exampl
         "description": (f"Shrunk by Hypothesis from the generated property {prop.id!r} ({prop.summary}). "
                         f"Backend {backend.name} ({impl_target or backend.description}) failed with: {first_line}"
                         + (f" Built-in backends failing on it too: {'; '.join(also_failing)}." if also_failing else "")),
-        "sources": {"numpy-reference": _source_of(op)},
+        "sources": {GOLDEN_SOURCE: _source_of(op)},
         "cases": [],
     }
     for suffix, inputs in cases:
         case_id = safe_name(f"{prop.id}-{digest}" + (f"-{suffix}" if suffix else ""))
         case: dict[str, Any] = {
             "id": case_id,
-            "source": "numpy-reference",
+            "source": GOLDEN_SOURCE,
             "description": f"{prop.summary}; {backend.name} on {device}/{dtype}: {first_line}"[:400],
             "derivation": (f"golden values computed by the NumPy float64 reference ({op.name}.reference in "
                            f"conformance/ops/{op.name}.py) on these inputs, which are exact in {dtype}; not by the "
@@ -247,7 +248,7 @@ def _other_backends_on(spec, others: dict[str, Backend], exclude: str, dtype: st
 
     notes = []
     for name, other in others.items():
-        if name in (exclude, "reference") or not other.runs_on("cpu") or not other.implements(spec.op.name):
+        if name == exclude or other.is_oracle or not other.runs_on("cpu") or not other.implements(spec.op.name):
             continue
         for case in spec.cases:
             if case.divergence_for(name, "cpu", dtype) is not None:

@@ -15,7 +15,7 @@ import torch
 from conformance import diagnosis
 from conformance.ops import OPS
 from conformance.ops.masked_mean import MaskedMeanInputs
-from conformance.ops.optimizer_steps import OptimizerInputs
+from conformance.ops.optimizers import OptimizerInputs
 from conformance.tensors import CooArray
 from conformance.types import RunContext
 from tests.candidates import mutants

@@ -50,7 +50,7 @@ def test_a_mutated_optimizer_fails_the_gate_naming_the_regressed_items(capsys):
 def test_changed_files_scope_the_gate(capsys):
     baseline, candidate = str(adagrad_run("TorchAdagrad")), str(adagrad_run("SquareBeforeSumAdagrad"))
     code, out = gate(capsys, "--baseline", baseline, "--candidate", candidate,
-                     "--changed-files", "conformance/ops/adagrad.py")
+                     "--changed-files", "conformance/ops/optimizers/adagrad.py")
     assert code == 1 and "scope:     ops adagrad" in out, out
     code, out = gate(capsys, "--baseline", baseline, "--candidate", candidate,
                      "--changed-files", "notes/report-and-gate.md,conformance/results/report/report.css")
@@ -150,15 +150,16 @@ EVERY_OP = set(OPS)
 
 
 @pytest.mark.parametrize("path, ops", [
-    ("conformance/ops/adagrad.py", {"adagrad"}),
+    ("conformance/ops/optimizers/adagrad.py", {"adagrad"}),
     ("specs/adagrad.yaml", {"adagrad"}),
     ("kernels/csrc/fused_adagrad_step.cpp", {"adagrad"}),
     ("torch/optim/sparse_adam.py", {"sparse_adam", "adagrad", "sgd"}),  # also a file under optim/
-    ("conformance/ops/sparse_adam.py", {"sparse_adam"}),
-    ("conformance/ops/sgd.py", {"sgd"}),  # every op record has its rule, none written by hand
+    ("conformance/ops/optimizers/sparse_adam.py", {"sparse_adam"}),
+    ("conformance/ops/optimizers/sgd.py", {"sgd"}),  # every op record has its rule, none written by hand
     ("tests/candidates/my_SGD.py", EVERY_OP),  # tests/candidates/** is the harness's
     ("mypkg/fused_sgd.cpp", {"sgd"}),
-    ("conformance/ops/optimizer_steps.py", {"adagrad", "sgd", "sparse_adam"}),
+    ("conformance/ops/optimizers/drive.py", {"adagrad", "sgd", "sparse_adam"}),  # optimizer machinery
+    ("conformance/ops/optimizers/__init__.py", {"adagrad", "sgd", "sparse_adam"}),
     ("conformance/ops/masked_mean.py", {"masked_mean", "masked_mean_compiles"}),
     ("conformance/backends/masked_mean_idioms.py", EVERY_OP),  # conformance/backends/**
     ("conformance/masked_mean_approaches.py", EVERY_OP),  # conformance/*.py
@@ -215,7 +216,7 @@ def test_changed_files_from_git_and_lists(tmp_path):
 
 
 def test_select_prints_pytest_options(capsys):
-    assert main(["select", "--changed-files", "conformance/ops/adagrad.py", "specs/coalesce.yaml"]) == 0
+    assert main(["select", "--changed-files", "conformance/ops/optimizers/adagrad.py", "specs/coalesce.yaml"]) == 0
     assert capsys.readouterr().out.strip() == "--conformance-op adagrad,coalesce"
     assert main(["select", "--changed-files", "conformance/runner.py", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["pytest_args"] == []  # everything

@@ -149,7 +149,7 @@ def test_half_accumulation_in_torch_coalesce_is_a_known_divergence_and_a_wrong_s
 
 
 def test_float16_eps_underflow_is_classified():
-    from conformance.ops.optimizer_steps import OptimizerInputs
+    from conformance.ops.optimizers import OptimizerInputs
 
     inputs = OptimizerInputs(np.array([1.0, 2.0]), [CooArray(np.array([[0, 0]]), np.array([2.0, -2.0]), (2,))],
                              {"lr": 1.0, "eps": 1e-10})

@@ -10,7 +10,7 @@ import torch
 from conformance.backends.candidate import CandidateBackend
 from conformance.cases.generated import Trial, check_unspecified_unchanged
 from conformance.ops import OPS
-from conformance.ops.optimizer_steps import OptimizerInputs, empty_gradient
+from conformance.ops.optimizers import OptimizerInputs, empty_gradient
 from conformance_runs import by_case, load, run_inprocess
 
 OUTSIDE = "tests/candidates/outside_like.py"

@@ -179,7 +179,7 @@ def test_the_package_stands_on_few_levels():
 
 
 @pytest.mark.xfail(strict=True, reason="the low modules chain dtypes -> tensors -> compare -> diagnosis -> op "
-                                       "records -> optimizer_steps -> optimizers -> backends (issue 20)")
+                                       "records -> optimizers -> backends (issue 20)")
 def test_the_package_stands_on_at_most_six_levels():
     assert max(levels().values()) <= GOAL_LEVELS, " -> ".join(longest_chain())
 

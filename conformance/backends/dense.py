@@ -13,11 +13,12 @@ import torch
 
 from conformance.types import RunContext, Unsupported
 from conformance.backends.base import Backend
-from conformance.ops import sgd
-from conformance.ops.adagrad import WEIGHT_DECAY_ERROR, adagrad_hyperparameters
 from conformance.ops.masked_mean import MaskedMeanInputs, differentiate
-from conformance.ops.optimizer_steps import OptimizerInputs
-from conformance.ops.sparse_adam import DENSE_GRADIENT_ERROR, bias_corrected_step_size, sparse_adam_hyperparameters
+from conformance.ops.optimizers import sgd
+from conformance.ops.optimizers.adagrad import WEIGHT_DECAY_ERROR, adagrad_hyperparameters
+from conformance.ops.optimizers.inputs import OptimizerInputs
+from conformance.ops.optimizers.sparse_adam import (DENSE_GRADIENT_ERROR, bias_corrected_step_size,
+                                                    sparse_adam_hyperparameters)
 from conformance.tensors import CooArray, to_torch
 
 

@@ -41,7 +41,7 @@ from conformance.compare import Mismatch, Tolerance, assert_bits_equal, compare_
 from conformance.divergences import STOCK_TORCH, Divergence, lookup
 from conformance.dtypes import DTYPES, HALF_DTYPES
 from conformance.ops import OPS, GeneratedProperty, Op
-from conformance.ops.optimizer_steps import (
+from conformance.ops.optimizers import (
     OptimizerInputs,
     ParamGroupsInputs,
     dense_grad_and_mask,

@@ -25,21 +25,11 @@ from conformance.diagnosis import Mistake
 from conformance.ops import draw as d
 from conformance.ops.base import TENSOR, GeneratedProperty
 from conformance.ops.coalesce import accumulation_differs, coalesce_sequential, round_toward_zero
-from conformance.ops.optimizer_steps import (
-    NEGATIVE,
-    OptimizerInputs,
-    ParamGroupsInputs,
-    dense_grad_and_mask,
-    drawn_inputs,
-    with_sparse_weight_decay,
-    optimizer_inputs_schema,
-    optimizer_problem,
-    single_step_param_bounds,
-    negated,
-    OptimizerOp,
-    run_optimizer,
-    trajectory_tolerances,
-)
+from conformance.ops.optimizers.base import OptimizerOp
+from conformance.ops.optimizers.drive import optimizer_problem, run_optimizer
+from conformance.ops.optimizers.inputs import negated, optimizer_inputs_schema, OptimizerInputs, ParamGroupsInputs
+from conformance.ops.optimizers.reference import dense_grad_and_mask, single_step_param_bounds, trajectory_tolerances
+from conformance.ops.optimizers.strategies import drawn_inputs, NEGATIVE, with_sparse_weight_decay
 from conformance.tensors import CooArray, rounder
 
 WEIGHT_DECAY_ERROR = "weight_decay option is not compatible with sparse gradients"

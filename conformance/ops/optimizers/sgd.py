@@ -23,19 +23,11 @@ from conformance.dtypes import OPMATH_ROUNDOFF
 from conformance.diagnosis import Mistake
 from conformance.ops import draw as d
 from conformance.ops.base import TENSOR, GeneratedProperty
-from conformance.ops.optimizer_steps import (
-    NEGATIVE,
-    OptimizerInputs,
-    OptimizerOp,
-    dense_grad_and_mask,
-    drawn_inputs,
-    with_sparse_weight_decay,
-    negated,
-    optimizer_inputs_schema,
-    optimizer_problem,
-    single_step_param_bounds,
-    trajectory_tolerances,
-)
+from conformance.ops.optimizers.base import OptimizerOp
+from conformance.ops.optimizers.drive import optimizer_problem
+from conformance.ops.optimizers.inputs import negated, optimizer_inputs_schema, OptimizerInputs
+from conformance.ops.optimizers.reference import dense_grad_and_mask, single_step_param_bounds, trajectory_tolerances
+from conformance.ops.optimizers.strategies import drawn_inputs, NEGATIVE, with_sparse_weight_decay
 from conformance.tensors import CooArray, rounder
 
 SPARSE_DENSE_ADD_ERROR = "add(sparse, dense) is not supported. Use add(dense, sparse) instead."

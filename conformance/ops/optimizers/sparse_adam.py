@@ -25,18 +25,11 @@ from conformance.ops import draw as d
 from conformance.ops.base import TENSOR
 from conformance.tensors import CooArray, rounder
 from conformance.ops.coalesce import accumulation_differs, coalesce_sequential
-from conformance.ops.optimizer_steps import (
-    NEGATIVE,
-    OptimizerInputs,
-    drawn_inputs,
-    dense_grad_and_mask,
-    optimizer_inputs_schema,
-    optimizer_problem,
-    single_step_param_bounds,
-    negated,
-    OptimizerOp,
-    trajectory_tolerances,
-)
+from conformance.ops.optimizers.base import OptimizerOp
+from conformance.ops.optimizers.drive import optimizer_problem
+from conformance.ops.optimizers.inputs import negated, optimizer_inputs_schema, OptimizerInputs
+from conformance.ops.optimizers.reference import dense_grad_and_mask, single_step_param_bounds, trajectory_tolerances
+from conformance.ops.optimizers.strategies import drawn_inputs, NEGATIVE
 
 DENSE_GRADIENT_ERROR = "SparseAdam does not support dense gradients, please consider Adam instead"
 DEFAULTS = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "maximize": False}

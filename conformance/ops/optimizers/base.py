@@ -1,0 +1,153 @@
+"""``OptimizerOp``: what the optimizer records share -- decoding and encoding, the candidate
+driving, the generated properties and their strategies, benchmark trajectories and the frame of the
+half-precision model. An optimizer's record (a module of this package) subclasses it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from conformance.types import RunContext, Unsupported
+from conformance.ops.base import GeneratedProperty, Op
+from conformance.ops.optimizers.drive import run_optimizer
+from conformance.ops.optimizers.inputs import OptimizerInputs, ParamGroupsInputs, optimizer_benchmark_inputs
+from conformance.ops.optimizers.strategies import drawn_inputs, param_groups, resume_points, rounding_inputs
+from conformance.tensors import CooArray, encode_array, encode_coo
+
+
+class OptimizerOp(Op):
+    """What the optimizer records share: generated inputs and properties, benchmark trajectories
+    and the half-precision model's frame; each optimizer gives its hyperparameters
+    (:meth:`hyperparameters_strategy`), its documented errors (:meth:`invalid_inputs_strategy`)
+    and its replay of torch's steps (:meth:`replay_in_dtype`)."""
+
+    title: str = ""  # the optimizer's class name, as summaries write it
+    invalid_summary: str = ""  # what the rejects-invalid property draws
+
+    @property
+    def is_optimizer(self) -> bool:
+        return True
+
+    def decode_inputs(self, raw: dict, dtype: str) -> "OptimizerInputs":
+        return OptimizerInputs.decode(raw, dtype)
+
+    def run_candidate(self, candidate, inputs: "OptimizerInputs", ctx: RunContext) -> dict[str, Any]:
+        """The candidate optimizer stepped through the trajectory; the outputs are the parameter
+        and the state keys the record names (``state_outputs``)."""
+        return run_optimizer(candidate, inputs, ctx, self.state_outputs)
+
+    def hyperparameters_strategy(self) -> Any:
+        """A Hypothesis strategy of valid hyperparameters for sparse gradients."""
+        raise NotImplementedError
+
+    def accepts_dense_steps(self, hyperparameters: dict) -> bool:
+        """Whether a trajectory with these hyperparameters may mix dense gradients in."""
+        return False
+
+    def rounding_hyperparameters(self, draw) -> dict:
+        """Hyperparameters besides ``lr`` for the rounds-correctly inputs."""
+        return {}
+
+    def inputs_strategy(self, dtype: str, **options) -> Any:
+        return drawn_inputs(self, dtype, **options)
+
+    def param_groups_strategy(self, dtype: str) -> Any:
+        return param_groups(self, dtype)
+
+    def resume_points_strategy(self, dtype: str) -> Any:
+        return resume_points(self, dtype)
+
+    def rounding_inputs_strategy(self, dtype: str) -> Any:
+        return rounding_inputs(self, dtype)
+
+    def encode_inputs(self, inputs: OptimizerInputs) -> dict:
+        hyper = {}
+        for key, value in inputs.hyperparameters.items():
+            hyper[key] = [float(v) for v in value] if isinstance(value, (tuple, list)) else (
+                bool(value) if isinstance(value, (bool, np.bool_)) else float(value))
+        raw = {"param": encode_array(inputs.param),
+               "grads": [encode_coo(g) if isinstance(g, CooArray) else {"dense": encode_array(g)}
+                         for g in inputs.grads]}
+        if hyper:
+            raw["hyperparameters"] = hyper
+        return raw
+
+    def option_names(self) -> tuple[str, ...]:
+        """The hyperparameters of the inputs schema."""
+        return tuple(self.inputs_schema.get("properties", {}).get("hyperparameters", {}).get("properties", {}))
+
+    def at_torch_defaults(self, example: Any, options: frozenset[str]) -> Any:
+        """``example`` without the hyperparameters ``options`` names: the optimizer's constructor
+        (and the reference) then use torch's defaults. Walks OptimizerInputs, ParamGroupsInputs and
+        tuples of them (state-dict-resume's (inputs, step))."""
+        if isinstance(example, OptimizerInputs):
+            if not options & set(example.hyperparameters):
+                return example
+            return OptimizerInputs(example.param, example.grads,
+                                   {k: v for k, v in example.hyperparameters.items() if k not in options})
+        if isinstance(example, ParamGroupsInputs):
+            return ParamGroupsInputs([[self.at_torch_defaults(m, options) for m in group] for group in example.groups])
+        if isinstance(example, tuple):
+            return tuple(self.at_torch_defaults(part, options) for part in example)
+        return example
+
+    def state_before_steps(self, run, inputs: OptimizerInputs) -> dict[str, Any]:
+        """The parameter and each state tensor before the first step, *read* from the
+        implementation: ``run`` (a backend's or candidate's run of this op) on the same parameter
+        and hyperparameters with no step at all, which constructs the optimizer and reads its
+        state as :func:`read_state` reads it after steps. A state entry the optimizer creates
+        only at its first step (torch's SparseAdam: lazily) cannot be read before it; for those
+        :meth:`initial_state` gives the documented starting value."""
+        try:
+            before = run(OptimizerInputs(inputs.param, [], inputs.hyperparameters))
+        except Unsupported:
+            raise
+        except Exception:  # noqa: BLE001 - lazily created state (Mismatch: no such entry yet), or no zero-step run
+            before = {}
+        documented = None
+        state = {}
+        for name in ("param", *self.state_tensors):
+            if name in before:
+                state[name] = before[name]
+            else:
+                documented = documented or self.initial_state(inputs)
+                state[name] = documented[name]
+        return state
+
+    def initial_state(self, inputs: OptimizerInputs) -> dict[str, np.ndarray]:
+        """The documented parameter and state tensors before the first step (float64), for state
+        an optimizer creates only at its first step (see :meth:`state_before_steps`)."""
+        return {"param": inputs.param, **{name: np.zeros(inputs.param.shape) for name in self.state_tensors}}
+
+    def properties(self) -> tuple[GeneratedProperty, ...]:
+        names = ["param", *self.state_tensors]
+        listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+        return (
+            GeneratedProperty("agrees-with-reference", f"{self.title} trajectories match the NumPy reference",
+                              self.inputs_strategy),
+            GeneratedProperty("unspecified-unchanged", f"entries a step's gradient does not specify keep {listed} "
+                              "bit-for-bit", self.inputs_strategy),
+            GeneratedProperty("rejects-invalid", self.invalid_summary, self.invalid_inputs_strategy),
+            GeneratedProperty("param-groups", "one optimizer over two param groups (different shapes and "
+                              "hyperparameters, a parameter without a gradient) moves each parameter as an optimizer "
+                              "of its own would", self.param_groups_strategy),
+            GeneratedProperty("state-dict-resume", "state_dict() saved mid-trajectory (torch.save/torch.load) and "
+                              "loaded into a fresh optimizer continues exactly as the uninterrupted run",
+                              self.resume_points_strategy),
+            GeneratedProperty("rounds-correctly", "a float16/bfloat16 parameter moved by a fraction of an ulp to a "
+                              "few ulps is correctly rounded", self.rounding_inputs_strategy),
+        )
+
+    def benchmark_inputs(self, bench, rng, dtype: str) -> OptimizerInputs:
+        return optimizer_benchmark_inputs(bench, rng, dtype)
+
+    def half_precision_model(self, inputs: OptimizerInputs, dtype: str, accumulate: str):
+        """torch's sparse (and dense) branch replayed, rounding to ``dtype`` where torch stores a tensor."""
+        flags: set = set()
+        return self.replay_in_dtype(inputs, dtype, flags, accumulate), flags
+
+    def replay_in_dtype(self, inputs: OptimizerInputs, dtype: str, flags: set, accumulate: str) -> dict[str, np.ndarray]:
+        """torch's steps on ``inputs`` with every stored tensor rounded to ``dtype`` (duplicates
+        summed at ``accumulate``), adding "accumulation"/"underflow" to ``flags`` where they occur."""
+        raise NotImplementedError

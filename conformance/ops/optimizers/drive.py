@@ -1,0 +1,114 @@
+"""Driving a ``torch.optim.Optimizer`` class through an optimizer op's steps (one parameter, or
+param groups), with a state_dict round trip mid-trajectory, and reading its state: how a
+candidate, stock torch and the built-in optimizer backends are run."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import numpy as np
+import torch
+
+from conformance.types import RunContext, Unsupported
+from conformance.compare import Mismatch
+from conformance.ops.optimizers.inputs import OptimizerInputs, ParamGroupsInputs, grad_to_torch
+from conformance.tensors import to_torch
+
+
+SPARSE_ONLY_ATTRIBUTE = "sparse_gradients_only"
+
+
+def require_accepted_gradients(optimizer_class: Any, grads: list) -> None:
+    """Unsupported when the optimizer declares ``sparse_gradients_only = True`` (a class attribute)
+    and a step's gradient is dense: the harness sends dense gradients too (spec cases that write
+    ``{dense: ...}``, the densified runs of adagrad-sparse-equals-dense, SparseAdam's documented
+    dense-gradient error), and an optimizer made only for sparse ones says so instead of failing."""
+    if getattr(optimizer_class, SPARSE_ONLY_ATTRIBUTE, False) and any(isinstance(g, np.ndarray) for g in grads):
+        raise Unsupported(f"the optimizer declares {SPARSE_ONLY_ATTRIBUTE} = True and this input has a dense gradient")
+
+
+def run_optimizer(optimizer_class: type, inputs: OptimizerInputs, ctx: RunContext,
+                  state_outputs: dict[str, str], *, resume_after: int | None = None) -> dict[str, Any]:
+    """Construct ``optimizer_class([param], **hyperparameters)``, step once per gradient, and
+    read ``param`` and the state entries named in ``state_outputs`` (output name -> state key).
+
+    With ``resume_after=k`` the run is interrupted after step k as a training job would be: the
+    optimizer's ``state_dict()`` goes through ``torch.save``/``torch.load``, and a fresh
+    optimizer on a fresh copy of the parameter loads it and takes the remaining steps."""
+    require_accepted_gradients(optimizer_class, inputs.grads)
+    param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
+    optimizer = optimizer_class([param], **inputs.hyperparameters)
+    for step, grad in enumerate(inputs.grads, start=1):
+        param.grad = grad_to_torch(grad, ctx)
+        optimizer.step()
+        if step == resume_after:
+            param, optimizer = _resumed(optimizer_class, optimizer, [param], inputs.hyperparameters)
+            param = param[0]
+    return read_state(optimizer, param, state_outputs)
+
+
+def read_state(optimizer: torch.optim.Optimizer, param: torch.Tensor, state_outputs: dict[str, str]) -> dict[str, Any]:
+    """``param`` and the state entries ``state_outputs`` names (output name -> state key)."""
+    state = optimizer.state[param]
+    outputs: dict[str, Any] = {"param": param.detach()}
+    for output, key in state_outputs.items():
+        if key not in state:
+            raise Mismatch(f"the optimizer's state has no {key!r} entry (torch's state key for {output}); "
+                           f"it has {sorted(state)}")
+        outputs[output] = state[key]
+    return outputs
+
+
+def _resumed(optimizer_class: type, optimizer: torch.optim.Optimizer, params: list[torch.Tensor],
+             constructor: Any) -> tuple[list[torch.Tensor], torch.optim.Optimizer]:
+    """A fresh copy of ``params`` and a fresh optimizer that loaded ``optimizer``'s state_dict
+    after a round trip through ``torch.save``/``torch.load`` (``constructor``: the keyword
+    arguments, or the param groups with their params replaced in order)."""
+    buffer = io.BytesIO()
+    torch.save(optimizer.state_dict(), buffer)
+    buffer.seek(0)
+    saved = torch.load(buffer, weights_only=False)  # a candidate's state may hold objects of its own
+    fresh = [p.detach().clone() for p in params]
+    if isinstance(constructor, dict):
+        new = optimizer_class(fresh, **constructor)
+    else:
+        remaining = iter(fresh)
+        new = optimizer_class([{**group, "params": [next(remaining) for _ in group["params"]]}
+                               for group in constructor])
+    new.load_state_dict(saved)
+    return fresh, new
+
+
+def run_param_groups(optimizer_class: type, inputs: ParamGroupsInputs, ctx: RunContext,
+                     state_outputs: dict[str, str], *, resume_after: int | None = None
+                     ) -> tuple[list[dict[str, Any]], list[torch.Tensor]]:
+    """One optimizer over every parameter of ``inputs`` (one param group per group, with its first
+    member's hyperparameters), stepped ``inputs.steps`` times: (the outputs of each member with a
+    trajectory, in order, as :func:`run_optimizer` reads them; the idle parameters after the steps)."""
+    for member in inputs.members:
+        require_accepted_gradients(optimizer_class, member.grads)
+    params, groups = [], []
+    for group in inputs.groups:
+        hyper = next(m.hyperparameters for m in group if isinstance(m, OptimizerInputs))
+        tensors = [to_torch(m.param if isinstance(m, OptimizerInputs) else m, ctx.dtype, ctx.torch_device)
+                   for m in group]
+        params += tensors
+        groups.append({"params": tensors, **hyper})
+    flat = [m for group in inputs.groups for m in group]
+    optimizer = optimizer_class(groups)
+    for step in range(1, inputs.steps + 1):
+        for member, param in zip(flat, params):
+            if isinstance(member, OptimizerInputs):
+                param.grad = grad_to_torch(member.grads[step - 1], ctx)
+        optimizer.step()
+        if step == resume_after:
+            params, optimizer = _resumed(optimizer_class, optimizer, params, groups)
+    outputs = [read_state(optimizer, p, state_outputs) for m, p in zip(flat, params) if isinstance(m, OptimizerInputs)]
+    return outputs, [p.detach() for m, p in zip(flat, params) if not isinstance(m, OptimizerInputs)]
+
+
+def optimizer_problem(candidate: Any) -> str | None:
+    if not (isinstance(candidate, type) and issubclass(candidate, torch.optim.Optimizer)):
+        return f"{candidate!r} is not a torch.optim.Optimizer subclass"
+    return None

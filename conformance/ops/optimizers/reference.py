@@ -1,0 +1,95 @@
+"""The float64 side of the optimizer ops: a step's gradient as a dense array and the mask of the
+entries it specifies (what the NumPy references are written on), densified trajectories, and the
+rounding bounds and trajectory tolerances around the references."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from conformance.compare import Tolerance, at_least_default, finite_abs_max
+from conformance.dtypes import DTYPES, OPMATH_ROUNDOFF
+from conformance.ops.coalesce import coalesce_reference
+from conformance.ops.optimizers.inputs import OptimizerInputs
+from conformance.tensors import CooArray, quantize
+
+
+def dense_grad_and_mask(grad: CooArray | np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(summed dense gradient, mask broadcast to ``shape``) of one step, in float64 NumPy."""
+    if isinstance(grad, np.ndarray):
+        return grad.astype(np.float64), np.ones(shape, dtype=bool)
+    coalesced = coalesce_reference(grad)
+    dense = np.zeros(shape, dtype=np.float64)
+    mask = np.zeros(shape, dtype=bool)
+    index = tuple(coalesced["indices"])
+    dense[index] = coalesced["values"]
+    mask[index] = True
+    return dense, mask
+
+
+def densified(inputs: OptimizerInputs, dtype: str) -> OptimizerInputs:
+    """The same trajectory with every sparse gradient summed (float64, rounded once) into a dense one."""
+    grads = [quantize(dense_grad_and_mask(g, inputs.param.shape)[0], dtype) if isinstance(g, CooArray)
+             else g for g in inputs.grads]
+    return OptimizerInputs(inputs.param, grads, inputs.hyperparameters)
+
+
+def single_step_param_bounds(inputs: OptimizerInputs, reference_param: np.ndarray, dtype: str,
+                             intermediates: int) -> dict[str, tuple]:
+    """The parameter after one sparse step without duplicate indices: its exact value, widened by
+    the rounding of the ``intermediates`` values the update is computed from (each off by at most
+    one unit roundoff of ``dtype``, torch stores them in the parameter's dtype) and by float32
+    arithmetic. Empty for other inputs (trajectories compound their roundings)."""
+    if inputs.steps != 1 or not isinstance(inputs.grads[0], CooArray):
+        return {}
+    grad = inputs.grads[0]
+    if grad.indices.shape[1] != np.unique(grad.indices.T, axis=0).shape[0]:
+        return {}  # duplicates: torch sums them in half precision (a known divergence of its own)
+    exact = np.asarray(reference_param, dtype=np.float64)
+    update = np.abs(exact - inputs.param)
+    slack = intermediates * DTYPES[dtype].unit_roundoff * update + 4 * OPMATH_ROUNDOFF * np.abs(exact)
+    return {"param": (exact, exact - slack, exact + slack)}
+
+
+@dataclass
+class TrajectoryBounds:
+    """What an optimizer's per-output tolerances are made of (see :func:`trajectory_tolerances`)."""
+
+    u: float  # the dtype's unit roundoff
+    steps: int
+    growth: float  # relative error grown over the trajectory
+    g_max: float  # largest |gradient| entry
+    sensitivity: dict[str, float]
+
+
+def _trajectory_scale(reference, inputs: OptimizerInputs) -> tuple[float, float]:
+    """(largest |param| along the reference trajectory, largest single-step |update|)."""
+    param = inputs.param
+    biggest, update = finite_abs_max(param), 0.0
+    for steps in range(1, inputs.steps + 1):
+        try:
+            new = reference(OptimizerInputs(inputs.param, inputs.grads[:steps], inputs.hyperparameters))["param"]
+        except Exception:
+            break
+        biggest = max(biggest, finite_abs_max(new))
+        with np.errstate(invalid="ignore"):
+            update = max(update, finite_abs_max(np.asarray(new) - np.asarray(param)))
+        param = new
+    return biggest, update
+
+
+def trajectory_tolerances(reference, inputs: OptimizerInputs, dtype: str,
+                          sensitivity: dict[str, float]) -> tuple[dict[str, Tolerance], TrajectoryBounds]:
+    """The parameter's and step's tolerances along an optimizer trajectory (``reference``: the
+    op's float64 reference), and the bounds the op's own state tolerances are made from."""
+    u, steps = DTYPES[dtype].unit_roundoff, max(1, inputs.steps)
+    biggest, update = _trajectory_scale(reference, inputs)
+    grads = [dense_grad_and_mask(g, inputs.param.shape)[0] for g in inputs.grads]
+    g_max = max((finite_abs_max(g) for g in grads), default=0.0)
+    growth = 4 * u * (steps + 1)
+    return {
+        "param": at_least_default(dtype, growth, 4 * u * steps * (biggest + (steps + 4) * update)
+                                  + 4 * sensitivity.get("param", 0.0)),
+        "step": at_least_default(dtype, 0.0, 0.0),
+    }, TrajectoryBounds(u, steps, growth, g_max, sensitivity)

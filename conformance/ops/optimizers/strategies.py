@@ -1,0 +1,84 @@
+"""The Hypothesis strategies every optimizer op shares: trajectories with valid hyperparameters
+(the op's own ``hyperparameters_strategy``), param groups, resume points, rounding inputs, and the
+pieces the records' invalid-input strategies are made of."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+
+from conformance.dtypes import DTYPES
+from conformance.ops import draw as d
+from conformance.ops.optimizers.inputs import OptimizerInputs, ParamGroupsInputs, empty_gradient
+from conformance.tensors import CooArray
+
+
+@st.composite
+def drawn_inputs(draw, op: "OptimizerOp", dtype: str = "float64", *, max_steps: int = 4,
+                 hyperparameters: Any = None) -> OptimizerInputs:
+    """A parameter (1-3 dims), a gradient trajectory and valid hyperparameters for ``op`` (drawn
+    from ``hyperparameters`` when given, else from ``op.hyperparameters_strategy()``)."""
+    d.check_dtype(dtype)
+    size = draw(d.shapes(1, 3, 1, 4, max_numel=24))
+    sparse_dim = draw(st.integers(1, len(size)))
+    param = d.dense_values(draw, size, d.representable_floats(dtype, d.PARAM_MAGNITUDES[dtype]))
+    hyper = draw(hyperparameters if hyperparameters is not None else op.hyperparameters_strategy())
+    grads = draw(d.trajectories(dtype, size, sparse_dim, max_steps=max_steps,
+                                dense_steps=op.accepts_dense_steps(hyper)))
+    return OptimizerInputs(param, grads, hyper)
+
+
+def _padded(inputs: OptimizerInputs, steps: int) -> OptimizerInputs:
+    """``inputs`` with empty sparse gradients appended up to ``steps`` steps."""
+    empty = empty_gradient(inputs.param.shape)
+    return OptimizerInputs(inputs.param, [*inputs.grads, *[empty] * (steps - inputs.steps)], inputs.hyperparameters)
+
+
+@st.composite
+def param_groups(draw, op: "OptimizerOp", dtype: str = "float64", *, min_steps: int = 1) -> "ParamGroupsInputs":
+    """Two param groups with their own hyperparameters: the first holds one parameter, the second
+    a parameter of another shape and one that never gets a gradient (as torch's OptimizerInfo
+    tests). The trajectories are padded with empty gradients to the same number of steps."""
+    first, second = draw(drawn_inputs(op, dtype, max_steps=3)), draw(drawn_inputs(op, dtype, max_steps=3))
+    steps = max(min_steps, first.steps, second.steps)
+    idle = d.dense_values(draw, draw(d.shapes(1, 2, 1, 3)), d.representable_floats(dtype, d.PARAM_MAGNITUDES[dtype]))
+    return ParamGroupsInputs([[_padded(first, steps)], [_padded(second, steps), idle]])
+
+
+@st.composite
+def resume_points(draw, op: "OptimizerOp", dtype: str = "float64") -> tuple["ParamGroupsInputs", int]:
+    """Param groups (:func:`param_groups`, at least two steps) and the step after which the
+    optimizer's state_dict is saved and loaded into a fresh optimizer."""
+    inputs = draw(param_groups(op, dtype, min_steps=2))
+    return inputs, draw(st.integers(1, inputs.steps - 1))
+
+
+@st.composite
+def rounding_inputs(draw, op: "OptimizerOp", dtype: str) -> OptimizerInputs:
+    """One sparse step without duplicate indices on a parameter of magnitude 1..8, with a learning
+    rate that moves it by 0.05 to 20 ulps: there rounding, not arithmetic, decides the result."""
+    d.check_dtype(dtype)
+    length = draw(st.integers(1, 16))
+    param = d.dense_values(draw, (length,), d.representable_floats(dtype, d.Magnitudes(0, 2), zero=False))
+    touched = sorted(draw(st.lists(st.integers(0, length - 1), min_size=1, max_size=length, unique=True)))
+    grad_values = draw(d.fixed_lists(d.representable_floats(dtype, d.Magnitudes(-3, 2), zero=False), len(touched)))
+    ulp_at_4 = 2.0 ** (2 - DTYPES[dtype].mantissa_bits)
+    lr = ulp_at_4 * draw(st.sampled_from([0.05, 0.3, 0.5, 0.7, 1.0, 1.5, 2.5, 7.0, 20.0]))
+    hyper = {"lr": lr, **op.rounding_hyperparameters(draw)}
+    grad = CooArray(np.array([touched], dtype=np.int64), np.array(grad_values, dtype=np.float64), (length,))
+    return OptimizerInputs(param, [grad], hyper)
+
+
+NEGATIVE = st.sampled_from([-1.0, -0.5, -1e-3, -10.0])  # what an out-of-range hyperparameter is drawn from
+
+
+def with_sparse_weight_decay(draw, inputs: OptimizerInputs, hyper: dict) -> OptimizerInputs:
+    """``inputs`` with a weight_decay drawn into ``hyper`` and at least one sparse gradient: torch
+    rejects the two together (RuntimeError) in Adagrad and SGD."""
+    hyper["weight_decay"] = draw(st.sampled_from([0.1, 1.0, 1e-4]))
+    grads = list(inputs.grads)
+    if not any(isinstance(g, CooArray) for g in grads):
+        grads[0] = empty_gradient(inputs.param.shape)
+    return OptimizerInputs(inputs.param, grads, hyper)

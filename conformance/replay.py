@@ -44,7 +44,7 @@ def replay_args(item: ItemId, *, impls: Iterable[str] = (), seed: int | None = N
     if item.generated:
         # the spec files under the specs root are not this item: leave them unread
         command += ["--ignore-glob", str(item.path / "*.yaml"), "--ignore-glob", str(item.path / "*.yml")]
-        from conformance.cases.generated import PROPERTIES
+        from conformance.cases.properties import PROPERTIES
 
         op = next((prop.op for prop in PROPERTIES if prop.id == item.case), None)
         if op is None:

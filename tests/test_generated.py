@@ -219,7 +219,7 @@ def test_every_repro_script_is_python_that_compiles():
     property, as a candidate's, a coo backend's and a suite backend's script, renders and compiles."""
     from conformance.backends import builtin_backends
     from conformance.cases.counterexamples import render_script
-    from conformance.cases.generated import PROPERTIES
+    from conformance.cases.properties import PROPERTIES
 
     document = {"cases": [{"id": "c", "inputs": {}, "expected": {"values": [1.0]},
                            "tolerance": {"rtol": 0.001, "atol": 1e-05}}]}
@@ -271,7 +271,7 @@ def _ci_settings():
 
 
 def _property(prop_id: str):
-    from conformance.cases.generated import PROPERTIES
+    from conformance.cases.properties import PROPERTIES
 
     return next(p for p in PROPERTIES if p.id == prop_id)
 
@@ -280,18 +280,19 @@ def test_the_next_backend_replays_exactly_the_examples_hypothesis_draws_for_it(m
     import pickle
 
     from conformance.backends import builtin_backends
-    from conformance.cases import generated
+    from conformance.cases import search
+    from conformance.cases.drawn import DrawnExamples
 
-    drawn = generated.DrawnExamples()
-    monkeypatch.setattr(generated, "DRAWN", drawn)
+    drawn = DrawnExamples()
+    monkeypatch.setattr(search, "DRAWN", drawn)
     prop, settings, backends = _property("adagrad-agrees-with-reference"), _ci_settings(), builtin_backends()
     key = drawn.key(prop, "float32", settings, 0)
-    generated.run_property(prop, backends["dense"], "cpu", "float32", settings=settings, base_seed=0)
+    search.run_property(prop, backends["dense"], "cpu", "float32", settings=settings, base_seed=0)
     by_dense = drawn.runs.pop(key)  # forget it: coo's run below is Hypothesis's own
-    by_coo = generated.run_property(prop, backends["coo"], "cpu", "float32", settings=settings, base_seed=0)
+    by_coo = search.run_property(prop, backends["coo"], "cpu", "float32", settings=settings, base_seed=0)
     assert drawn.replayed == 0 and len(by_dense) == by_coo.examples == settings.max_examples
     assert pickle.dumps(drawn.runs[key]) == pickle.dumps(by_dense)  # the very examples dense was drawn
-    replayed = generated.run_property(prop, backends["coo"], "cpu", "float32", settings=settings, base_seed=0)
+    replayed = search.run_property(prop, backends["coo"], "cpu", "float32", settings=settings, base_seed=0)
     assert drawn.replayed == 1
     assert (replayed.examples, replayed.failure, replayed.divergences) == (by_coo.examples, None, by_coo.divergences)
 
@@ -301,18 +302,19 @@ def test_a_backend_that_fails_a_replayed_example_gets_the_verdict_hypothesis_giv
     Hypothesis, which finds and shrinks the same counterexample as without any replay."""
     from conformance.backends import builtin_backends
     from conformance.backends.candidate import CandidateBackend, load_object
-    from conformance.cases import generated
+    from conformance.cases import search
+    from conformance.cases.drawn import DrawnExamples
 
     prop, settings = _property("adagrad-agrees-with-reference"), _ci_settings()
     mutant = CandidateBackend("candidate", {"adagrad": load_object(f"{REPO / MUTANTS}:EpsInsideSqrtAdagrad")})
     results = []
     for replay in (True, False):
-        drawn = generated.DrawnExamples()
-        monkeypatch.setattr(generated, "DRAWN", drawn)
+        drawn = DrawnExamples()
+        monkeypatch.setattr(search, "DRAWN", drawn)
         if replay:
-            generated.run_property(prop, builtin_backends()["coo"], "cpu", "float64", settings=settings, base_seed=0)
+            search.run_property(prop, builtin_backends()["coo"], "cpu", "float64", settings=settings, base_seed=0)
             assert drawn.get(drawn.key(prop, "float64", settings, 0))  # kept: the mutant's run starts as a replay
-        results.append(generated.run_property(prop, mutant, "cpu", "float64", settings=settings, base_seed=0))
+        results.append(search.run_property(prop, mutant, "cpu", "float64", settings=settings, base_seed=0))
         assert drawn.replayed == 0
     with_replay, alone = results
     assert with_replay.failure is not None and alone.failure is not None
@@ -328,9 +330,10 @@ def test_an_ops_explicit_examples_find_its_known_mistakes_whatever_the_seed_draw
     from hypothesis import HealthCheck, Phase, settings
 
     from conformance.backends.candidate import CandidateBackend, load_object
-    from conformance.cases import generated
+    from conformance.cases import search
+    from conformance.cases.drawn import DrawnExamples
 
-    monkeypatch.setattr(generated, "DRAWN", generated.DrawnExamples())
+    monkeypatch.setattr(search, "DRAWN", DrawnExamples())
     prop = _property(f"{op}-agrees-with-reference")
     explicit = [repr(example) for example in prop.examples("float64")]
     assert explicit
@@ -338,7 +341,7 @@ def test_an_ops_explicit_examples_find_its_known_mistakes_whatever_the_seed_draw
                         phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
     backend = CandidateBackend("candidate", {op: load_object(f"{REPO / MUTANTS}:{mutant}")})
     for seed in range(3):
-        result = generated.run_property(prop, backend, "cpu", "float64", settings=one_draw, base_seed=seed)
+        result = search.run_property(prop, backend, "cpu", "float64", settings=one_draw, base_seed=seed)
         assert result.failure is not None, (seed, result)
         assert repr(result.failing_example) in explicit
 
@@ -350,22 +353,23 @@ def test_examples_one_worker_drew_are_replayed_by_another_through_the_run_s_fold
     import pickle
 
     from conformance.backends import builtin_backends
-    from conformance.cases import generated
+    from conformance.cases import search
+    from conformance.cases.drawn import DrawnExamples
 
     prop, settings, backends = _property("coalesce-idempotent"), _ci_settings(), builtin_backends()
-    key = generated.DrawnExamples.key(prop, "float32", settings, 0)
-    first = generated.DrawnExamples(directory=tmp_path)
-    monkeypatch.setattr(generated, "DRAWN", first)
-    generated.run_property(prop, backends["dense"], "cpu", "float32", settings=settings, base_seed=0)
+    key = DrawnExamples.key(prop, "float32", settings, 0)
+    first = DrawnExamples(directory=tmp_path)
+    monkeypatch.setattr(search, "DRAWN", first)
+    search.run_property(prop, backends["dense"], "cpu", "float32", settings=settings, base_seed=0)
     assert [path.suffix for path in tmp_path.iterdir()] == [".pickle"]
-    other = generated.DrawnExamples(directory=tmp_path)  # another worker: nothing in its memory
-    monkeypatch.setattr(generated, "DRAWN", other)
-    result = generated.run_property(prop, backends["coo"], "cpu", "float32", settings=settings, base_seed=0)
+    other = DrawnExamples(directory=tmp_path)  # another worker: nothing in its memory
+    monkeypatch.setattr(search, "DRAWN", other)
+    result = search.run_property(prop, backends["coo"], "cpu", "float32", settings=settings, base_seed=0)
     assert other.replayed == 1 and result.failure is None
     assert result.examples == settings.max_examples + len(prop.examples("float32"))  # drawn + explicit
     assert pickle.dumps(other.runs[key]) == pickle.dumps(first.runs[key])
     next(tmp_path.iterdir()).write_bytes(b"half-writ")
-    assert generated.DrawnExamples(directory=tmp_path).get(key) is None
+    assert DrawnExamples(directory=tmp_path).get(key) is None
 
 
 def test_the_whole_suite_is_imported_before_anything_is_drawn():
@@ -386,3 +390,51 @@ def test_the_whole_suite_is_imported_before_anything_is_drawn():
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
     assert set(names) <= set(loaded), sorted(set(names) - set(loaded))
     assert "conformance.cases.counterexamples" in names and "conformance.kernels._triton" in names
+
+
+# ---------------------------------------------------------------- Hypothesis' public API: seed and example database
+
+def test_a_seeded_search_keeps_the_profile_s_example_database_one_key_per_item(monkeypatch):
+    """The search seeds Hypothesis with its public ``@seed`` (which switches the database off in the
+    settings it finds) and puts the profile's settings over it: a ``thorough``-like run saves a
+    failing example under the item's key and the next run of that item reuses it first; another
+    item's key sees nothing of it; and the same seed still draws the same examples."""
+    from hypothesis import HealthCheck, Phase, settings
+    from hypothesis.database import InMemoryExampleDatabase
+
+    from conformance.backends import builtin_backends
+    from conformance.cases import search
+    from conformance.cases.drawn import DrawnExamples
+    from conformance.cases.trial import Property
+    from conformance.compare import Mismatch
+
+    monkeypatch.setattr(search, "DRAWN", DrawnExamples())
+    database = InMemoryExampleDatabase()
+    thorough = settings(max_examples=20, database=database, deadline=None, suppress_health_check=list(HealthCheck),
+                        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink], report_multiple_bugs=False)
+    tried: list[str] = []
+
+    def fails_with_duplicates(trial, example):
+        tried.append(repr(example))
+        if len({tuple(column) for column in example.indices.T.tolist()}) < example.indices.shape[1]:
+            raise Mismatch("duplicates")
+
+    strategy = _property("coalesce-agrees-with-reference").strategy  # no explicit examples: all drawn
+    prop = Property("coalesce", "test-database", "a test property", strategy, fails_with_duplicates)
+    coo = builtin_backends()["coo"]
+
+    def run(key, seed, under=thorough):
+        tried.clear()
+        result = search.run_property(prop, coo, "cpu", "float64", settings=under, base_seed=seed, database_key=key)
+        return result, list(tried)
+
+    first, _ = run("item-a", seed=0)
+    assert first.failure is not None
+    saved = set(database.data)
+    assert saved and all(key.startswith(b"item-a\x00") for key in saved), saved  # under the item's key
+    again, tried_again = run("item-a", seed=1)  # another seed: the reuse phase runs the saved failure first
+    assert again.failure is not None and tried_again[0] == repr(first.failing_example)
+    alone = run("item-b", seed=1, under=settings(thorough, database=InMemoryExampleDatabase()))[1]
+    assert run("item-b", seed=1)[1] == alone  # another item reuses nothing of item-a's
+    ci = settings(thorough, database=None, phases=[Phase.explicit, Phase.generate])
+    assert run("item-a", 5, ci)[1] == run("item-a", 5, ci)[1] != run("item-a", 6, ci)[1]  # seed -> examples

@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from conformance.cases import strategies as cst
 from conformance.backends import builtin_backends
 from conformance.compare import Mismatch
-from conformance.cases.generated import DivergenceObserved, Trial, check_agrees_with_reference
+from conformance.cases.checks import check_agrees_with_reference
+from conformance.cases.trial import DivergenceObserved, Trial
 from conformance.ops import OPS
 from conformance.ops.coalesce import coalesce_reference
 from conformance.tensors import CooArray, quantize, torch_dtype

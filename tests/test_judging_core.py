@@ -8,7 +8,8 @@ import numpy as np
 import torch
 
 from conformance.backends.candidate import CandidateBackend
-from conformance.cases.generated import Trial, check_unspecified_unchanged
+from conformance.cases.checks import check_unspecified_unchanged
+from conformance.cases.trial import Trial
 from conformance.ops import OPS
 from conformance.ops.optimizers import OptimizerInputs, empty_gradient
 from conformance_runs import by_case, load, run_inprocess
@@ -63,14 +64,14 @@ def _settings(examples: int):
 
 
 def _coalesce_property(check, name="agrees-with-reference"):
-    from conformance.cases.generated import Property
+    from conformance.cases.trial import Property
 
     return Property("coalesce", f"test-{name}", "a test property", OPS["coalesce"].inputs_strategy, check)
 
 
 def test_hypothesis_flaky_is_reported_as_nondeterministic_never_as_an_internal_error():
     from conformance.backends import builtin_backends
-    from conformance.cases.generated import Nondeterministic, run_property
+    from conformance.cases.search import Nondeterministic, run_property
     from conformance.compare import Mismatch
 
     calls = []
@@ -91,7 +92,7 @@ def test_the_budget_stops_the_search_between_examples():
     import time as _time
 
     from conformance.backends import builtin_backends
-    from conformance.cases.generated import run_property
+    from conformance.cases.search import run_property
 
     started = []
 
@@ -109,7 +110,7 @@ def test_the_budget_stops_the_search_between_examples():
 
 def test_a_failure_found_before_the_budget_ran_out_stands():
     from conformance.backends import builtin_backends
-    from conformance.cases.generated import run_property
+    from conformance.cases.search import run_property
     from conformance.compare import Mismatch
 
     def always_wrong(trial, example):
@@ -204,7 +205,7 @@ def test_check_at_its_default_settings_runs_100_examples_per_property_of_a_restr
 
 
 def test_an_unknown_declared_option_is_an_error_naming_it():
-    from conformance.cases.generated import declared_unsupported_options
+    from conformance.cases.narrowing import declared_unsupported_options
 
     class Typo(torch.optim.Adagrad):
         unsupported_options = {"lr_decy"}

@@ -23,14 +23,7 @@ import yaml
 
 from conformance.backends.base import Backend
 from conformance.backends.reference import GOLDEN_SOURCE
-from conformance.cases.generated import (
-    DivergenceObserved,
-    Property,
-    Trial,
-    safe_name,
-    tolerances,
-    widest,
-)
+from conformance.cases.trial import DivergenceObserved, Property, Trial, safe_name, tolerances, widest
 from conformance.ops import OPS, Op
 from conformance.verdict import first_line
 

@@ -35,7 +35,7 @@ class GeneratedProperty:
     ``generated::<op>-<name>`` on every backend, device and dtype.
 
     ``check(trial, example)`` raises ``conformance.compare.Mismatch`` where the backend misses the
-    property; None means the suite's generic check of this name (``conformance.cases.generated.CHECKS``:
+    property; None means the suite's generic check of this name (``conformance.cases.checks.CHECKS``:
     agrees-with-reference, rounds-correctly, rejects-invalid, and the optimizers'
     unspecified-unchanged, sparse-equals-dense, param-groups, state-dict-resume). An op's own check
     uses what a trial offers: ``trial.op``, ``.dtype``, ``.device``, ``.run(inputs)``,

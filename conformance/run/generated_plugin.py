@@ -30,7 +30,10 @@ from conformance.cases.profiles import DEFAULT_PROFILE, PROFILES
 from conformance.types import Unsupported, safe_text
 from conformance.compare import Mismatch
 from conformance.devices import unavailable_reason
-from conformance.cases.generated import DRAWN, PROPERTIES, Property, describe_divergences, run_property
+from conformance.cases.drawn import DRAWN
+from conformance.cases.properties import PROPERTIES
+from conformance.cases.search import describe_divergences, run_property
+from conformance.cases.trial import Property
 from conformance.cases.strategies import FLOAT_DTYPES
 
 DEFAULT_SEED = 0
@@ -152,7 +155,7 @@ _DRAWN_FOLDER = pytest.StashKey[Path]()
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:
-    """Each xdist worker gets the run's folder of drawn examples (cases.generated.DrawnExamples),
+    """Each xdist worker gets the run's folder of drawn examples (cases.drawn.DrawnExamples),
     so that an example drawn in one worker is replayed in the others instead of drawn again."""
     config = node.config
     if _DRAWN_FOLDER not in config.stash:

@@ -1,0 +1,312 @@
+"""The suite's generic checks, by property name (:data:`CHECKS`): what a property an op record
+declares without a check of its own runs (``GeneratedProperty.check`` None).
+
+Each check runs a backend through a :class:`~conformance.cases.trial.Trial` and raises Mismatch
+where it misses the property, or DivergenceObserved where a known divergence explains the miss:
+agrees-with-reference, rounds-correctly, rejects-invalid and deterministic for every op, and the
+optimizers' unspecified-unchanged, sparse-equals-dense, param-groups and state-dict-resume.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+
+from conformance.cases import lowprec
+from conformance.cases.trial import DivergenceObserved, Property, Trial, same_as_torch, tolerances, unbound
+from conformance.compare import Mismatch, assert_bits_equal, compare_outputs
+from conformance.divergences import Divergence, lookup
+from conformance.dtypes import DTYPES, HALF_DTYPES
+from conformance.ops.base import Op
+# the machinery's own modules, not the package (which imports the records): one level less
+from conformance.ops.optimizers.drive import run_optimizer, run_param_groups
+from conformance.ops.optimizers.inputs import OptimizerInputs, ParamGroupsInputs
+from conformance.ops.optimizers.reference import dense_grad_and_mask, densified
+from conformance.rounding import check_rounding
+from conformance.tensors import CooArray, quantize, to_numpy, torch_dtype
+from conformance.types import RunContext, Unsupported
+from conformance.verdict import StockTorch, agreement_tolerance
+
+def check_agrees_with_reference(trial: Trial, inputs: Any) -> None:
+    outputs = trial.run(inputs)
+    trial.op.check_invariants(outputs, inputs)
+    reference = trial.reference(inputs)
+    trial.compare(outputs, reference, tolerances(trial.op, inputs, trial.dtype, reference), inputs,
+                  against="the NumPy reference")
+
+
+# optimizers
+
+def specified_mask(grad: CooArray | np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    return dense_grad_and_mask(grad, shape)[1]
+
+
+def check_unspecified_unchanged(trial: Trial, inputs: OptimizerInputs) -> None:
+    """Step by step (running each prefix of the trajectory): entries a step's gradient does not
+    specify keep the parameter's and the state's exact bits through that step."""
+    names = ("param", *trial.op.state_tensors)
+    previous = {name: to_numpy(value) for name, value in trial.op.state_before_steps(trial.run, inputs).items()}
+    for step in range(1, inputs.steps + 1):
+        outputs = trial.run(OptimizerInputs(inputs.param, inputs.grads[:step], inputs.hyperparameters))
+        untouched = ~specified_mask(inputs.grads[step - 1], inputs.param.shape)
+        for name in names:
+            if name not in outputs:
+                raise Mismatch(f"the backend did not produce {name}")
+            assert_bits_equal(f"{name} after step {step}", outputs[name], previous[name], untouched,
+                              against=f"its value before step {step} at entries step {step}'s gradient does not specify")
+        previous = {name: to_numpy(outputs[name]) for name in names}
+
+
+def check_sparse_equals_dense(trial: Trial, inputs: OptimizerInputs) -> None:
+    """The optimizer on sparse gradients equals itself on dense ones (the same backend, each sparse
+    gradient densified) at every entry some step specifies."""
+    sparse_out = trial.run(inputs)
+    dense_inputs = densified(inputs, trial.dtype)
+    dense_out = trial.run(dense_inputs)
+    touched = np.zeros(inputs.param.shape, dtype=bool)
+    for grad in inputs.grads:
+        touched |= specified_mask(grad, inputs.param.shape)
+    names = ("param", *trial.op.state_tensors)
+    title = trial.op.title
+    pick = {name: to_numpy(sparse_out[name])[touched] for name in names}
+    want = {name: to_numpy(dense_out[name])[touched] for name in names}
+    tols = tolerances(trial.op, inputs, trial.dtype)
+
+    def model():
+        emulated, dense_emulated = trial.emulate(inputs), trial.emulate(dense_inputs)
+        # both runs must match stock torch's float16/bfloat16 arithmetic for the divergence to apply
+        compare_outputs({n: want[n] for n in names}, {n: dense_emulated[n][touched] for n in names}, tols,
+                        against=f"dense {title} in stock torch's arithmetic")
+        return {n: emulated[n][touched] for n in names}
+
+    trial.compare(pick, want, tols, inputs, against=f"dense {title} on the densified gradients (same backend)",
+                  model=model)
+
+
+def check_rounds_correctly(trial: Trial, inputs: Any) -> None:
+    """float16/bfloat16 outputs are the exact result rounded to nearest even, give or take the
+    float32 arithmetic before it (:mod:`conformance.rounding`); stock torch's own known
+    half-precision arithmetic is reported as its divergence, not as a failure."""
+    dtype = trial.dtype
+    outputs = trial.run(inputs)
+    for name, (exact, low, high) in trial.op.rounding_bounds(inputs, dtype).items():
+        if name not in outputs:
+            raise Mismatch(f"the backend did not produce {name}")
+        try:
+            check_rounding(name, outputs[name], exact, low, high, dtype)
+        except Mismatch as mismatch:
+            divergence = _rounding_divergence(trial, inputs, name, outputs[name], dtype)
+            if divergence is None:
+                raise
+            raise DivergenceObserved(divergence, str(mismatch).splitlines()[0]) from None
+
+
+def _rounding_divergence(trial: Trial, inputs: Any, name: str, got, dtype) -> Divergence | None:
+    """The known divergence an incorrectly rounded output is explained by: this backend's own
+    rounding mode, or stock torch's half-precision accumulation of duplicates (any order)."""
+    if trial.backend.name == "reference" or trial.backend.judged_against_torch:
+        return None  # a candidate is excused only by being the same as stock torch (same_as_torch)
+    found = lookup(backend=trial.backend.name, device=trial.device, dtype=trial.dtype)
+    rounding = next((entry for entry in found if entry.rounding is not None), None)
+    if rounding is not None:
+        exact, low, high = trial.op.rounding_bounds(inputs, dtype)[name]
+        try:
+            check_rounding(name, got, exact, low, high, dtype, mode=rounding.rounding)
+            return rounding
+        except Mismatch:
+            pass
+    if trial.op.torch_sums_duplicates_in_half:
+        half = lowprec.HALF_ACCUMULATION
+        exact, low, high = trial.op.rounding_bounds(inputs, dtype, accumulation_unit=DTYPES[dtype].unit_roundoff)[name]
+        try:
+            check_rounding(name, got, exact, low, high, dtype)
+            return half
+        except Mismatch:
+            pass
+    return None
+
+
+def check_rejects_invalid(trial: Trial, inputs: Any) -> None:
+    """The backend raises the documented error (the reference's exception type and message)."""
+    try:
+        trial.reference(inputs)
+    except Exception as expected:
+        wanted_type, wanted_message = type(expected).__name__, str(expected)
+    else:
+        raise RuntimeError(f"harness: the strategy drew inputs the reference accepts: {inputs!r}")
+    try:
+        trial.run(inputs)
+    except Unsupported:
+        raise
+    except Exception as exc:
+        if not any(cls.__name__ == wanted_type for cls in type(exc).__mro__):
+            raise Mismatch(f"expected {wanted_type}({wanted_message!r}), but {type(exc).__name__} was raised: "
+                           f"{exc}") from exc
+        if str(exc) != wanted_message:
+            raise Mismatch(f"expected {wanted_type}({wanted_message!r}), but the message was {str(exc)!r}") from exc
+        return
+    raise Mismatch(f"expected {wanted_type}({wanted_message!r}), but nothing was raised")
+
+
+def _assert_same_runs(trial: Trial, name: str, got, want, against: str) -> None:
+    """Bit for bit on cpu; within :func:`conformance.verdict.agreement_tolerance` on other devices,
+    whose kernels may sum in a different order from run to run (atomics)."""
+    if trial.device == "cpu":
+        assert_bits_equal(name, got, want, None, against=against)
+        return
+    compare_outputs({name: got}, {name: want}, {name: agreement_tolerance(trial.dtype)}, against=against)
+
+
+def _state_names(op: Op) -> list[str]:
+    return ["param", *op.state_outputs]
+
+
+def _grouped_runs(trial: Trial, inputs: ParamGroupsInputs, resume_after: int | None = None):
+    """(the grouped run's member outputs, its idle parameters, each member run alone)."""
+    ctx = RunContext(trial.device, torch_dtype(trial.dtype))
+    op = trial.op
+
+    def runs(optimizer_class):
+        together, idle = run_param_groups(optimizer_class, inputs, ctx, op.state_outputs, resume_after=resume_after)
+        alone = [run_optimizer(optimizer_class, member, ctx, op.state_outputs) for member in inputs.members]
+        return together, idle, alone
+
+    return trial.backend.drive_optimizer(op.name, ctx, runs)
+
+
+def _flat_outputs(op: Op, members: list[dict]) -> dict[str, Any]:
+    return {f"{name}[{index}]": outputs[name] for index, outputs in enumerate(members) for name in _state_names(op)}
+
+
+def observe_param_groups(trial: Trial, inputs: ParamGroupsInputs) -> dict[str, Any]:
+    return _flat_outputs(trial.op, _grouped_runs(trial, inputs)[0])
+
+
+PARAM_GROUPS = "param-groups"  # the property (registered divergences name it)
+
+
+def check_param_groups(trial: Trial, inputs: ParamGroupsInputs) -> None:
+    """One optimizer over two param groups (different shapes, hyperparameters, one parameter without
+    a gradient) moves each parameter exactly as an optimizer of its own would, and leaves the
+    parameter without a gradient untouched."""
+    together, idle, alone = _grouped_runs(trial, inputs)
+    try:
+        _assert_members_equal(trial, together, alone, against="an optimizer of its own for parameter {index}")
+    except Mismatch as mismatch:
+        divergence = _param_groups_divergence(trial, inputs, together)
+        if divergence is None:
+            raise
+        raise DivergenceObserved(divergence, str(mismatch).splitlines()[0]) from None
+    for index, (got, start) in enumerate(zip(idle, inputs.idle)):
+        assert_bits_equal(f"the parameter without a gradient ({index})", got,
+                          quantize(start, trial.dtype), None, against="its value before the steps")
+
+
+def _assert_members_equal(trial: Trial, got: list[dict], want: list[dict], against: str) -> None:
+    for index, (ours, theirs) in enumerate(zip(got, want)):
+        for name in _state_names(trial.op):
+            _assert_same_runs(trial, f"{name} of parameter {index}", ours[name], theirs[name],
+                              against=against.format(index=index))
+
+
+def _param_groups_divergence(trial: Trial, inputs: ParamGroupsInputs, together: list[dict]):
+    """The known divergence of stock torch the backend's grouped run matches, or None. A candidate
+    (judged against torch) is excused only where stock torch matches the same model."""
+    found = lookup(op=trial.op.name, device=trial.device, dtype=trial.dtype, property=PARAM_GROUPS)
+    for entry in (entry for entry in found if entry.model is not None):
+        modelled = entry.model(inputs)
+        if not _matches_group_model(trial, inputs, modelled, together, entry):
+            continue
+        if not trial.backend.judged_against_torch:
+            return entry
+        # a candidate is excused by behaving as stock torch does: torch must match the model too
+        torch_trial = Trial(trial.op, StockTorch(), trial.device, trial.dtype)
+        if _matches_group_model(torch_trial, inputs, modelled, _grouped_runs(torch_trial, inputs)[0], entry):
+            return same_as_torch(entry)
+    return None
+
+
+def _matches_group_model(trial: Trial, inputs: ParamGroupsInputs, modelled: ParamGroupsInputs,
+                         together: list[dict], entry) -> bool:
+    alone = _grouped_runs(trial, modelled)[2]
+    try:
+        _assert_members_equal(trial, together, alone, against="the model of " + entry.key)
+    except Mismatch:
+        return False
+    return True
+
+
+def check_state_dict_resume(trial: Trial, example: tuple[ParamGroupsInputs, int]) -> None:
+    """Saving ``state_dict()`` after step k (through torch.save/torch.load) and loading it into a
+    fresh optimizer on fresh parameters continues the trajectory exactly as if never interrupted."""
+    inputs, resume_after = example
+    whole = _grouped_runs(trial, inputs)[0]
+    resumed = _grouped_runs(trial, inputs, resume_after)[0]
+    _assert_members_equal(trial, resumed, whole,
+                          against=f"the uninterrupted run, parameter {{index}} (state_dict saved and loaded after "
+                                  f"step {resume_after} of {inputs.steps})")
+
+
+def _runs_side_by_side(first: dict, second: dict) -> str:
+    """The two runs' outputs, one line each, for a nondeterminism report."""
+    lines = []
+    for name in sorted(set(first) | set(second)):
+        a, b = first.get(name, "(missing)"), second.get(name, "(missing)")
+        shown = [str(to_numpy(v).tolist() if hasattr(v, "shape") else v)[:200] for v in (a, b)]
+        lines.append(f"  {name}:\n    run 1  {shown[0]}\n    run 2  {shown[1]}")
+    return "\n".join(lines)
+
+
+def check_deterministic(trial: Trial, inputs: Any) -> None:
+    """The same inputs run twice give bit-for-bit the same outputs and state (cpu; within the
+    agreement tolerance on devices whose kernels may sum in another order: atomics). A candidate
+    that is not is reported as nondeterministic, with both runs side by side."""
+    first = trial.run(copy.deepcopy(inputs))
+    second = trial.run(copy.deepcopy(inputs))
+    try:
+        if set(first) != set(second):
+            raise Mismatch(f"the two runs give different outputs: {sorted(first)} vs {sorted(second)}")
+        for name in first:
+            a, b = first[name], second[name]
+            if hasattr(a, "shape") or hasattr(b, "shape"):
+                _assert_same_runs(trial, name, a, b, against="the first run of the same inputs")
+            elif a != b:
+                raise Mismatch(f"{name} differs between two runs of the same inputs: {a!r} vs {b!r}")
+    except Mismatch as mismatch:
+        raise Mismatch(f"nondeterministic: the same inputs run twice give different results -- {mismatch}\n"
+                       + _runs_side_by_side(first, second), mismatch.max_abs_error, mismatch.max_rel_error) from None
+
+
+def _member_cases(inputs: ParamGroupsInputs, dtype: str):
+    return [(f"param-{index}", member) for index, member in enumerate(inputs.members)]
+
+
+def _dense_cases(inputs: OptimizerInputs, dtype: str):
+    return [("sparse", inputs), ("densified", densified(inputs, dtype))]
+
+
+# kernel-triton drives the very optimizer classes of kernel (conformance.kernels), which own the
+# param groups and the state_dict; only the step kernel differs, and Triton's interpreter is slow
+OPTIMIZER_OBJECT_TWINS = ("kernel-triton",)
+
+
+# a generic check is a Property of no op yet (trial.unbound); property_of binds it to an op's declaration
+CHECKS: dict[str, Property] = {
+    "agrees-with-reference": unbound(check_agrees_with_reference, skip_backends=("reference",)),
+    "rounds-correctly": unbound(check_rounds_correctly, skip_backends=("reference",), dtypes=HALF_DTYPES),
+    "rejects-invalid": unbound(check_rejects_invalid),
+    # the suite's own backends are stock torch and its documented idioms: their determinism is torch's
+    # (and the main job's minute); a candidate is what may hold a race or an uninitialised buffer
+    "deterministic": unbound(check_deterministic, skip_backends=("reference",), candidates_only=True),
+    "unspecified-unchanged": unbound(check_unspecified_unchanged),
+    "sparse-equals-dense": unbound(check_sparse_equals_dense, to_cases=_dense_cases),
+    PARAM_GROUPS: unbound(check_param_groups, to_cases=_member_cases, skip_backends=OPTIMIZER_OBJECT_TWINS,
+                          needs_optimizer_object=True, observe=observe_param_groups),
+    "state-dict-resume": unbound(check_state_dict_resume,
+                                 to_cases=lambda example, dtype: _member_cases(example[0], dtype),
+                                 skip_backends=OPTIMIZER_OBJECT_TWINS, needs_optimizer_object=True,
+                                 observe=lambda trial, example: _flat_outputs(trial.op,
+                                                                              _grouped_runs(trial, *example)[0])),
+}

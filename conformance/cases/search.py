@@ -1,0 +1,372 @@
+"""The search of one generated property on one backend, device and dtype (:func:`run_property`):
+Hypothesis draws examples from the property's strategy (its explicit examples first), each runs
+through the property's check on a :class:`~conformance.cases.trial.Trial` and, for a candidate,
+through the three-way verdict against stock torch (:func:`three_way`); the result is a
+:class:`PropertyResult`: passed, failed or error (with the shrunk counterexample), unsupported,
+or passed-with-known-divergences (the caller reports those as xfail).
+
+The examples of a clean run are kept for the next backend (:mod:`conformance.cases.drawn`), the
+options a candidate cannot do are drawn at torch's default (:mod:`conformance.cases.narrowing`),
+and the search stops between examples at its time budget. Only Hypothesis' public API is used
+(:func:`_hypothesis_test`).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from hypothesis.database import ExampleDatabase
+
+from conformance import diagnosis
+from conformance.backends.base import Backend
+from conformance.cases.drawn import DRAWN, derive_seed
+from conformance.cases.narrowing import Narrowing, declared_unsupported_options
+from conformance.cases.trial import SAME_AS_TORCH, DivergenceObserved, Property, Trial, same_as_torch
+from conformance.compare import Mismatch, format_error
+from conformance.ops import OPS
+from conformance.types import Unsupported
+from conformance.verdict import (Judgement, SameAsTorch, StockTorch, Verdict, agreement_tolerance, agrees, differs,
+                                 distance, judge, torch_opinion)
+
+UNSUPPORTED_BUDGET = 25  # examples drawn before an item on which none can run is reported unsupported
+
+
+class _NothingRuns(BaseException):
+    """Ends a Hypothesis run whose first UNSUPPORTED_BUDGET examples were all unsupported
+    (Hypothesis does not catch BaseException subclasses)."""
+
+
+class _BudgetReached(BaseException):
+    """Ends a search whose time budget ran out, between two examples (never inside one): the
+    verdict stands on the examples that ran."""
+
+
+class _TimedOut(BaseException):
+    """pytest-timeout's timeout fired inside an example: carried past Hypothesis (which would
+    replay the example, see it pass, and call the timeout a FlakyFailure) to the item, as itself."""
+
+    def __init__(self, timeout: BaseException):
+        super().__init__(str(timeout))
+        self.timeout = timeout
+
+
+class Nondeterministic(Mismatch):
+    """The backend failed an example once and passed it when Hypothesis ran it again (Hypothesis'
+    ``Flaky``): a nondeterministic implementation, reported as such -- never an internal error."""
+
+
+def _is_pytest_timeout(exc: BaseException) -> bool:
+    outcomes = __import__("sys").modules.get("_pytest.outcomes")
+    return outcomes is not None and isinstance(exc, outcomes.Failed) and str(exc).startswith("Timeout")
+
+
+@dataclass
+class PropertyResult:
+    examples: int = 0
+    unsupported_examples: int = 0
+    improvements: int = 0  # examples a candidate gets right where stock torch does not
+    divergences: Counter = field(default_factory=Counter)
+    divergence_details: dict = field(default_factory=dict)
+    unsupported: Unsupported | None = None
+    first_unsupported: Unsupported | None = None
+    failure: BaseException | None = None
+    failing_example: Any = None
+    seed: int | None = None
+    looks_like: Any = None  # the known mistake (conformance.diagnosis.Mistake) the failing example shows
+    budget: float | None = None  # seconds the search may take (None: no limit)
+    budget_reached: bool = False  # the search stopped between two examples when the budget ran out
+    last_failure: BaseException | None = None  # what the latest failing example raised (shrinking: the smallest)
+    narrowed: str | None = None  # how the input space was narrowed to what the backend supports (Narrowing)
+
+    @property
+    def budget_note(self) -> str | None:
+        """"budget reached after N examples (S s)" when the search was cut short, else None."""
+        if not self.budget_reached:
+            return None
+        return (f"budget reached after {self.examples} examples ({self.budget:g} s; --conformance-budget): the "
+                f"verdict stands on those")
+
+
+def _agreement(prop: Property, trial: Trial, torch_trial: Trial, example: Any, seen: dict) -> bool:
+    """Whether the backend's outputs on ``example`` are stock torch's (within
+    :func:`conformance.verdict.agreement_tolerance`): the property's own observation (``observe``),
+    else each of the example's cases run alone. Leaves in ``seen`` what the verdict's messages
+    need: the outputs compared and their tolerances, or how far apart they are."""
+    tolerance = agreement_tolerance(trial.dtype)
+    if prop.observe is not None:  # the property's own outputs, not its cases' single runs
+        runs = [lambda: (prop.observe(trial, example), prop.observe(torch_trial, example))]
+    else:
+        runs = [lambda inputs=inputs: (trial.run(inputs), torch_trial.run(inputs))
+                for _, inputs in prop.to_cases(example, trial.dtype)]
+    seen["runs"] = len(runs)
+    for run in runs:
+        try:
+            ours, theirs = run()
+        except Exception:  # noqa: BLE001 - one of them raises on these inputs: not the same behaviour
+            return False
+        tols = {name: (None if name in trial.op.exact_outputs else tolerance) for name in theirs}
+        if not agrees(ours, theirs, tols, list(theirs)):
+            apart = distance(ours, theirs)  # NaN and inf shown as everywhere else (compare.format_error)
+            seen["note"] = "misses the property too, but differently" + (
+                f" (max abs difference {format_error(apart)})" if apart is not None else "")
+            return False
+        seen.update(ours=ours, tols=tols)
+    return True
+
+
+def three_way(prop: Property, trial: Trial, torch_trial: Trial, example: Any, failure: Mismatch | None) -> Judgement:
+    """The three-way verdict (:func:`conformance.verdict.judge`, the one judging core) on one
+    generated example: stock torch runs the same property on the same example
+    (:func:`conformance.verdict.torch_opinion`). Returns the judgement (``improvement`` where the
+    backend has the property and torch does not); raises DivergenceObserved when the backend misses
+    the property exactly as torch does, and the failure (:func:`conformance.verdict.differs`, torch's
+    account beside it) when it differs."""
+    torch_run = torch_opinion(lambda: prop.check(torch_trial, example))
+    seen: dict = {}
+    try:
+        judgement = judge(failure, torch_run, lambda: _agreement(prop, trial, torch_trial, example, seen), None)
+    except SameAsTorch:
+        single = prop.observe is None and seen.get("runs") == 1
+        explained = trial.known_divergence(prop.to_cases(example, trial.dtype)[0][1], seen["ours"],
+                                           seen["tols"]) if single else None
+        divergence = explained or SAME_AS_TORCH
+        raise DivergenceObserved(same_as_torch(divergence), str(failure).splitlines()[0]) from None
+    if judgement.verdict is Verdict.DIFFERS:
+        note = "has the property" if torch_run is not None and torch_run.conforms else seen.get("note")
+        raise differs(failure, torch_run, on="example", torch_note=note) from None
+    return judgement
+
+
+def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, settings, base_seed: int,
+                 database_key: str | None = None, budget: float | None = None) -> PropertyResult:
+    """Search ``prop`` on one backend/device/dtype with Hypothesis under ``settings`` (replaying the
+    examples of an earlier clean run of the same property and dtype where that gives the same verdict;
+    see :class:`DrawnExamples`). With ``budget`` (seconds), the search stops between two examples once
+    it has run that long, and the verdict stands on the examples that ran (``budget_reached``)."""
+    deadline = time.monotonic() + budget if budget else None
+    op = OPS[prop.op]
+    trial = Trial(op, backend, device, dtype)
+    torch_trial = None
+    if backend.judged_against_torch and op.torch_implementation is not None:
+        torch_trial = Trial(op, StockTorch(), device, dtype)
+    narrowing = Narrowing(op, declared_unsupported_options(op, backend), keep_invalid=prop.name == "rejects-invalid")
+    key = DRAWN.key(prop, dtype, settings, base_seed, narrowing.declared)
+    drawn = DRAWN.get(key)
+    if drawn is not None:
+        replayed = PropertyResult(seed=base_seed, budget=budget)
+        check = _example_check(prop, trial, torch_trial, replayed, replaying=True, deadline=deadline)
+        try:
+            for example in drawn:
+                check(copy.deepcopy(example))
+        except _BudgetReached:  # every example that ran passed: the verdict stands on them
+            DRAWN.replayed += 1
+            return replayed
+        except _TimedOut as timed_out:
+            raise timed_out.timeout from None
+        except KeyboardInterrupt:
+            raise
+        except BaseException:  # noqa: BLE001 - not clean: Hypothesis decides (and shrinks)
+            pass
+        else:
+            DRAWN.replayed += 1
+            return replayed
+    result = PropertyResult(seed=base_seed, budget=budget)
+    examples: list = []
+    check = _example_check(prop, trial, torch_trial, result, record=examples if key is not None else None,
+                           deadline=deadline, narrowing=narrowing)
+    _search(prop, dtype, check, result, settings=settings, base_seed=base_seed, database_key=database_key,
+            narrowing=narrowing)
+    result.narrowed = narrowing.describe()
+    if result.failure is not None and result.failing_example is not None:  # what the failure looks like
+        result.looks_like = diagnosis.looks_like_example(op, prop.to_cases(result.failing_example, dtype), trial.run,
+                                                         dtype)
+        if result.looks_like is not None:
+            result.failure = diagnosis.annotated(result.failure, result.looks_like)
+    if result.failure is None and result.unsupported is None and result.unsupported_examples == 0 \
+            and not result.budget_reached:  # a cut-short run is not what Hypothesis would draw in full
+        DRAWN.keep(key, examples)
+    return result
+
+
+def _example_check(prop: Property, trial: Trial, torch_trial: Trial | None, result: PropertyResult, *,
+                   record: list | None = None, replaying: bool = False,
+                   deadline: float | None = None, narrowing: Narrowing | None = None) -> Callable[[Any], None]:
+    """The check of one example, counted into ``result`` (and the example kept in ``record``); an
+    unsupported example is rejected (Hypothesis draws another), or raised when ``replaying``. Past
+    ``deadline`` (time.monotonic), the next example is not run: the search ends (_BudgetReached)."""
+    from hypothesis import reject
+
+    def observed(hit: DivergenceObserved, example) -> None:
+        result.divergences[hit.divergence.key] += 1
+        result.divergence_details.setdefault(hit.divergence.key, (hit.divergence, hit.detail, example))
+
+    def generated_case(example):
+        if deadline is not None and (result.examples or result.unsupported_examples) and time.monotonic() > deadline:
+            result.budget_reached = True
+            raise _BudgetReached()
+        if record is not None and result.failing_example is None and not result.unsupported_examples:
+            record.append(copy.deepcopy(example))  # before the backend sees it; only a clean run is kept
+        try:
+            prop.check(trial, example)
+        except DivergenceObserved as hit:
+            result.examples += 1
+            observed(hit, example)
+        except Unsupported as exc:  # this example only: Hypothesis draws another
+            if replaying:
+                raise
+            result.unsupported_examples += 1
+            result.first_unsupported = result.first_unsupported or exc
+            if narrowing is not None and result.failing_example is None:
+                narrowing.learn(exc, example)  # the next draws leave that option at torch's default
+            if result.examples == 0 and result.unsupported_examples >= UNSUPPORTED_BUDGET:
+                raise _NothingRuns() from None
+            reject()
+        except Mismatch as mismatch:
+            result.examples += 1
+            if torch_trial is not None:
+                try:
+                    three_way(prop, trial, torch_trial, example, mismatch)
+                except DivergenceObserved as hit:  # the same as torch: the search goes on
+                    observed(hit, example)
+                    return
+                except Mismatch as differs_from_both:
+                    result.failing_example, result.last_failure = example, differs_from_both
+                    raise differs_from_both from None
+            result.failing_example, result.last_failure = example, mismatch
+            raise
+        except BaseException as exc:
+            if _is_pytest_timeout(exc):
+                raise _TimedOut(exc) from None
+            result.examples += 1
+            result.failing_example, result.last_failure = example, exc
+            raise
+        else:
+            result.examples += 1
+            if torch_trial is not None and three_way(prop, trial, torch_trial, example, None).verdict \
+                    is Verdict.IMPROVEMENT:
+                result.improvements += 1
+
+    return generated_case
+
+
+def _search(prop: Property, dtype: str, generated_case: Callable[[Any], None], result: PropertyResult, *,
+            settings, base_seed: int, database_key: str | None, narrowing: Narrowing | None = None) -> None:
+    """Hypothesis's search of ``prop`` for ``dtype`` with ``generated_case`` as the test; its end in ``result``."""
+    from hypothesis.errors import Flaky, Unsatisfiable
+
+    def test_case(drawn):
+        generated_case(drawn)
+
+    strategy = prop.strategy(dtype)
+    explicit = prop.examples(dtype)
+    if narrowing is not None and narrowing.op.option_names():
+        strategy, explicit = strategy.map(narrowing.apply), [narrowing.apply(each) for each in explicit]
+    test = _hypothesis_test(test_case, strategy, explicit, settings, seed=derive_seed(base_seed, prop, dtype),
+                            database_key=database_key or prop.id)
+    try:
+        test()
+    except _NothingRuns:
+        result.unsupported = result.first_unsupported
+    except _BudgetReached:  # between two examples: a failure found so far stands (its smallest example yet)
+        if result.failing_example is not None:
+            result.failure = result.last_failure
+        elif result.examples == 0 and result.first_unsupported is not None:
+            result.unsupported = result.first_unsupported
+    except _TimedOut as timed_out:
+        raise timed_out.timeout from None
+    except Flaky as flaky:
+        timeout = next((e for e in getattr(flaky, "exceptions", ()) if _is_pytest_timeout(e)), None)
+        if timeout is not None:  # the timeout fired inside Hypothesis' own code: the item timed out
+            raise timeout from None
+        result.failure = _nondeterministic(flaky, result)
+    except Unsatisfiable:
+        if result.examples == 0 and result.first_unsupported is not None:
+            result.unsupported = result.first_unsupported  # no example could run at all
+        else:
+            raise
+    except BaseException as exc:
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)) or _is_pytest_timeout(exc):
+            raise
+        result.failure = exc
+
+
+def _hypothesis_test(test_case: Callable[[Any], None], strategy, explicit: list, settings, *, seed: int,
+                     database_key: str) -> Callable[[], None]:
+    """``test_case`` as a Hypothesis test, with Hypothesis' public API only: its ``explicit``
+    examples first (``@example``, in the order given), then draws of ``strategy`` from ``seed``
+    (``@seed``) under ``settings``, the profile's example database (if any) keyed by
+    ``database_key`` (one item's examples apart from another's: :class:`_KeyedDatabase`).
+
+    The order matters: ``@seed`` switches the example database off in the settings it finds on
+    the test (a seed is for reproducing a run), so the profile's ``settings`` go on last, over it,
+    and keep the database a ``thorough`` run saves its failures to and reuses
+    (tests/test_generated.py checks both)."""
+    from hypothesis import example, given
+    from hypothesis import seed as seeded
+
+    for each in reversed(explicit):  # applied inside out: run in the order given, before any draw
+        test_case = example(each)(test_case)
+    test = seeded(seed)(given(strategy)(test_case))
+    if settings.database is not None:
+        settings = type(settings)(settings, database=_KeyedDatabase(settings.database, database_key))
+    return settings(test)
+
+
+class _KeyedDatabase(ExampleDatabase):
+    """An example database seen under one key: every key Hypothesis uses (the test's digest, the
+    same for every item, and its sub-keys) is prefixed with ``key`` (the item's name), so each
+    item saves and reuses its own examples in the one database of the run."""
+
+    def __init__(self, database: ExampleDatabase, key: str):
+        super().__init__()
+        self.database, self.prefix = database, key.encode() + b"\x00"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.database!r}, {self.prefix[:-1].decode()!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _KeyedDatabase) and (self.database, self.prefix) == (other.database, other.prefix)
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.prefix))
+
+    def _key(self, key: bytes) -> bytes:
+        return self.prefix + key
+
+    def save(self, key: bytes, value: bytes) -> None:
+        self.database.save(self._key(key), value)
+
+    def fetch(self, key: bytes) -> Iterable[bytes]:
+        return self.database.fetch(self._key(key))
+
+    def delete(self, key: bytes, value: bytes) -> None:
+        self.database.delete(self._key(key), value)
+
+    def move(self, src: bytes, dest: bytes, value: bytes) -> None:
+        self.database.move(self._key(src), self._key(dest), value)
+
+
+def _nondeterministic(flaky: BaseException, result: PropertyResult) -> Nondeterministic:
+    """Hypothesis' Flaky as what it says about the backend: the same example failed once and passed
+    (or failed differently) when run again."""
+    inner = next(iter(getattr(flaky, "exceptions", ()) or ()), None) or result.last_failure
+    said = (str(inner).strip().splitlines() or [type(inner).__name__])[0] if inner is not None else ""
+    return Nondeterministic(
+        "nondeterministic: the backend failed an example and then passed it (or failed it differently) when the "
+        f"same example ran again (Hypothesis: {type(flaky).__name__}); run the property 'deterministic' on it"
+        + (f"\n  the first run: {type(inner).__name__}: {said}" if inner is not None else ""))
+
+
+def describe_divergences(result: PropertyResult) -> str:
+    parts = []
+    for key, count in result.divergences.items():
+        divergence, detail, _ = result.divergence_details[key]
+        link = f" ({divergence.link})" if divergence.link else ""
+        parts.append(f"{divergence.reason}{link} -- on {count} of {result.examples} examples; e.g. {detail}")
+    return "; ".join(parts)
+
+

@@ -1,0 +1,216 @@
+"""One property on one backend, device and dtype: the :class:`Trial` that runs a backend and
+compares its outputs, the tolerances it compares them within, and the :class:`Property` a trial
+runs.
+
+Tolerances (:func:`tolerances`) scale with the work done: with the dtype's unit roundoff, the
+number of steps and duplicates, the magnitudes involved, and how far the same formulas evaluated
+in the dtype land from the float64 reference. An output outside them is checked against models of
+known divergences (:mod:`conformance.divergences`) -- stock torch's half-precision arithmetic
+(:mod:`conformance.cases.lowprec`) and particular backends' documented idioms and rounding modes;
+when it matches one, the example is recorded as that divergence with its reason
+(:class:`DivergenceObserved`) -- never a silent pass and never a failure -- and the search goes on.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+import numpy as np
+from hypothesis import strategies as st
+
+from conformance.backends.base import Backend
+from conformance.cases import lowprec
+from conformance.compare import Mismatch, Tolerance, compare_outputs
+from conformance.divergences import STOCK_TORCH, Divergence, lookup
+from conformance.ops.base import Op
+from conformance.tensors import torch_dtype
+from conformance.types import RunContext
+
+# ---------------------------------------------------------------- tolerances (Op.generated_tolerances)
+
+
+def _rounding_sensitivity(op: Op, inputs: Any, dtype: str, reference: dict) -> dict[str, float]:
+    """How far a correct implementation of the same formulas, evaluated in ``dtype``, lands from
+    the float64 reference: torch's algorithm replayed with every stored tensor rounded to
+    ``dtype`` and duplicates summed in float32 (float64 for float64). This catches the
+    ill-conditioned cases a formula cannot: SparseAdam's ``v + (g*g - v) * (1 - beta2)`` cancels
+    when beta2 = 0 and the old v is large, and the parameter inherits the relative error.
+    Non-finite differences (float16 eps/g**2 underflow) are left to the known-divergence models."""
+    try:
+        emulated = lowprec.emulate(op, inputs, dtype, accumulate="float64" if dtype == "float64" else "float32")
+    except Exception:  # noqa: BLE001 - no model for this input: no widening
+        return {}
+    result = {}
+    for name, value in reference.items():
+        a, b = np.asarray(value, dtype=np.float64), np.asarray(emulated.get(name), dtype=np.float64)
+        if a.shape != b.shape or not a.size:
+            continue
+        with np.errstate(invalid="ignore"):
+            diff = np.abs(a - b)
+        diff = diff[np.isfinite(diff)]
+        result[name] = float(diff.max()) if diff.size else 0.0
+    return result
+
+
+def tolerances(op: Op, inputs: Any, dtype: str, reference: dict | None = None) -> dict[str, Tolerance | None]:
+    """Per-output tolerance for comparing a ``dtype`` backend with the float64 reference: the op
+    record's (``Op.generated_tolerances``), widened for the optimizers by
+    :func:`_rounding_sensitivity` (ill-conditioned trajectories). None means exact."""
+    def sensitivity() -> dict[str, float]:
+        return _rounding_sensitivity(op, inputs, dtype, reference if reference is not None else op.reference(inputs))
+
+    return op.generated_tolerances(inputs, dtype, sensitivity)
+
+
+def widest(tols: dict[str, Tolerance | None]) -> Tolerance:
+    """One tolerance covering every output (what a spec case's single ``tolerance`` can say)."""
+    values = [t for t in tols.values() if t is not None]
+    return Tolerance(max((t.rtol for t in values), default=0.0), max((t.atol for t in values), default=0.0))
+
+
+# ---------------------------------------------------------------- outcomes of one example
+
+class DivergenceObserved(Exception):
+    """An example on which the backend matched stock torch's documented low-precision behaviour
+    (see :mod:`conformance.cases.lowprec`) but not the float64 reference."""
+
+    def __init__(self, divergence: Divergence, detail: str):
+        super().__init__(f"{divergence.reason} ({detail})")
+        self.divergence = divergence
+        self.detail = detail
+
+
+@dataclass
+class Trial:
+    """One property on one backend, device and dtype: runs the backend and compares outputs."""
+
+    op: Op
+    backend: Backend
+    device: str
+    dtype: str
+
+    def run(self, inputs: Any) -> dict[str, Any]:
+        return self.backend.run(self.op.name, inputs, RunContext(self.device, torch_dtype(self.dtype)))
+
+    def reference(self, inputs: Any) -> dict[str, Any]:
+        return self.op.reference(inputs)
+
+    def tolerances(self, inputs: Any) -> dict[str, Tolerance | None]:
+        return tolerances(self.op, inputs, self.dtype)
+
+    def emulate(self, inputs: Any) -> dict[str, np.ndarray]:
+        """Stock torch's result in this dtype, the way torch rounds (:func:`lowprec.emulate`)."""
+        return lowprec.emulate(self.op, inputs, self.dtype)
+
+    def excuse(self, runs: list[tuple[Any, dict]], mismatch: Mismatch) -> None:
+        """Raise DivergenceObserved when every ``(inputs, outputs)`` run matches one and the same
+        known divergence of this backend; return (and let ``mismatch`` stand) otherwise."""
+        found = None
+        for inputs, outputs in runs:
+            divergence = self.known_divergence(inputs, outputs, self.tolerances(inputs))
+            if divergence is None or (found is not None and divergence != found):
+                return
+            found = divergence
+        if found is not None:
+            raise DivergenceObserved(found, str(mismatch).splitlines()[0]) from None
+
+    def compare(self, outputs: dict, expected: dict, tols: dict, inputs: Any, against: str,
+                model: Callable[[], dict] | None = None) -> None:
+        """compare_outputs; on a Mismatch, ask whether a known divergence explains it -- this
+        backend's documented idiom (a registered divergence with a model) or stock torch's
+        low-precision arithmetic (``model`` gives torch's result in this dtype) -- before failing."""
+        try:
+            compare_outputs(outputs, expected, tols, against=against)
+        except Mismatch as mismatch:
+            if self.backend.judged_against_torch:
+                raise  # a candidate is excused only by being the same as stock torch (same_as_torch)
+            divergence = self.known_divergence(inputs, outputs, tols, names=list(expected), lowprec_model=model)
+            if divergence is None:
+                raise
+            raise DivergenceObserved(divergence, str(mismatch).splitlines()[0]) from None
+
+    def known_divergence(self, inputs: Any, outputs: dict, tols: dict, names: list[str] | None = None,
+                         lowprec_model: Callable[[], dict] | None = None) -> Divergence | None:
+        """The known divergence whose model these outputs match (on ``names``), or None."""
+        if self.backend.name == "reference":
+            return None
+        models: list[tuple[Divergence, Callable[[], dict]]] = [
+            (entry, lambda entry=entry: entry.model(inputs)) for entry in self.idioms()]
+        half = lowprec.explain(self.op, inputs, self.dtype)
+        if half is not None:
+            models.append((half, lowprec_model or (lambda: lowprec.emulate(self.op, inputs, self.dtype))))
+        for divergence, make_model in models:
+            modelled = make_model()
+            wanted = {k: v for k, v in modelled.items() if names is None or k in names}
+            try:
+                compare_outputs(outputs, wanted, tols, against=f"the model of {divergence.key}")
+            except Mismatch:
+                continue
+            return divergence
+        return None
+
+    def idioms(self) -> list[Divergence]:
+        """The registered divergences of this backend's own idioms here, with their models."""
+        found = lookup(op=self.op.name, backend=self.backend.name, device=self.device, dtype=self.dtype)
+        return [entry for entry in found if entry.model is not None and not entry.is_torch_behaviour]
+
+
+SAME_AS_TORCH = Divergence(
+    "same-as-torch",
+    "the result is the same as stock torch's on the same inputs, and torch itself misses the property here",
+    None, behaviour=STOCK_TORCH,
+)
+
+
+def same_as_torch(divergence: Divergence) -> Divergence:
+    """``divergence`` as a candidate shows it: the same as stock torch."""
+    return replace(divergence, reason=f"same as torch: {divergence.reason}")
+
+
+def _single_case(example: Any, dtype: str) -> list[tuple[str, Any]]:
+    return [("", example)]
+
+
+@dataclass(frozen=True)
+class Property:
+    """A generated property: ``check(trial, example)`` raises Mismatch where the backend misses it.
+
+    The op records declare their properties (``Op.properties``: ``GeneratedProperty``);
+    :func:`conformance.cases.properties.property_of` binds each declaration to its check. A generic
+    check (:data:`conformance.cases.checks.CHECKS`) is a Property of no op yet (:func:`unbound`):
+    its check and what the check needs (``to_cases``, ``observe``, backends, dtypes); binding it
+    to a declaration fills in the op, name, summary, strategy and explicit examples."""
+
+    op: str
+    name: str
+    summary: str
+    strategy: Callable[[str], st.SearchStrategy] | None  # None: not bound to an op yet
+    check: Callable[[Trial, Any], None]
+    skip_backends: tuple[str, ...] = ()
+    dtypes: tuple[str, ...] | None = None  # None: every float dtype
+    # dtype -> examples run before Hypothesis draws any (its explicit examples)
+    examples: Callable[[str], list] = field(default=lambda dtype: [])
+    # the op inputs an example stands for, (label, inputs) per case (two for the pairwise properties)
+    to_cases: Callable[[Any, str], list[tuple[str, Any]]] = _single_case
+    needs_optimizer_object: bool = False  # only backends with Backend.optimizer_class get items
+    candidates_only: bool = False  # only backends judged against torch (candidates) get items
+    # what the three-way verdict compares between a candidate and stock torch when both miss the
+    # property (None: the outputs of each of the example's cases, run alone)
+    observe: Callable[[Trial, Any], dict[str, Any]] | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.op}-{self.name}"
+
+
+def unbound(check: Callable[[Trial, Any], None], **needs: Any) -> Property:
+    """A check as a property of no op yet (a generic check; ``needs``: Property's fields such as
+    ``to_cases``, ``skip_backends``, ``dtypes``, ``observe``)."""
+    return Property("", "", "", None, check, **needs)
+
+
+def safe_name(text: str) -> str:
+    """``text`` (a property id, an item's parts) as a file name."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")

@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from conformance.record import ItemRecord
+
 PASS, FAIL, COULD_NOT_JUDGE, UNSUPPORTED, USAGE = 0, 1, 2, 3, 4
 PROBE_OK = "conformance-check-probe: ok"
 PROBE = f"""
@@ -299,7 +301,7 @@ def judge(document: dict | None, *, run_id: str, status: int, ops: list[str], si
         return Verdict(COULD_NOT_JUDGE, "COULD NOT JUDGE",
                        f"the results file is another run's (id {run.get('id')!r}, not {run_id!r}); pytest exited "
                        f"with status {status}")
-    records = document.get("records") or []
+    records: list[ItemRecord] = document.get("records") or []
     candidate = [r for r in records if r.get("backend") == "candidate"]
     counts = Counter(r.get("outcome") for r in candidate)
     bad = [r for r in candidate if r.get("outcome") in ("failed", "error")]
@@ -342,7 +344,7 @@ def judge(document: dict | None, *, run_id: str, status: int, ops: list[str], si
     return verdict
 
 
-def _crash_reason(record: dict) -> str:
+def _crash_reason(record: ItemRecord) -> str:
     """How a crashed item's worker ended, in a few words (its record's message has the rest)."""
     import re
 

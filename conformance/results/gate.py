@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from conformance.record import ItemRecord
 from conformance.results.store import Results, key_label
 from conformance.types import Outcome
 
@@ -37,8 +38,8 @@ DEFAULT_MIN_DURATION = 0.001
 @dataclass
 class ItemChange:
     key: tuple
-    base: dict | None
-    head: dict | None
+    base: ItemRecord | None
+    head: ItemRecord | None
 
     @property
     def label(self) -> str:
@@ -95,7 +96,7 @@ def _median(values: list[float]) -> float:
     return data[mid] if len(data) % 2 else (data[mid - 1] + data[mid]) / 2
 
 
-def _samples(record: dict | None) -> list[float] | None:
+def _samples(record: ItemRecord | None) -> list[float] | None:
     timing = (record or {}).get("timing") or {}
     samples = timing.get("samples")
     return [float(s) for s in samples] if samples else None
@@ -115,7 +116,7 @@ def compare_timing(key: tuple, base: list[float], head: list[float]) -> tuple[Ti
             TimingChange(key, base_median, head_median, p_faster, len(base), len(head)))
 
 
-def in_scope(record: dict, ops: set[str] | None) -> bool:
+def in_scope(record: ItemRecord, ops: set[str] | None) -> bool:
     return ops is None or record.get("op") in ops or record.get("op") is None
 
 

@@ -26,6 +26,7 @@ from typing import Any, Iterable
 
 from conformance.results.store import (FORMAT, SCHEMA_VERSION, Results, ResultsError, atomic_write_json, load_results,
                                        now, schema_problem)
+from conformance.record import ItemRecord
 from conformance.results.shards import OPTION, Shard, parse_shard
 
 DESCRIPTION = """\
@@ -61,7 +62,7 @@ class Merged:
     warnings: list[str] = field(default_factory=list)
 
     @property
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[ItemRecord]:
         return self.document["records"]
 
 
@@ -192,7 +193,7 @@ def merge_results(paths: Iterable[Path | str], output: Path | str | None = None)
     loaded.sort(key=lambda pair: pair[0].index)
 
     warnings = []
-    records: dict[str, dict[str, Any]] = {}
+    records: dict[str, ItemRecord] = {}
     owner: dict[str, Path] = {}
     cases: dict[str, Any] = {}
     for shard, results in loaded:

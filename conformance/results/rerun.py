@@ -11,6 +11,7 @@ from importlib import resources
 from pathlib import Path
 
 from conformance.cases.profiles import DEFAULT_PROFILE
+from conformance.record import ItemRecord
 
 SUITE_SPECS = "specs"  # an item id whose path starts with specs/ names the suite's own specs
 GENERATED = "generated"  # the collector of the generated properties under the specs root
@@ -125,7 +126,7 @@ def command(item_id: str, *, impl: str | None = None, seed: int | None = None, p
     return shlex.join(args)
 
 
-def command_from_record(record: dict, run: dict | None = None) -> str:
+def command_from_record(record: ItemRecord, run: dict | None = None) -> str:
     """A results record's re-run command: its ``rerun`` field, or for a record written before
     records carried one, the same form rebuilt from the record and its run's options."""
     if record.get("rerun"):

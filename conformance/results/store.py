@@ -31,6 +31,7 @@ from importlib import metadata, resources
 from pathlib import Path
 from typing import Any, Iterable
 
+from conformance.record import ItemRecord
 from conformance.types import Outcome
 
 FORMAT = "torch-sparse-conformance-results"
@@ -54,7 +55,7 @@ def now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def item_key(record: dict) -> tuple:
+def item_key(record: ItemRecord) -> tuple:
     """What names an item across runs: kind, spec, case, backend, device, dtype."""
     return tuple(record.get(name) for name in KEY_FIELDS)
 
@@ -313,12 +314,12 @@ class ResultsWriter:
 
     path: Path
     run: dict[str, Any]
-    records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    records: dict[str, ItemRecord] = field(default_factory=dict)
     companions: tuple[Path, ...] = ()  # files written with the results (JUnit XML): backed up or removed with it
     cases: dict[str, dict[str, Any]] = field(default_factory=dict)  # "<spec>::<case id>" -> case context
     _wrote: bool = False
 
-    def add(self, nodeid: str, record: dict[str, Any]) -> None:
+    def add(self, nodeid: str, record: ItemRecord) -> None:
         """Keep an item's record; a later phase's error or failure (teardown) overrides a pass."""
         record = to_jsonable({"nodeid": nodeid, **record})
         record.setdefault("kind", "case" if record.get("case") is not None else "invalid-spec")
@@ -382,14 +383,14 @@ class Results:
 
     path: Path
     run: dict[str, Any]
-    records: list[dict[str, Any]]
+    records: list[ItemRecord]
     cases: dict[str, dict[str, Any]] = field(default_factory=dict)  # optional in the file
 
     @property
     def label(self) -> str:
         return self.run.get("label") or f"torch {self.run.get('torch')}"
 
-    def by_key(self) -> dict[tuple, dict[str, Any]]:
+    def by_key(self) -> dict[tuple, ItemRecord]:
         return {item_key(record): record for record in self.records}
 
 

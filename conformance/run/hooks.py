@@ -45,6 +45,7 @@ from typing import Any
 
 import pytest
 
+from conformance.record import ItemRecord
 from conformance.run import outcomes
 from conformance.results.store import (ResultsWriter, foreign_file_problem, lock_path, now, previous_path,
                                        results_lock, run_metadata)
@@ -300,7 +301,7 @@ class Collected:
     this process collected, or (in the xdist controller) those the workers' first reports brought."""
 
     def __init__(self) -> None:
-        self.items: dict[str, tuple[str, dict[str, Any]]] = {}  # results key -> (node id, identity)
+        self.items: dict[str, tuple[str, ItemRecord]] = {}  # results key -> (node id, identity)
 
     def add(self, pairs) -> None:
         for nodeid, identity in pairs:
@@ -312,7 +313,7 @@ class Collected:
     def pairs(self) -> list[list]:
         return [[nodeid, identity] for nodeid, identity in self.items.values()]
 
-    def identity(self, nodeid: str) -> dict[str, Any] | None:
+    def identity(self, nodeid: str) -> ItemRecord | None:
         return next((identity for known, identity in self.items.values() if known == nodeid), None)
 
 
@@ -378,7 +379,7 @@ def _options(config: pytest.Config) -> dict[str, Any]:
     return {k: (v if isinstance(v, (str, int, float, bool, list, type(None))) else str(v)) for k, v in options.items()}
 
 
-def record_key(nodeid: str, record: dict) -> str:
+def record_key(nodeid: str, record: ItemRecord) -> str:
     """The item's key in the results file: its node id, with the spec path in front where pytest
     leaves the file out (a spec file given on the command line outside the rootdir has node id
     ``::name``, so two such files would collide)."""
@@ -534,9 +535,9 @@ def pytest_handlecrashitem(crashitem: str, report, sched) -> None:
     report.user_properties.append((outcomes.PROPERTY, record))
 
 
-def crash_record(identity: dict[str, Any], longrepr: Any, ending: "WorkerEnding | None" = None) -> dict[str, Any]:
+def crash_record(identity: ItemRecord, longrepr: Any, ending: "WorkerEnding | None" = None) -> ItemRecord:
     """The ``error`` record of an item whose worker process died."""
-    record = {**identity, "outcome": outcomes.ERROR.value, "crashed": True}
+    record: ItemRecord = {**identity, "outcome": outcomes.ERROR.value, "crashed": True}
     where = (f"input: the spec case {identity.get('spec')}::{identity.get('case')}" if identity.get("kind") == "case"
              else "input: the example it was running (re-run the item to see it)")
     if ending is not None and ending.timed_out:

@@ -17,6 +17,7 @@ import pytest
 
 from conformance.backends.base import Backend
 from conformance.devices import unavailable_reason
+from conformance.record import ItemRecord
 from conformance.run import outcomes
 from conformance.types import Unsupported
 
@@ -61,13 +62,13 @@ class ConformanceItem(pytest.Item):
 
     kind: str = "case"
 
-    def __init__(self, *, placement: Placement, identity: dict[str, Any], **kwargs: Any):
+    def __init__(self, *, placement: Placement, identity: ItemRecord, **kwargs: Any):
         super().__init__(**kwargs)
         self.placement = placement
         self.backend, self.device, self.dtype = placement.backend, placement.device, placement.dtype
         self.add_marker(pytest.mark.conformance)
-        self.record: dict[str, Any] = {"kind": self.kind, **identity, "backend": self.backend.name,
-                                       "device": self.device, "dtype": self.dtype}
+        self.record: ItemRecord = {"kind": self.kind, **identity, "backend": self.backend.name,
+                                   "device": self.device, "dtype": self.dtype}
         reason = unavailable_reason(self.device)
         if reason:
             self.add_marker(pytest.mark.skip(reason=reason))

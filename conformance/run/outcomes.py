@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conformance.outcomes import ALL, ERROR, FAILED, PASSED, SKIPPED, UNSUPPORTED, XFAIL, XPASS
+from conformance.record import ItemRecord
 from conformance.types import Outcome
 
 __all__ = ["ALL", "ERROR", "FAILED", "PASSED", "SKIPPED", "UNSUPPORTED", "XFAIL", "XPASS", "Outcome",
@@ -14,7 +15,7 @@ __all__ = ["ALL", "ERROR", "FAILED", "PASSED", "SKIPPED", "UNSUPPORTED", "XFAIL"
 PROPERTY = "conformance"  # key of the user property carrying an item's record
 
 
-def record_of(report) -> dict | None:
+def record_of(report) -> ItemRecord | None:
     """The conformance record a report carries (a user property), or None."""
     for key, value in getattr(report, "user_properties", ()):
         if key == PROPERTY:

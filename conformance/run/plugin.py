@@ -17,6 +17,7 @@ from conformance.backends.candidate import CandidateBackend, CandidateError, par
 from conformance.compare import Mismatch
 from conformance.devices import DEFAULT_DEVICES, DEVICES
 from conformance.ops import OPS
+from conformance.record import ItemRecord
 from conformance.run.items import ConformanceItem, placements, warmed_up_last
 from conformance.run.state import SELECTION, Selection, relative_spec
 from conformance.runner import run_item
@@ -201,7 +202,7 @@ class InvalidSpecItem(pytest.Item):
     def __init__(self, *, error: SpecError, **kwargs: Any):
         super().__init__(**kwargs)
         self.error = error
-        self.record = {"kind": "invalid-spec", "spec": str(error.path), "case": None, "op": None, "backend": None,
+        self.record: ItemRecord = {"kind": "invalid-spec", "spec": str(error.path), "case": None, "op": None, "backend": None,
                        "device": None, "dtype": None}
 
     def runtest(self) -> None:
@@ -225,7 +226,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
-    record = getattr(item, "record", None)
+    record: ItemRecord | None = getattr(item, "record", None)
     if record is None:
         return report
     outcome = outcomes.classify(report, call.excinfo)
@@ -238,7 +239,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
                 message = f"{type(call.excinfo.value).__name__}: {message}".rstrip(": ")
         elif hasattr(report, "wasxfail"):
             message = report.wasxfail
-        report.user_properties.append((outcomes.PROPERTY, {**record, "outcome": outcomes.Outcome(outcome).value, "message": message}))
+        written: ItemRecord = {**record, "outcome": outcomes.Outcome(outcome).value, "message": message}
+        report.user_properties.append((outcomes.PROPERTY, written))
     return report
 
 

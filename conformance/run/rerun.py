@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from conformance.cases.profiles import DEFAULT_PROFILE, PROFILES
+from conformance.record import ItemRecord
 from conformance.results.rerun import GENERATED, ItemId, ReplayError, command, parse_item, portable_id
 from conformance.run.state import GENERATED as GENERATED_CONFIG
 
@@ -16,7 +17,7 @@ from conformance.run.state import GENERATED as GENERATED_CONFIG
 def command_for(item: pytest.Item) -> str | None:
     """The re-run command of a collected item, with the options of its run that change what it
     does: the candidate of its op, and for a generated item the seed, profile and examples."""
-    record = getattr(item, "record", None)
+    record: ItemRecord | None = getattr(item, "record", None)
     if not isinstance(record, dict):
         return None
     config = item.config

@@ -12,6 +12,7 @@ import pytest
 
 from conformance.backends.base import Backend
 from conformance.cases.profiles import PROFILES
+from conformance.record import ItemRecord
 
 
 @dataclass
@@ -71,7 +72,7 @@ class GeneratedConfig:
 GENERATED = pytest.StashKey[GeneratedConfig]()
 
 
-def relative_spec(record: dict, config: pytest.Config) -> dict:
+def relative_spec(record: ItemRecord, config: pytest.Config) -> ItemRecord:
     """Spec paths relative to the rootdir, so that runs from different checkouts match up."""
     spec = record.get("spec")
     if spec and os.path.isabs(spec):

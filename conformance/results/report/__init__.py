@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from conformance import outcomes
+from conformance.record import ItemRecord
 from conformance.results.store import Results, ResultsError, item_key, load_results, now
 from conformance.types import Outcome
 
@@ -78,7 +79,7 @@ def run_tag(index: int) -> str:
     return letters[index] if index < len(letters) else f"R{index + 1}"
 
 
-def repro_command(record: dict, run: dict) -> str:
+def repro_command(record: ItemRecord, run: dict) -> str:
     """The command line that re-runs one item with the options of its run, from any directory
     (``python -m conformance replay``): the record's ``rerun``, or rebuilt for an older record."""
     from conformance.results.rerun import command_from_record
@@ -101,7 +102,7 @@ def _expected_vs_got(message: str | None) -> list[dict[str, str]]:
     return pairs
 
 
-def divergence_of(record: dict) -> dict | None:
+def divergence_of(record: ItemRecord) -> dict | None:
     """An xfail item's known divergence {reason, link}: the record's ``divergence`` field, else
     parsed out of pytest's xfail reason ("known divergence: <reason> (<link>)"). A link that is not
     http(s) is no link: it comes back as ``unsafe_link``, shown as text."""
@@ -121,7 +122,7 @@ def divergence_of(record: dict) -> dict | None:
     return {"reason": text, "link": None}
 
 
-def _counts(records: Iterable[dict]) -> dict[str, int]:
+def _counts(records: Iterable[ItemRecord]) -> dict[str, int]:
     counts = {o: 0 for o in outcomes.ALL}
     for record in records:
         counts[record["outcome"]] = counts.get(record["outcome"], 0) + 1
@@ -289,7 +290,7 @@ def load_for_report(paths: Iterable[str | Path]) -> tuple[list[Results], list[Re
 # ------------------------------------------------------------------ building
 
 
-def _entry(record: dict, results: Results, r_index: int) -> dict[str, Any]:
+def _entry(record: ItemRecord, results: Results, r_index: int) -> dict[str, Any]:
     """What the page knows of one item (embedded as JSON, shown in the item panel)."""
     key = item_key(record)
     kind = record.get("kind", "case")
@@ -321,7 +322,7 @@ def _case_context(context: dict) -> dict:
     return context
 
 
-def _group_of(record: dict) -> str:
+def _group_of(record: ItemRecord) -> str:
     """The matrix table a record's row is in: its spec file; generated items one table per op."""
     if record.get("spec") == "generated" and record.get("op"):
         return f"generated · {record['op']}"

@@ -1,0 +1,113 @@
+"""One item's record in the results file, typed.
+
+:class:`Record` declares every property the results schema
+(``conformance/results/schema/results.schema.json``, ``$defs.record``) gives a record, and
+``REQUIRED`` the ones it requires; ``tests/test_record.py`` keeps both equal to the schema.
+:class:`ItemRecord` adds what the plugin writes beyond the schema (generated items' search,
+verdicts, divergences, crashes).
+
+A record is a ``TypedDict``: at run time it is the very dict that is written to the JSON and read
+back from it, and that travels between pytest-xdist's processes in a report's user properties
+(execnet sends only plain builtin types). So there is nothing to convert either way: a record is
+its JSON (the writer only turns non-finite floats into strings, ``results.store.to_jsonable``),
+and a record read from a file has been checked against the schema by the loader. A key stays
+absent until something sets it: most properties are optional.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict
+
+Kind = Literal["case", "benchmark", "invalid-spec"]
+OutcomeName = Literal["passed", "failed", "error", "unsupported", "xfail", "xpass", "skipped"]
+ErrorValue = float | Literal["NaN", "Infinity"] | None  # a max error; non-finite as a string (strict JSON)
+Values = Any  # one side of a small output: a list of values, one value, or None (the schema's $defs.values)
+
+
+class LooksLike(TypedDict):
+    """The known mistake a failing item's output matches (:mod:`conformance.diagnosis`)."""
+
+    name: str
+    explanation: str
+
+
+class BenchmarkInstance(TypedDict, total=False):
+    """A benchmark item's instance (``Benchmark.describe()``; ``nnz`` once its inputs are built)."""
+
+    id: str
+    size: list[int]
+    density: float
+    steps: int
+    nnz: int
+
+
+class Timing(TypedDict, total=False):
+    """A benchmark item's timings (``conformance.run.benchmark.timing_summary``)."""
+
+    samples: list[float]
+    unit: Literal["s"]
+    rounds: int
+    warmup_rounds: int
+    median: float
+    min: float
+    mean: float
+    stddev: float
+    source: str
+
+
+class Record(TypedDict, total=False):
+    """The results schema's record: its properties, in its order."""
+
+    nodeid: str  # pytest node id, relative to the run's rootdir
+    rerun: str  # the command that re-runs this one item (python -m conformance replay ...)
+    kind: Kind
+    spec: str
+    case: str | None
+    op: str | None
+    backend: str | None
+    device: str | None
+    dtype: str | None
+    outcome: OutcomeName
+    message: str | None
+    max_abs_error: ErrorValue
+    max_rel_error: ErrorValue
+    torch_max_abs_error: ErrorValue  # a candidate item's: stock torch's on the same inputs
+    values: dict[str, dict[str, Values]]  # small outputs: {output: {expected, torch, got}}
+    seconds: float | None  # wall time of the backend's one run
+    xla_compiles: dict[str, int]
+    crashed: bool  # the worker process died while running this item
+    looks_like: LooksLike
+    benchmark: BenchmarkInstance
+    timing: Timing | None
+
+
+# the schema's required properties: every record the writer keeps has them
+REQUIRED = ("nodeid", "kind", "spec", "case", "op", "backend", "device", "dtype", "outcome")
+
+
+class ItemRecord(Record, total=False):
+    """What the plugin writes: the schema's record and the properties the schema does not describe."""
+
+    # generated items (conformance.run.generated_plugin)
+    generated: bool
+    examples: int
+    unsupported_examples: int
+    seed: int | str | None
+    profile: str
+    hypothesis_database: str | None
+    budget_reached: str
+    narrowed: Any
+    improvements: Any
+    known_divergences: dict[str, int]  # a divergence's key -> examples that matched its model
+    counterexample: str  # the written counterexample spec and script
+    counterexample_script: str
+    # judging (conformance.runner, conformance.verdict)
+    verdict: str
+    improvement: str
+    divergence: dict[str, str | None]  # the recorded known divergence: {reason, link}
+    stale_divergence: str
+    torch_stand_in: str
+    # a crashed worker (conformance.run.hooks.crash_record)
+    timed_out: bool
+    signal: str
+

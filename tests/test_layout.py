@@ -213,9 +213,6 @@ def _oracle_name_tests() -> dict[str, int]:
     return dict(found)
 
 
-@pytest.mark.xfail(strict=True, reason="the generated checks skip the oracle by name: cases/generated.py's skip_backends "
-                                       "and Trial (issue 20 point 5; the runner, benchmarks and counterexamples use "
-                                       "Backend.is_oracle)")
 def test_the_oracle_is_not_recognised_by_its_name():
     assert not _oracle_name_tests()
 

@@ -106,7 +106,7 @@ def check_rounds_correctly(trial: Trial, inputs: Any) -> None:
 def _rounding_divergence(trial: Trial, inputs: Any, name: str, got, dtype) -> Divergence | None:
     """The known divergence an incorrectly rounded output is explained by: this backend's own
     rounding mode, or stock torch's half-precision accumulation of duplicates (any order)."""
-    if trial.backend.name == "reference" or trial.backend.judged_against_torch:
+    if trial.backend.is_oracle or trial.backend.judged_against_torch:
         return None  # a candidate is excused only by being the same as stock torch (same_as_torch)
     found = lookup(backend=trial.backend.name, device=trial.device, dtype=trial.dtype)
     rounding = next((entry for entry in found if entry.rounding is not None), None)
@@ -294,12 +294,12 @@ OPTIMIZER_OBJECT_TWINS = ("kernel-triton",)
 
 # a generic check is a Property of no op yet (trial.unbound); property_of binds it to an op's declaration
 CHECKS: dict[str, Property] = {
-    "agrees-with-reference": unbound(check_agrees_with_reference, skip_backends=("reference",)),
-    "rounds-correctly": unbound(check_rounds_correctly, skip_backends=("reference",), dtypes=HALF_DTYPES),
+    "agrees-with-reference": unbound(check_agrees_with_reference, skips_oracle=True),
+    "rounds-correctly": unbound(check_rounds_correctly, skips_oracle=True, dtypes=HALF_DTYPES),
     "rejects-invalid": unbound(check_rejects_invalid),
     # the suite's own backends are stock torch and its documented idioms: their determinism is torch's
     # (and the main job's minute); a candidate is what may hold a race or an uninitialised buffer
-    "deterministic": unbound(check_deterministic, skip_backends=("reference",), candidates_only=True),
+    "deterministic": unbound(check_deterministic, skips_oracle=True, candidates_only=True),
     "unspecified-unchanged": unbound(check_unspecified_unchanged),
     "sparse-equals-dense": unbound(check_sparse_equals_dense, to_cases=_dense_cases),
     PARAM_GROUPS: unbound(check_param_groups, to_cases=_member_cases, skip_backends=OPTIMIZER_OBJECT_TWINS,

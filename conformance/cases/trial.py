@@ -134,7 +134,7 @@ class Trial:
     def known_divergence(self, inputs: Any, outputs: dict, tols: dict, names: list[str] | None = None,
                          lowprec_model: Callable[[], dict] | None = None) -> Divergence | None:
         """The known divergence whose model these outputs match (on ``names``), or None."""
-        if self.backend.name == "reference":
+        if self.backend.is_oracle:
             return None
         models: list[tuple[Divergence, Callable[[], dict]]] = [
             (entry, lambda entry=entry: entry.model(inputs)) for entry in self.idioms()]
@@ -189,6 +189,7 @@ class Property:
     strategy: Callable[[str], st.SearchStrategy] | None  # None: not bound to an op yet
     check: Callable[[Trial, Any], None]
     skip_backends: tuple[str, ...] = ()
+    skips_oracle: bool = False  # the oracle (Backend.is_oracle) gets no items: the check compares with it
     dtypes: tuple[str, ...] | None = None  # None: every float dtype
     # dtype -> examples run before Hypothesis draws any (its explicit examples)
     examples: Callable[[str], list] = field(default=lambda dtype: [])
@@ -204,10 +205,19 @@ class Property:
     def id(self) -> str:
         return f"{self.op}-{self.name}"
 
+    def accepts(self, backend: Backend) -> bool:
+        """Whether ``backend`` gets items of this property, by what it is (``skip_backends`` name
+        the others): the oracle, a backend without an optimizer object, one not judged against torch."""
+        if self.skips_oracle and backend.is_oracle:
+            return False
+        if self.needs_optimizer_object and backend.optimizer_class(self.op) is None:
+            return False
+        return not self.candidates_only or backend.judged_against_torch
+
 
 def unbound(check: Callable[[Trial, Any], None], **needs: Any) -> Property:
     """A check as a property of no op yet (a generic check; ``needs``: Property's fields such as
-    ``to_cases``, ``skip_backends``, ``dtypes``, ``observe``)."""
+    ``to_cases``, ``skip_backends``, ``skips_oracle``, ``dtypes``, ``observe``)."""
     return Property("", "", "", None, check, **needs)
 
 

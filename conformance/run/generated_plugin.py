@@ -224,11 +224,8 @@ class GeneratedCollector(pytest.Collector):
         for prop in PROPERTIES:
             if selection.ops is not None and prop.op not in selection.ops:
                 continue
-            needs = (lambda backend: backend.optimizer_class(prop.op) is not None) if prop.needs_optimizer_object else None
-            if prop.candidates_only:
-                needs = (lambda backend, needs=needs: backend.judged_against_torch and (needs is None or needs(backend)))
             for placement in placements(selection, prop.op, prop.dtypes or FLOAT_DTYPES,
-                                        skip_backends=prop.skip_backends, accepts=needs):
+                                        skip_backends=prop.skip_backends, accepts=prop.accepts):
                 item = GeneratedItem.placed(self, prop.id, placement, prop=prop)
                 compiling = COMPILING_DEVICES.get(placement.device)
                 if compiling and not unavailable_reason(placement.device) and \

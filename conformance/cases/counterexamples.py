@@ -11,7 +11,6 @@ backend; other backends through the suite) and exits 1 while it still disagrees.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import re
 from dataclasses import dataclass, field
@@ -101,9 +100,7 @@ class Counterexample:
 
 
 def _source_of(op: Op) -> dict:
-    module = inspect.getmodule(type(op))
-    path = Path(inspect.getfile(module)) if module else None
-    document = f"conformance/ops/{path.name}" if path else f"conformance.ops.{op.name}"
+    document = op.record_file
     return {"title": f"NumPy float64 reference of {op.name} ({document}: {op.name}.reference), "
                      "independent of the code under test",
             "section": "golden values of generated counterexamples",
@@ -159,7 +156,7 @@ def build_spec(prop: Property, backend: Backend, device: str, dtype: str, exampl
             "source": GOLDEN_SOURCE,
             "description": f"{prop.summary}; {backend.name} on {device}/{dtype}: {first_line}"[:400],
             "derivation": (f"golden values computed by the NumPy float64 reference ({op.name}.reference in "
-                           f"conformance/ops/{op.name}.py) on these inputs, which are exact in {dtype}; not by the "
+                           f"{op.record_file}) on these inputs, which are exact in {dtype}; not by the "
                            f"code under test. Found by the generated cases (seed {seed}); replay: {replay}"),
             "dtypes": [dtype],
             "inputs": op.encode_inputs(inputs),
@@ -310,7 +307,8 @@ def render_script(prop: Property, backend: Backend, dtype: str, document: dict, 
     check = None
     if impl is not None:
         parts.append(impl)
-        parts.append(_fragment(f"run/{operation.repro_run}.py", state=operation.state_outputs))
+        parts.append(_fragment(f"run/{operation.repro_run}.py", state=operation.state_outputs,
+                               roots=operation.root_outputs))
         check = _fragment(f"checks/{prop.name}.py")
     else:
         parts.append(_fragment("run_suite.py", backend=backend.name))

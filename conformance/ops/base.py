@@ -72,6 +72,11 @@ class Op:
     torch_sums_duplicates_in_half: bool = False
     # optimizers: output name -> the optimizer's state key it is read from (empty: not an optimizer)
     state_outputs: dict[str, str] = {}
+    # optimizers: outputs read after the steps as sqrt(a state output) + a hyperparameter, at the last
+    # gradient's coalesced indices (every entry, flattened, for a dense gradient): output -> (state
+    # output, hyperparameter, its default) -- Adagrad's std, as the tutorial prints it. The candidate
+    # driving (OptimizerOp.add_root_outputs) and the counterexample scripts (repro/run/optimizer.py.j2) read them
+    root_outputs: dict[str, tuple[str, str, float]] = {}
     # the built-in backend that is stock torch's own way of doing this op: the column a candidate is
     # read against in reports, run beside it by `conformance check`
     stock_backend: str | None = None
@@ -90,6 +95,11 @@ class Op:
         for name in ("reference", "reference_beyond_torch"):
             if name in cls.__dict__:
                 setattr(cls, name, _quiet_numpy(cls.__dict__[name]))
+
+    @property
+    def record_file(self) -> str:
+        """The record's module as a path from the repository root (``conformance/ops/coalesce.py``)."""
+        return type(self).__module__.replace(".", "/") + ".py"
 
     @property
     def state_tensors(self) -> tuple[str, ...]:
@@ -153,6 +163,17 @@ class Op:
     def candidate_problem(self, candidate: Any) -> str | None:
         """Why ``candidate`` cannot fit this op's contract, or None."""
         return None if callable(candidate) else f"{candidate!r} is not callable"
+
+    def watch_candidate(self, candidate: Any) -> Any:
+        """``candidate`` wrapped in the checks of this op's contract beyond the numbers, which
+        :meth:`run_candidate` then drives (the candidate backend's, every call): a clause broken
+        raises ``contract violated (<op>: <clause>): <detail>`` (:mod:`conformance.ops.contract`).
+        Default: no clause of its own, the candidate itself."""
+        return candidate
+
+    def check_candidate_outputs(self, outputs: dict[str, Any], ctx: RunContext) -> None:
+        """The contract's clauses on what :meth:`run_candidate` returned (raise as
+        :meth:`watch_candidate` does). Default: none."""
 
     def rounding_bounds(self, inputs: Any, dtype: str,
                         accumulation_unit: float = OPMATH_ROUNDOFF) -> dict[str, tuple[Any, Any, Any]]:

@@ -25,7 +25,8 @@ from conformance.diagnosis import Mistake
 from conformance.dtypes import DTYPES, OPMATH_ROUNDOFF
 from conformance.ops import draw as d
 from conformance.ops.base import COO, TENSOR, GeneratedProperty, Op
-from conformance.tensors import CooArray, encode_coo, random_coo, rounder, to_numpy
+from conformance.ops.contract import changed, same_device, snapshot, violation
+from conformance.tensors import CooArray, encode_coo, not_plain_tensor, random_coo, rounder, to_numpy
 
 
 def coalesce_reference(coo: CooArray) -> dict[str, np.ndarray]:
@@ -259,6 +260,31 @@ MISTAKES = (
 )
 
 
+def watch_coalesce(op_name: str, candidate: Any):
+    """``candidate`` wrapped in the clauses of coalesce's contract (:meth:`Coalesce.watch_candidate`)."""
+    def watched(tensor: torch.Tensor):
+        before = snapshot(tensor)
+        result = candidate(tensor)
+        change = changed(tensor, before)
+        if change:
+            raise violation(op_name, "the input tensor is left unchanged", change)
+        problem = not_plain_tensor(result, torch.sparse_coo)
+        if problem:
+            raise violation(op_name, "the result is a sparse COO torch.Tensor", problem)
+        if result.dtype != tensor.dtype:
+            raise violation(op_name, "the result has the input's dtype",
+                            f"got {result.dtype}, the input is {tensor.dtype}")
+        if not same_device(result.device, tensor.device):
+            raise violation(op_name, "the result is on the input's device",
+                            f"got {result.device}, the input is on {tensor.device}")
+        if tuple(result.shape) != tuple(tensor.shape):
+            raise violation(op_name, "the result has the input's size",
+                            f"got {list(result.shape)}, the input is {list(tensor.shape)}")
+        return result
+
+    return watched
+
+
 class Coalesce(Op):
     name = "coalesce"
     decodes_empty_expected = True
@@ -325,6 +351,11 @@ class Coalesce(Op):
     def run_candidate(self, candidate, inputs: CooArray, ctx: RunContext) -> dict[str, Any]:
         tensor = inputs.to_torch(ctx.dtype, ctx.torch_device)
         return outputs_of_sparse(candidate(tensor))
+
+    def watch_candidate(self, candidate: Any) -> Any:
+        """The input tensor is left unchanged; the result is a sparse COO ``torch.Tensor`` (not a dense
+        one, not a MaskedTensor) of the input's dtype, device and size."""
+        return watch_coalesce(self.name, candidate)
 
     def rounding_bounds(self, inputs: CooArray, dtype: str,
                         accumulation_unit: float = OPMATH_ROUNDOFF) -> dict[str, tuple[Any, Any, Any]]:

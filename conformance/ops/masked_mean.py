@@ -28,6 +28,7 @@ from conformance.compare import (
 )
 from conformance.ops import draw as d
 from conformance.ops.base import TENSOR, GeneratedProperty, Op
+from conformance.ops.contract import changed, same_device, snapshot, violation
 from conformance.dtypes import DTYPES, OPMATH_ROUNDOFF, is_half
 from conformance.rounding import rounded
 from conformance.tensors import decode_array, encode_array, not_plain_tensor, quantize, rounder, to_numpy, to_torch
@@ -274,6 +275,32 @@ MISTAKES = (
 )
 
 
+def watch_masked_mean(op_name: str, candidate: Any):
+    """``candidate`` wrapped in the clauses of the masked mean's contract (``watch_candidate`` of
+    masked_mean and masked_mean_compiles)."""
+    def watched(values: torch.Tensor, mask: torch.Tensor):
+        before = {"values": snapshot(values), "mask": snapshot(mask)}
+        result = candidate(values, mask)
+        for name, tensor in (("values", values), ("mask", mask)):
+            change = changed(tensor, before[name])
+            if change:
+                raise violation(op_name, f"the input {name} is left unchanged", change)
+        problem = not_plain_tensor(result)
+        if problem:
+            raise violation(op_name, "the result is a plain (strided) 0-d torch.Tensor", problem)
+        if result.dim() != 0:
+            raise violation(op_name, "the result is a 0-d tensor", f"got shape {list(result.shape)}")
+        if result.dtype != values.dtype:
+            raise violation(op_name, "the result has values.dtype",
+                            f"got {result.dtype}, values are {values.dtype}")
+        if not same_device(result.device, values.device):
+            raise violation(op_name, "the result is on values' device",
+                            f"got {result.device}, values are on {values.device}")
+        return result
+
+    return watched
+
+
 class MaskedMean(Op):
     name = "masked_mean"
     stock_backend = "masked"
@@ -309,6 +336,12 @@ class MaskedMean(Op):
 
     def run_candidate(self, candidate, inputs: MaskedMeanInputs, ctx: RunContext) -> dict[str, Any]:
         return differentiate(candidate, inputs, ctx)
+
+    def watch_candidate(self, candidate: Any) -> Any:
+        """The inputs are left unchanged; the result is a plain (strided, not a MaskedTensor) 0-d tensor
+        of ``values.dtype`` on ``values.device`` (its gradient ``values.grad``, a plain tensor of
+        values' shape, dtype and device, is checked in :func:`differentiate`)."""
+        return watch_masked_mean(self.name, candidate)
 
     def rounding_bounds(self, inputs: MaskedMeanInputs, dtype: str,
                         accumulation_unit: float = OPMATH_ROUNDOFF) -> dict[str, tuple[Any, Any, Any]]:

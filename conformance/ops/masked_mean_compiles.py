@@ -23,7 +23,7 @@ import torch
 
 from conformance.types import RunContext, Unsupported
 from conformance.ops.base import TENSOR, Op
-from conformance.ops.masked_mean import MaskedMeanInputs, differentiate, masked_mean_reference
+from conformance.ops.masked_mean import MaskedMeanInputs, differentiate, masked_mean_reference, watch_masked_mean
 from conformance.tensors import quantize
 
 COMPILES_RECORD_KEY = "compiles_per_mask"
@@ -104,6 +104,10 @@ class MaskedMeanCompiles(Op):
 
     def run_candidate(self, candidate, inputs: MaskSeriesInputs, ctx: RunContext) -> dict[str, Any]:
         return run_series(lambda run, c: differentiate(candidate, run, c), inputs, ctx)
+
+    def watch_candidate(self, candidate: Any) -> Any:
+        """The masked mean's contract, at every call of the series."""
+        return watch_masked_mean(self.name, candidate)
 
     def reference_tolerance_scale(self, inputs: MaskSeriesInputs) -> float:
         return 1.0 + math.sqrt(max([1] + [int(m.sum()) for m in inputs.masks]))

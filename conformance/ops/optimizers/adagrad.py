@@ -18,7 +18,6 @@ import torch
 from hypothesis import strategies as st
 
 from conformance.divergences import STOCK_TORCH, Divergence, register
-from conformance.types import RunContext
 from conformance.compare import at_least_default
 from conformance.dtypes import OPMATH_ROUNDOFF, is_half
 from conformance.diagnosis import Mistake
@@ -26,7 +25,7 @@ from conformance.ops import draw as d
 from conformance.ops.base import TENSOR, GeneratedProperty
 from conformance.ops.coalesce import accumulation_differs, coalesce_sequential, round_toward_zero
 from conformance.ops.optimizers.base import OptimizerOp
-from conformance.ops.optimizers.drive import optimizer_problem, run_optimizer
+from conformance.ops.optimizers.drive import optimizer_problem
 from conformance.ops.optimizers.inputs import negated, optimizer_inputs_schema, OptimizerInputs, ParamGroupsInputs
 from conformance.ops.optimizers.reference import dense_grad_and_mask, single_step_param_bounds, trajectory_tolerances
 from conformance.ops.optimizers.strategies import drawn_inputs, NEGATIVE, with_sparse_weight_decay
@@ -81,18 +80,6 @@ def _coalesced_indices(grad: CooArray) -> np.ndarray:
     from conformance.ops.coalesce import coalesce_reference
 
     return coalesce_reference(grad)["indices"]
-
-
-def add_std_output(outputs: dict[str, Any], inputs: OptimizerInputs, eps: float) -> dict[str, Any]:
-    """Add the tutorial's ``std`` output, read from an optimizer's ``state_sum`` after the steps."""
-    last = inputs.grads[-1] if inputs.grads else None
-    state_sum = outputs["state_sum"]
-    if isinstance(last, CooArray):
-        index = torch.from_numpy(_coalesced_indices(last)).to(state_sum.device)
-        outputs["std"] = state_sum[tuple(index)].sqrt() + eps
-    elif last is not None:
-        outputs["std"] = state_sum.flatten().sqrt() + eps
-    return outputs
 
 
 # ---------------------------------------------------------------- torch's behaviour with several param groups
@@ -290,6 +277,7 @@ class Adagrad(OptimizerOp):
     mistakes = MISTAKES
     torch_sums_duplicates_in_half = True
     state_outputs = {"state_sum": "sum", "step": "step"}  # output name -> torch's state key
+    root_outputs = {"std": ("state_sum", "eps", DEFAULTS["eps"])}  # sqrt(state_sum) + eps, as the tutorial prints it
     inputs_schema = optimizer_inputs_schema({
         "lr": {"type": "number"},
         "lr_decay": {"type": "number"},
@@ -309,11 +297,6 @@ class Adagrad(OptimizerOp):
 
     def reference(self, inputs: OptimizerInputs) -> dict[str, np.ndarray]:
         return adagrad_reference(inputs)
-
-    def run_candidate(self, candidate, inputs: OptimizerInputs, ctx: RunContext) -> dict[str, Any]:
-        outputs = run_optimizer(candidate, inputs, ctx, self.state_outputs)
-        eps = inputs.hyperparameters.get("eps", DEFAULTS["eps"])
-        return add_std_output(outputs, inputs, eps)
 
     def candidate_problem(self, candidate: Any) -> str | None:
         return optimizer_problem(candidate)

@@ -7,9 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import torch
 
 from conformance.types import RunContext, Unsupported
 from conformance.ops.base import GeneratedProperty, Op
+from conformance.ops.coalesce import coalesce_reference
+from conformance.ops.optimizers.contract import check_optimizer_outputs, watch_optimizer
 from conformance.ops.optimizers.drive import run_optimizer
 from conformance.ops.optimizers.inputs import OptimizerInputs, ParamGroupsInputs, optimizer_benchmark_inputs
 from conformance.ops.optimizers.strategies import drawn_inputs, param_groups, resume_points, rounding_inputs
@@ -34,8 +37,28 @@ class OptimizerOp(Op):
 
     def run_candidate(self, candidate, inputs: "OptimizerInputs", ctx: RunContext) -> dict[str, Any]:
         """The candidate optimizer stepped through the trajectory; the outputs are the parameter
-        and the state keys the record names (``state_outputs``)."""
-        return run_optimizer(candidate, inputs, ctx, self.state_outputs)
+        and the state keys the record names (``state_outputs``), then the :attr:`root_outputs`."""
+        return self.add_root_outputs(run_optimizer(candidate, inputs, ctx, self.state_outputs), inputs)
+
+    def add_root_outputs(self, outputs: dict[str, Any], inputs: OptimizerInputs) -> dict[str, Any]:
+        """``outputs`` (a run's, with the state tensors) with each of :attr:`root_outputs` added."""
+        last = inputs.grads[-1] if inputs.grads else None
+        for name, (state_output, hyperparameter, default) in self.root_outputs.items():
+            state = outputs[state_output]
+            plus = inputs.hyperparameters.get(hyperparameter, default)
+            if isinstance(last, CooArray):
+                index = torch.from_numpy(coalesce_reference(last)["indices"]).to(state.device)
+                outputs[name] = state[tuple(index)].sqrt() + plus
+            elif last is not None:
+                outputs[name] = state.flatten().sqrt() + plus
+        return outputs
+
+    def watch_candidate(self, candidate: Any) -> Any:
+        """The optimizer contract's ``step()`` and state clauses (:mod:`.contract`)."""
+        return watch_optimizer(self, candidate)
+
+    def check_candidate_outputs(self, outputs: dict[str, Any], ctx: RunContext) -> None:
+        check_optimizer_outputs(self, outputs, ctx)
 
     def hyperparameters_strategy(self) -> Any:
         """A Hypothesis strategy of valid hyperparameters for sparse gradients."""

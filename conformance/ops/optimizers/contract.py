@@ -1,0 +1,86 @@
+"""The contract every optimizer candidate is held to beyond the numbers (``OptimizerOp.watch_candidate``
+and ``check_candidate_outputs``): ``step()`` leaves ``param.grad`` -- the gradient the harness set -- as
+it was (same tensor, same indices and values); after each step the state tensors the harness reads
+are plain strided tensors (not sparse, not MaskedTensor); the parameter keeps its dtype and device,
+and those state tensors are on its device and of its shape (their dtype is free: float32 state for
+a float16 parameter is allowed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from conformance.types import RunContext
+from conformance.ops.contract import changed, same_device, snapshot, violation
+from conformance.tensors import is_masked_tensor, not_plain_tensor
+
+
+def watch_optimizer(op: Any, candidate: Any):
+    """``candidate`` (an optimizer class) wrapped: each ``step()`` of what it builds is watched."""
+    op_name = op.name
+
+    def build(params, *args, **kwargs):
+        optimizer = candidate(params, *args, **kwargs)
+        step = optimizer.step
+
+        def checked_step(*step_args, **step_kwargs):
+            given = [(p, p.grad, None if p.grad is None else snapshot(p.grad))
+                     for group in optimizer.param_groups for p in group["params"]]
+            result = step(*step_args, **step_kwargs)
+            for param, grad, before in given:
+                if param.grad is not grad:
+                    raise violation(op_name, "step() leaves param.grad, the gradient the harness set",
+                                    "step() replaced param.grad with another tensor")
+                change = None if grad is None else changed(grad, before)
+                if change:
+                    raise violation(op_name, "step() leaves param.grad, the gradient the harness set",
+                                    f"step() rewrote it: {change}")
+            check_optimizer_state(op, optimizer, [param for param, _, _ in given])
+            return result
+
+        optimizer.step = checked_step
+        return optimizer
+
+    build.sparse_gradients_only = getattr(candidate, "sparse_gradients_only", False)  # (declared on the class)
+    return build
+
+
+def check_optimizer_outputs(op: Any, outputs: dict[str, Any], ctx: RunContext) -> None:
+    """The parameter and the state tensors read after the steps."""
+    op_name = op.name
+    param = outputs.get("param")
+    if not isinstance(param, torch.Tensor):
+        return
+    if param.dtype != ctx.dtype or not same_device(param.device, ctx.torch_device):
+        raise violation(op_name, "the parameter keeps its dtype and device",
+                        f"after the steps it is {param.dtype} on {param.device}, was {ctx.dtype} on {ctx.device}")
+    for name in op.state_tensors:  # checked for the parameter's device and shape
+        state = outputs.get(name)
+        check_state_tensor(op, name, state)
+        if not isinstance(state, torch.Tensor):
+            continue
+        if not same_device(state.device, param.device):
+            raise violation(op_name, "state tensors are on the parameter's device",
+                            f"{name} is on {state.device}, the parameter on {param.device}")
+        if tuple(state.shape) != tuple(param.shape):
+            raise violation(op_name, "state tensors have the parameter's shape",
+                            f"{name} has shape {list(state.shape)}, the parameter {list(param.shape)}")
+
+
+def check_state_tensor(op: Any, name: str, state: Any) -> None:
+    """A state tensor the harness reads (``name``: its output name) is a plain strided tensor: a
+    sparse or MaskedTensor state cannot be indexed or read like torch's dense state."""
+    if is_masked_tensor(state) or (isinstance(state, torch.Tensor) and state.layout != torch.strided):
+        raise violation(op.name, "state tensors are plain (strided) torch.Tensors",
+                        f"{name} (state key {op.state_outputs[name]!r}): {not_plain_tensor(state)}")
+
+
+def check_optimizer_state(op: Any, optimizer: Any, params: list) -> None:
+    """After each step: the state entries the harness will read, before anything reads them."""
+    for param in params:
+        state = optimizer.state.get(param, {}) if hasattr(optimizer, "state") else {}
+        for name in op.state_tensors:
+            key = op.state_outputs[name]
+            if key in state:
+                check_state_tensor(op, name, state[key])

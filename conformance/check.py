@@ -78,7 +78,7 @@ DEFAULT_WORKERS = "auto"
 
 def isolation_args(workers: str = DEFAULT_WORKERS) -> list[str]:
     """Crash and native-hang isolation: pytest-xdist workers (each replaced when it dies; the
-    watchdog of conformance.run.hooks ends one when an item is stuck in native code)."""
+    watchdog of conformance.run.timeouts ends one when an item is stuck in native code)."""
     if importlib.util.find_spec("xdist") is None:
         return []
     return ["-n", str(workers), "-p", "no:benchmark"]

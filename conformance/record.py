@@ -107,7 +107,7 @@ class ItemRecord(Record, total=False):
     divergence: dict[str, str | None]  # the recorded known divergence: {reason, link}
     stale_divergence: str
     torch_stand_in: str
-    # a crashed worker (conformance.run.hooks.crash_record)
+    # a crashed worker (conformance.run.crashes.crash_record)
     timed_out: bool
     signal: str
 

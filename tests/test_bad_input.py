@@ -24,7 +24,7 @@ import pytest
 from conformance import cli
 from conformance.results.store import (FORMAT, SCHEMA_VERSION, ResultsError, ResultsWriter, load_results,
                                        lock_path, previous_path, results_lock, run_metadata)
-from conformance.run import hooks, plugin
+from conformance.run import crashes, outcomes, plugin, transfer
 from conformance.specs.load import ELEMENT_BUDGET, MAX_YAML_NODES, SpecError, load_spec
 from conformance_runs import REPO, SMALL_SPEC, base_args, by_case, load, run_inprocess
 
@@ -379,9 +379,9 @@ def test_a_crashed_worker_item_is_an_error_in_the_terminal_as_in_the_json():
     identity = {"kind": "case", "spec": "tests/data/robustness_adagrad.yaml", "case": "misbehave-here",
                 "op": "adagrad", "backend": "candidate", "device": "cpu", "dtype": "float64"}
     config = types.SimpleNamespace(stash=pytest.Stash())
-    hooks.collected(config).add([[report.nodeid, identity]])  # as the worker's first report would have brought it
-    hooks.pytest_handlecrashitem(report.nodeid, report, sched=types.SimpleNamespace(config=config))
-    record = hooks._record_of(report)
+    transfer.collected(config).add([[report.nodeid, identity]])  # as the worker's first report would have brought it
+    crashes.pytest_handlecrashitem(report.nodeid, report, sched=types.SimpleNamespace(config=config))
+    record = outcomes.record_of(report)
     assert {k: record[k] for k in identity} == identity
     assert record["outcome"] == "error" and record["crashed"] is True
     assert plugin.pytest_report_teststatus(report, config=None) == ("error", "E", ("ERROR", {"red": True}))

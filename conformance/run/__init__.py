@@ -1,2 +1,3 @@
 """Running items: the pytest plugin (options, collection, items), the runner that checks one item,
-outcomes, results-file hooks, generated items and benchmarks."""
+outcomes, the results file, xdist transfer, crashed workers, timeouts, signals, generated items and
+benchmarks."""

@@ -173,7 +173,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items) -> None:
-    """A generated item searches many examples: its per-item timeout (conformance/hooks.py's
+    """A generated item searches many examples: its per-item timeout (conformance/run/timeouts.py's
     --conformance-timeout, when the user set no timeout of their own) grows with the examples."""
     seconds = float(config.getoption("conformance_timeout", 0) or 0)
     gen = config.stash.get(GENERATED, None)

@@ -28,10 +28,17 @@ from conformance.verdict import SameAsTorch
 
 SPEC_SUFFIXES = (".yaml", ".yml")
 
-# results files, per-item timeouts, crashed xdist workers, benchmark options (conformance/hooks.py);
-# generated (Hypothesis) cases: their options, profiles and the specs::generated collector;
-# --conformance-shard K/N (conformance/run/shard.py)
-pytest_plugins = ["conformance.run.hooks", "conformance.run.generated_plugin", "conformance.run.shard"]
+# options of results, progress, timeouts and benchmarks (first: --help lists them in this order);
+# the results file; the shrink notice; per-item timeouts and the native-hang watchdog; xdist
+# transfer of collections and case contexts; crashed xdist workers; signals; an implementation's
+# isolation (pytest.exit, stray threads). Their tryfirst pytest_configure hooks run in the reverse
+# of this order (crashes, transfer, timeouts, shrink notice, results), which is the order their
+# plugins must be registered in. Then generated (Hypothesis) cases: their options, profiles and the
+# specs::generated collector; --conformance-shard K/N (conformance/run/shard.py)
+pytest_plugins = ["conformance.run.options", "conformance.run.results_writer", "conformance.run.shrink_notice",
+                  "conformance.run.timeouts", "conformance.run.transfer", "conformance.run.crashes",
+                  "conformance.run.signals", "conformance.run.isolation",
+                  "conformance.run.generated_plugin", "conformance.run.shard"]
 
 
 def _split(values: list[str] | None) -> list[str]:

@@ -1,6 +1,7 @@
 """What the plugin's modules share, in one place below them: the command line's selection, the
-generated items' configuration, per-item timeouts, and spec paths relative to the rootdir. The
-modules of ``run/`` import this one and never each other's privates."""
+generated items' configuration, per-item timeouts, spec paths relative to the rootdir, and whether
+this process is an xdist worker. The modules of ``run/`` import this one and never each other's
+privates."""
 
 from __future__ import annotations
 
@@ -81,6 +82,11 @@ def relative_spec(record: ItemRecord, config: pytest.Config) -> ItemRecord:
         except ValueError:
             pass
     return record
+
+
+def is_controller(config: pytest.Config) -> bool:
+    """This process is not a pytest-xdist worker (the controller of a distributed run, or the only process)."""
+    return not hasattr(config, "workerinput")
 
 
 def timeout_user_set(config: pytest.Config) -> bool:

@@ -1,0 +1,73 @@
+"""Isolation of an item's implementation: it may not end the run (``pytest.exit`` becomes that item's
+error), and non-daemon threads it leaves running cannot keep the process from exiting."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Any
+
+import pytest
+
+from conformance.types import safe_text
+
+class CandidateExit(Exception):
+    """``pytest.exit()`` called from an implementation's code: that item's error, not the run's end."""
+
+
+_STRAY_THREADS: list[threading.Thread] = []
+_SESSIONS: dict[str, Any] = {"depth": 0, "outermost": None}  # the outermost session's status is the process's
+
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if _SESSIONS["depth"] == 0:
+        _SESSIONS["outermost"] = session
+    _SESSIONS["depth"] += 1
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
+    _SESSIONS["depth"] = max(0, _SESSIONS["depth"] - 1)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """An item's implementation may not end the run (``pytest.exit``), and threads it leaves running
+    (non-daemon) are noted so that they cannot keep the process from exiting."""
+    if not isinstance(getattr(item, "record", None), dict):
+        return (yield)
+    before = set(threading.enumerate())
+    try:
+        return (yield)
+    except pytest.exit.Exception as exc:
+        raise CandidateExit(f"the implementation called pytest.exit({safe_text(exc.msg)!r}, "
+                            f"returncode={exc.returncode!r}) during this item; an item cannot end the run") from None
+    finally:
+        stray = [t for t in threading.enumerate() if t not in before and t.is_alive() and not t.daemon]
+        if stray:
+            _not_waiting_for(stray)
+
+
+def _not_waiting_for(threads: list[threading.Thread]) -> None:
+    if not _STRAY_THREADS:
+        register = getattr(threading, "_register_atexit", None)  # runs before the interpreter joins threads
+        if register is not None:
+            register(_exit_past_stray_threads)
+    _STRAY_THREADS.extend(threads)
+
+
+def _exit_past_stray_threads() -> None:
+    alive = [t for t in _STRAY_THREADS if t.is_alive()]
+    if not alive:
+        return
+    try:
+        sys.stdout.flush()
+        sys.stderr.write(f"conformance: not waiting for {len(alive)} non-daemon thread(s) an implementation "
+                         f"left running ({', '.join(sorted({t.name for t in alive}))}); exiting\n")
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001
+        pass
+    session = _SESSIONS["outermost"]
+    os._exit(int(session.exitstatus) if session is not None else 1)

@@ -1,7 +1,10 @@
 """Crashed pytest-xdist workers: xdist's report for an item whose worker died (segfault, abort,
 the watchdog's native timeout) gets an ``error`` record saying so, and the run goes on: unless
 ``--max-worker-restart`` is given it is raised to :data:`MAX_WORKER_RESTART`, so that many
-crashing items do not end the run."""
+crashing items do not end the run.
+
+PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before pytest registers it.
+"""
 
 from __future__ import annotations
 

@@ -6,6 +6,8 @@ with ``-k generated`` (or deselect with ``-k 'not generated'`` / ``--conformance
 Outcomes are the suite's: passed, failed (a Mismatch on a shrunk example, written to
 ``reports/counterexamples/``), error, unsupported (the backend raised Unsupported), xfail
 (only known divergences of stock torch were seen; the reason says which and how often).
+
+PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before pytest registers it.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """Isolation of an item's implementation: it may not end the run (``pytest.exit`` becomes that item's
-error), and non-daemon threads it leaves running cannot keep the process from exiting."""
+error), and non-daemon threads it leaves running cannot keep the process from exiting.
+
+PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before pytest registers it.
+"""
 
 from __future__ import annotations
 

@@ -11,6 +11,8 @@ its place in the list keeps these options in the order ``--help`` has always sho
                              0 for none); ``--timeout`` or a ``timeout`` ini value takes precedence
                              (conformance/run/timeouts.py)
 --conformance-benchmark      also collect the specs' benchmark sections and time each backend
+
+PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before pytest registers it.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """pytest hooks only: options, collecting ``specs/**/*.yaml``, turning cases into items,
-and mapping pytest's reports onto conformance outcomes."""
+and mapping pytest's reports onto conformance outcomes.
+
+PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before pytest registers it.
+"""
 
 from __future__ import annotations
 

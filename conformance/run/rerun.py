@@ -1,6 +1,9 @@
 """``--conformance-item`` (exactly one item, by the id :mod:`conformance.results.rerun` reads:
 ``python -m conformance replay`` uses it) and each collected item's re-run command (the results
-record's ``rerun``)."""
+record's ``rerun``).
+
+PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before pytest registers it.
+"""
 
 from __future__ import annotations
 

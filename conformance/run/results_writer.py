@@ -5,7 +5,10 @@ JUnit XML beside it (``<stem>.junit.xml``) unless ``--junitxml`` names another f
 The results path is checked and locked (``filelock``) when pytest configures: an unusable path (a
 directory, a parent that is a file, a folder that cannot be written) or one another run is
 writing is a usage error naming the option. Under pytest-xdist the controller writes the file from
-the records the workers' reports bring (conformance/run/transfer.py)."""
+the records the workers' reports bring (conformance/run/transfer.py).
+
+PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before pytest registers it.
+"""
 
 from __future__ import annotations
 

@@ -8,6 +8,8 @@ results files into one (:mod:`conformance.results.merge`). The shard is recorded
 file's run options (``conformance_shard``).
 
 Registered from :mod:`conformance.run.plugin` through ``pytest_plugins``.
+
+PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before pytest registers it.
 """
 
 from __future__ import annotations

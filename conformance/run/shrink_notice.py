@@ -1,5 +1,8 @@
 """``--conformance-progress``: the console says when a generated item found a failing example and
-Hypothesis shrinks it."""
+Hypothesis shrinks it.
+
+PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before pytest registers it.
+"""
 
 from __future__ import annotations
 

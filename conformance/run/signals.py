@@ -1,7 +1,10 @@
 """SIGINT and SIGTERM end the run as ``interrupted`` with a non-zero exit status even when the
 ``KeyboardInterrupt`` they raise is swallowed (e.g. raised inside a gc callback and printed as
 "Exception ignored"): the handler also sets a flag that the hooks check. :func:`stop_run` stops a
-run after the item now running (also under pytest-xdist)."""
+run after the item now running (also under pytest-xdist).
+
+PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before pytest registers it.
+"""
 
 from __future__ import annotations
 

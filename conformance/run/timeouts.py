@@ -1,7 +1,10 @@
 """Per-item timeouts: each conformance item gets ``--conformance-timeout`` through pytest-timeout
 (benchmark items x10), and under pytest-xdist a watchdog ends a worker whose item is stuck in
 native code past its timeout, where no Python-level timeout can act (conformance/run/crashes.py
-names the item "timed out in native code")."""
+names the item "timed out in native code").
+
+PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before pytest registers it.
+"""
 
 from __future__ import annotations
 

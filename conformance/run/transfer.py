@@ -3,7 +3,10 @@ controller writes the file. The controller collects nothing itself, so each work
 also carries its collection: every conformance item's node id with its identity (``item.record``).
 That is how the controller knows which items a run expects (:class:`Collected`), and what an item
 whose worker died was (conformance/run/crashes.py). Each spec case's context travels once per
-process the same way."""
+process the same way.
+
+PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before pytest registers it.
+"""
 
 from __future__ import annotations
 

@@ -290,7 +290,8 @@ def test_the_next_backend_replays_exactly_the_examples_hypothesis_draws_for_it(m
     search.run_property(prop, backends["dense"], "cpu", "float32", settings=settings, base_seed=0)
     by_dense = drawn.runs.pop(key)  # forget it: coo's run below is Hypothesis's own
     by_coo = search.run_property(prop, backends["coo"], "cpu", "float32", settings=settings, base_seed=0)
-    assert drawn.replayed == 0 and len(by_dense) == by_coo.examples == settings.max_examples
+    explicit = len(prop.examples("float32"))
+    assert explicit and drawn.replayed == 0 and len(by_dense) == by_coo.examples == settings.max_examples + explicit
     assert pickle.dumps(drawn.runs[key]) == pickle.dumps(by_dense)  # the very examples dense was drawn
     replayed = search.run_property(prop, backends["coo"], "cpu", "float32", settings=settings, base_seed=0)
     assert drawn.replayed == 1
@@ -323,7 +324,12 @@ def test_a_backend_that_fails_a_replayed_example_gets_the_verdict_hypothesis_giv
 
 @pytest.mark.parametrize("op, mutant", [("coalesce", "column_major_coalesce"),
                                          ("coalesce", "last_write_wins_coalesce"),
-                                         ("masked_mean", "nansum_masked_mean")])
+                                         ("masked_mean", "nansum_masked_mean"),
+                                         ("adagrad", "EpsInsideSqrtAdagrad"), ("adagrad", "SquareBeforeSumAdagrad"),
+                                         ("adagrad", "LrDecayOffByOneAdagrad"), ("adagrad", "NoMaximizeAdagrad"),
+                                         ("sparse_adam", "AdamEpsSparseAdam"),
+                                         ("sparse_adam", "PerRowBiasCorrectionSparseAdam"),
+                                         ("sparse_adam", "NoMaximizeSparseAdam")])
 def test_an_ops_explicit_examples_find_its_known_mistakes_whatever_the_seed_draws(monkeypatch, op, mutant):
     """The record's explicit examples run before any draw: each seed fails the mutant on one of
     them (with a single drawn example, which alone finds these mutants in a few percent of seeds)."""

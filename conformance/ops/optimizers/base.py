@@ -27,10 +27,23 @@ class OptimizerOp(Op):
 
     title: str = ""  # the optimizer's class name, as summaries write it
     invalid_summary: str = ""  # what the rejects-invalid property draws
+    # hyperparameters of the explicit examples (see explicit_examples); none: no explicit example
+    explicit_hyperparameters: tuple[dict, ...] = ()
 
     @property
     def is_optimizer(self) -> bool:
         return True
+
+    def explicit_examples(self, dtype: str) -> list[OptimizerInputs]:
+        """One two-step trajectory per :attr:`explicit_hyperparameters`: a 4-entry parameter, a
+        first gradient with a duplicate index (1 + 0.5 at entry 2) and two entries left out, then
+        a gradient at entries 3 and 0 -- duplicates summed before squaring, lazy (sparse) state
+        and the steps' count all show. Values exact in every dtype."""
+        param = np.array([1.0, -2.0, 0.5, 3.0])
+        grads = [CooArray(np.array([[2, 0, 2]], dtype=np.int64), np.array([1.0, -0.5, 0.5]), (4,)),
+                 CooArray(np.array([[3, 0]], dtype=np.int64), np.array([2.0, 0.25]), (4,))]
+        return [OptimizerInputs(param.copy(), [CooArray(g.indices.copy(), g.values.copy(), g.size) for g in grads],
+                                dict(hyper)) for hyper in self.explicit_hyperparameters]
 
     def decode_inputs(self, raw: dict, dtype: str) -> "OptimizerInputs":
         return OptimizerInputs.decode(raw, dtype)

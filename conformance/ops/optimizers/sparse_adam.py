@@ -199,6 +199,9 @@ class SparseAdam(OptimizerOp):
     name = "sparse_adam"
     title = "SparseAdam"
     invalid_summary = "invalid hyperparameters and dense gradients raise torch's documented errors"
+    # a large eps (added to the root before or after bias correction), uneven betas; then maximize
+    explicit_hyperparameters = ({"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75)},
+                                {"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75), "maximize": True})
     stock_backend = "coo"
     repro_run = "optimizer"
     summary = "torch.optim.SparseAdam steps: moments and parameter updated only at specified entries"

@@ -270,9 +270,11 @@ class Adagrad(OptimizerOp):
     name = "adagrad"
     title = "Adagrad"
     invalid_summary = "invalid hyperparameters and weight_decay with sparse gradients raise torch's documented errors"
-    # a large eps (inside or outside the root), lr_decay and a starting accumulator; then maximize
-    explicit_hyperparameters = ({"lr": 0.5, "eps": 0.25, "lr_decay": 0.25, "initial_accumulator_value": 0.5},
-                                {"lr": 0.5, "eps": 0.25, "maximize": True})
+    # a large eps (inside or outside the root) with torch's other defaults, which a candidate that
+    # supports only those runs too; then lr_decay, a starting accumulator and maximize
+    explicit_hyperparameters = ({"lr": 0.5, "eps": 0.25},
+                                {"lr": 0.5, "eps": 0.25, "lr_decay": 0.25, "initial_accumulator_value": 0.5,
+                                 "maximize": True})
     stock_backend = "coo"
     repro_run = "optimizer"
     summary = "torch.optim.Adagrad steps on sparse (masked) gradients"

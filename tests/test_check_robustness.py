@@ -368,7 +368,7 @@ def test_a_full_disk_mid_run_ends_the_run_interrupted_with_a_clean_message(tmp_p
 def test_a_failing_check_says_when_it_is_shrinking(tmp_path):
     results = tmp_path / "reports" / "candidate.json"
     proc = subprocess.run([sys.executable, "-m", "conformance", "check",
-                           "adagrad=tests/candidates/mutants.py:SquareBeforeSumAdagrad", "--results", str(results),
+                           "adagrad=tests/candidates/drawn_only.py:LargeParamLrSlipAdagrad", "--results", str(results),
                            "--report", str(tmp_path / "reports" / "check.html"), "--pytest-args",
                            "--conformance-examples 10 -k 'generated and agrees-with-reference and candidate-cpu-float64'"],
                           cwd=REPO, env=env(), capture_output=True, text=True, timeout=600)

@@ -443,10 +443,8 @@ def _grid(nnz: int, width: int):
         block_d = min(block_d, triton.next_power_of_2(max(width, 1)))
         block_s = max(block_s, min(INTERPRETED_ROWS, triton.next_power_of_2(max(nnz, 1))))
         block_k = max(block_k, INTERPRETED_DUPS)
-        while block_s * block_k * block_d > MAX_TILE_ELEMENTS and block_k > 1:
+        while block_s * block_k * block_d > MAX_TILE_ELEMENTS:  # (256 x 1 x 128 always fits)
             block_k //= 2  # the (rows, duplicates, columns) tile stays within Triton's tensor limit
-        while block_s * block_k * block_d > MAX_TILE_ELEMENTS and block_s > 1:
-            block_s //= 2
     return (triton.cdiv(nnz, block_s), max(1, triton.cdiv(width, block_d))), dict(
         BLOCK_S=block_s, BLOCK_K=block_k, BLOCK_D=block_d)
 

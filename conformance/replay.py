@@ -26,6 +26,7 @@ import argparse
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 from typing import Iterable
 
 from conformance.results.rerun import ItemId, ReplayError, parse_item, suite_specs

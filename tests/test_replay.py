@@ -107,3 +107,27 @@ def test_the_help_is_plain_text():
     text = replay.format_help()
     assert "python -m conformance replay 'specs::generated::" in text
     assert "``" not in text and ":func:" not in text
+
+
+OWN_SPEC = """\
+op: coalesce
+title: my own coalesce spec
+sources:
+  mine: {title: "torch.Tensor.coalesce's documented contract", derivation: "duplicates summed, indices sorted"}
+defaults: {source: mine, dtypes: [float32]}
+cases:
+  - id: one-duplicate
+    derivation: "(1,0) -> 4 + 5 = 9; (0,2) -> 3 sorts first"
+    inputs:
+      tensor: {indices: [[1, 0, 1], [0, 2, 0]], values: [4.0, 3.0, 5.0], size: [2, 3]}
+    expected: {indices: [[0, 1], [2, 0]], values: [3.0, 9.0], nnz: 2}
+"""
+
+
+def test_replay_runs_an_item_of_a_spec_file_of_your_own(tmp_path):
+    (tmp_path / "mine.yaml").write_text(OWN_SPEC, encoding="utf-8")
+    passing = _replay(tmp_path, "./mine.yaml::one-duplicate[coo-cpu-float32]")
+    assert passing.returncode == 0, passing.stdout[-3000:] + passing.stderr[-2000:]
+    assert "1 passed" in passing.stdout
+    missing = _replay(tmp_path, "./mine.yaml::no-such-case[coo-cpu-float32]")
+    assert missing.returncode == 4, missing.stdout[-3000:] + missing.stderr[-2000:]

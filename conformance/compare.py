@@ -10,6 +10,7 @@ import torch
 
 from conformance.dtypes import Tolerance, info
 from conformance.tensors import to_numpy
+from conformance.types import Mismatch  # noqa: F401 - re-exported: a check's failure
 
 
 def default_tolerance(dtype: str | torch.dtype) -> Tolerance:
@@ -28,15 +29,6 @@ def finite_abs_max(array) -> float:
     array = np.abs(np.asarray(array, dtype=np.float64))
     array = array[np.isfinite(array)]
     return float(array.max()) if array.size else 0.0
-
-
-class Mismatch(AssertionError):
-    """A backend's output differs from what was expected: the outcome ``failed``."""
-
-    def __init__(self, message: str, max_abs_error: float | None = None, max_rel_error: float | None = None):
-        super().__init__(message)
-        self.max_abs_error = max_abs_error
-        self.max_rel_error = max_rel_error
 
 
 def _errors(actual: np.ndarray, expected: np.ndarray) -> tuple[float, float, tuple[int, ...] | None]:

@@ -16,53 +16,21 @@ The failure's message then ends with ``looks like: <name> -- <explanation>``, th
 implementations never fail, so they never get a diagnosis; a failure no model explains gets none.
 
 This module is a lower layer: it imports only ``compare``, ``tensors`` and ``types``, and takes the
-op record as an argument, so that op records can import :class:`Mistake` from it.
+op record as an argument. Op records declare their mistakes with :class:`conformance.types.Mistake`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 import torch
 
-from conformance.compare import Mismatch, Tolerance, compare_outputs, default_tolerance
+from conformance.compare import Tolerance, compare_outputs, default_tolerance
 from conformance.tensors import quantize, to_numpy
-from conformance.types import Unsupported
+from conformance.types import MISTAKE_DASH as DASH, Mismatch, Mistake, Unsupported  # noqa: F401 - re-exported
 
 RECORD_FIELD = "looks_like"
-DASH = "\u2014"
-
-
-@dataclass(frozen=True)
-class Mistake:
-    """One known mistake in implementing an op.
-
-    ``model(inputs)`` returns the outputs (NumPy, keyed like the op's reference) an implementation
-    with this mistake gives on ``inputs``, or None where the mistake does not apply or changes
-    nothing (a ``tight`` model is called as ``model(inputs, dtype_name)``). ``raises(inputs, error)`` says whether ``error``, raised on ``inputs`` where the
-    reference returns a result, is this mistake (for mistakes that show as errors); ``control(inputs)``
-    gives inputs without the trigger, on which an implementation with only this mistake returns (an
-    implementation that raises there too raises on everything: not this mistake). ``tight``: the
-    mistake is one of rounding (truncating stores, half-precision sums), so the model is matched
-    bit for bit and told apart from the reference correctly rounded to the dtype, not within the
-    item's tolerance."""
-
-    name: str
-    explanation: str
-    model: Callable[[Any], Mapping[str, Any] | None] | None = None
-    raises: Callable[[Any, BaseException], bool] | None = None
-    control: Callable[[Any], Any] | None = None
-    tight: bool = False
-
-    @property
-    def record(self) -> dict[str, str]:
-        return {"name": self.name, "explanation": self.explanation}
-
-    @property
-    def line(self) -> str:
-        return f"looks like: {self.name} {DASH} {self.explanation}"
 
 
 def _dtype_name(dtype: Any) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from conformance.compare import Mismatch
+from conformance.types import Mismatch
 from conformance.dtypes import info, is_half
 from conformance.tensors import quantize, to_numpy
 

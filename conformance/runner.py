@@ -11,10 +11,10 @@ from typing import Any, Callable
 from conformance import diagnosis
 from conformance.backends.base import Backend
 from conformance.backends.reference import GOLDEN_SOURCE
-from conformance.types import RunContext, Unsupported
+from conformance.types import Mismatch, RunContext, Unsupported
 from conformance.verdict import (SameAsTorch, TorchRun, Verdict, agreement_tolerance, agrees, differs, distance,
                                  judge, run_stock_torch, side_by_side)
-from conformance.compare import Mismatch, Tolerance, compare_outputs, default_tolerance
+from conformance.compare import Tolerance, compare_outputs, default_tolerance
 from conformance.devices import measure
 from conformance.divergences import STOCK_TORCH, Divergence
 from conformance.specs.load import TORCH_LIMITATION, Case

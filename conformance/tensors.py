@@ -154,6 +154,11 @@ def random_coo(rng: np.random.Generator, size: tuple[int, ...], sparse_dims: int
     return CooArray(indices, values, tuple(size)).quantized(dtype)
 
 
+# the inputs schemas' references to the two encodings below (the spec schema's $defs)
+TENSOR = {"$ref": "#/$defs/tensor"}
+COO = {"$ref": "#/$defs/coo"}
+
+
 def encode_array(array) -> Any:
     """Spec notation for an array: nested lists, or ``{fill, shape}`` for an empty multi-dim one."""
     array = np.asarray(array)

@@ -1,12 +1,14 @@
 """What ops, backends and the harness all use, kept below all of them: where an item runs
-(:class:`RunContext`) and how an implementation says it cannot run it (:class:`Unsupported`)."""
+(:class:`RunContext`), how an implementation says it cannot run it (:class:`Unsupported`), how a
+check says an output is wrong (:class:`Mismatch`) and how an op record declares a known mistake
+(:class:`Mistake`; :mod:`conformance.diagnosis` tells which one a failure looks like)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Callable, Mapping
 
 import torch
 
@@ -33,6 +35,48 @@ class Unsupported(Exception):
     The harness reports it as the outcome ``unsupported``: never a pass, a failure,
     or a silent fallback to another backend.
     """
+
+
+class Mismatch(AssertionError):
+    """A backend's output differs from what was expected: the outcome ``failed``."""
+
+    def __init__(self, message: str, max_abs_error: float | None = None, max_rel_error: float | None = None):
+        super().__init__(message)
+        self.max_abs_error = max_abs_error
+        self.max_rel_error = max_rel_error
+
+
+MISTAKE_DASH = "\u2014"
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """One known mistake in implementing an op.
+
+    ``model(inputs)`` returns the outputs (NumPy, keyed like the op's reference) an implementation
+    with this mistake gives on ``inputs``, or None where the mistake does not apply or changes
+    nothing (a ``tight`` model is called as ``model(inputs, dtype_name)``). ``raises(inputs, error)`` says whether ``error``, raised on ``inputs`` where the
+    reference returns a result, is this mistake (for mistakes that show as errors); ``control(inputs)``
+    gives inputs without the trigger, on which an implementation with only this mistake returns (an
+    implementation that raises there too raises on everything: not this mistake). ``tight``: the
+    mistake is one of rounding (truncating stores, half-precision sums), so the model is matched
+    bit for bit and told apart from the reference correctly rounded to the dtype, not within the
+    item's tolerance."""
+
+    name: str
+    explanation: str
+    model: Callable[[Any], Mapping[str, Any] | None] | None = None
+    raises: Callable[[Any, BaseException], bool] | None = None
+    control: Callable[[Any], Any] | None = None
+    tight: bool = False
+
+    @property
+    def record(self) -> dict[str, str]:
+        return {"name": self.name, "explanation": self.explanation}
+
+    @property
+    def line(self) -> str:
+        return f"looks like: {self.name} {MISTAKE_DASH} {self.explanation}"
 
 
 _NO_KERNEL = re.compile(r"Could not run '([\w:.]+)' with arguments from the '(\w+)' backend")

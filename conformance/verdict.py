@@ -19,17 +19,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
 import torch as _torch
 
 from conformance.backends.base import Backend
-from conformance.compare import Mismatch, Tolerance, compare_outputs, format_values
+from conformance.compare import Tolerance, compare_outputs, format_values
 from conformance.dtypes import info
-from conformance.ops.base import Op
 from conformance.tensors import to_numpy
-from conformance.types import RunContext, Unsupported, missing_kernel
+from conformance.types import Mismatch, missing_kernel, RunContext, Unsupported
+
+if TYPE_CHECKING:  # annotations only: the judging and cases stages take any op record
+    from conformance.ops.base import Op
 
 SMALL = 64  # tensors up to this many elements are shown side by side in full
 

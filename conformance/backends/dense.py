@@ -14,11 +14,8 @@ import torch
 from conformance.types import RunContext, Unsupported
 from conformance.backends.base import Backend
 from conformance.ops.masked_mean import MaskedMeanInputs, differentiate
-from conformance.ops.optimizers import sgd
-from conformance.ops.optimizers.adagrad import WEIGHT_DECAY_ERROR, adagrad_hyperparameters
+from conformance.ops import OPS  # the optimizer records, looked up by name (docs/architecture.md)
 from conformance.ops.optimizers.inputs import OptimizerInputs
-from conformance.ops.optimizers.sparse_adam import (DENSE_GRADIENT_ERROR, bias_corrected_step_size,
-                                                    sparse_adam_hyperparameters)
 from conformance.tensors import CooArray, to_torch
 
 
@@ -67,7 +64,8 @@ def step_gradient(grad, param: torch.Tensor, ctx: RunContext):
 
 
 def adagrad_dense(inputs: OptimizerInputs, ctx: RunContext):
-    h = adagrad_hyperparameters(inputs.hyperparameters)
+    adagrad = OPS["adagrad"]
+    h = adagrad.hyperparameters(inputs.hyperparameters)
     param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
     state_sum = torch.full_like(param, h["initial_accumulator_value"])
     std_values = None
@@ -77,7 +75,7 @@ def adagrad_dense(inputs: OptimizerInputs, ctx: RunContext):
             g = -g
         if h["weight_decay"] != 0:
             if sparse_mask is not None:
-                raise RuntimeError(WEIGHT_DECAY_ERROR)
+                raise RuntimeError(adagrad.sparse_weight_decay_error)
             g = g + h["weight_decay"] * param
         clr = h["lr"] / (1 + (step - 1) * h["lr_decay"])
         state_sum = torch.where(mask, state_sum + g * g, state_sum)
@@ -102,14 +100,15 @@ def adagrad_outputs(param: torch.Tensor, state_sum: torch.Tensor, std_values: to
 
 
 def sparse_adam_dense(inputs: OptimizerInputs, ctx: RunContext):
-    h = sparse_adam_hyperparameters(inputs.hyperparameters)
+    sparse_adam = OPS["sparse_adam"]
+    h = sparse_adam.hyperparameters(inputs.hyperparameters)
     beta1, beta2 = h["betas"]
     param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
     exp_avg = torch.zeros_like(param)
     exp_avg_sq = torch.zeros_like(param)
     for step, grad in enumerate(inputs.grads, start=1):
         if not isinstance(grad, CooArray):
-            raise RuntimeError(DENSE_GRADIENT_ERROR)
+            raise RuntimeError(sparse_adam.dense_gradient_error)
         g, mask, _ = step_gradient(grad, param, ctx)
         if h["maximize"]:
             g = -g
@@ -117,16 +116,16 @@ def sparse_adam_dense(inputs: OptimizerInputs, ctx: RunContext):
             continue
         exp_avg = torch.where(mask, exp_avg + (g - exp_avg) * (1 - beta1), exp_avg)
         exp_avg_sq = torch.where(mask, exp_avg_sq + (g * g - exp_avg_sq) * (1 - beta2), exp_avg_sq)
-        step_size = bias_corrected_step_size(h["lr"], beta1, beta2, step)
+        step_size = sparse_adam.bias_corrected_step_size(h["lr"], beta1, beta2, step)
         param = torch.where(mask, param - step_size * (exp_avg / (exp_avg_sq.sqrt() + h["eps"])), param)
     return {"param": param, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq, "step": float(inputs.steps)}
 
 
 def sgd_gradient(h: dict, grad, param: torch.Tensor, ctx: RunContext, layout: bool | None):
     """One SGD step's gradient as the dense and masked backends prepare it: torch's sparse/dense add
-    errors and the buffer's layout after the step (``sgd.buffer_layout``), then the dense gradient
+    errors and the buffer's layout after the step (the sgd record's ``buffer_layout``), then the dense gradient
     with maximize and weight_decay applied, and its mask: ``(g, mask, layout)``."""
-    layout = sgd.buffer_layout(h, isinstance(grad, CooArray), layout)
+    layout = OPS["sgd"].buffer_layout(h, isinstance(grad, CooArray), layout)
     g, mask, _ = step_gradient(grad, param, ctx)
     if h["maximize"]:
         g = -g
@@ -136,7 +135,7 @@ def sgd_gradient(h: dict, grad, param: torch.Tensor, ctx: RunContext, layout: bo
 
 
 def sgd_dense(inputs: OptimizerInputs, ctx: RunContext):
-    h = sgd.sgd_hyperparameters(inputs.hyperparameters)
+    h = OPS["sgd"].hyperparameters(inputs.hyperparameters)
     m = h["momentum"]
     param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
     buf = buf_mask = layout = None

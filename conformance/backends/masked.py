@@ -14,11 +14,8 @@ from conformance.types import RunContext, Unsupported
 from conformance.backends.base import Backend
 from conformance.backends.dense import adagrad_outputs, sgd_gradient, specified_values, step_gradient
 from conformance.ops.masked_mean import MaskedMeanInputs
-from conformance.ops.optimizers import sgd
-from conformance.ops.optimizers.adagrad import WEIGHT_DECAY_ERROR, adagrad_hyperparameters
+from conformance.ops import OPS  # the optimizer records, looked up by name (docs/architecture.md)
 from conformance.ops.optimizers.inputs import OptimizerInputs
-from conformance.ops.optimizers.sparse_adam import (DENSE_GRADIENT_ERROR, bias_corrected_step_size,
-                                                    sparse_adam_hyperparameters)
 from conformance.tensors import CooArray, to_torch
 
 
@@ -41,14 +38,15 @@ def coalesce_masked(inputs, ctx: RunContext):
 
 
 def adagrad_masked(inputs: OptimizerInputs, ctx: RunContext):
-    h = adagrad_hyperparameters(inputs.hyperparameters)
+    adagrad = OPS["adagrad"]
+    h = adagrad.hyperparameters(inputs.hyperparameters)
     param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
     state_sum = torch.full_like(param, h["initial_accumulator_value"])
     std_values = None
     for step, grad in enumerate(inputs.grads, start=1):
         g, mask, sparse_mask = step_gradient(grad, param, ctx)
         if sparse_mask is not None and h["weight_decay"] != 0:
-            raise RuntimeError(WEIGHT_DECAY_ERROR)
+            raise RuntimeError(adagrad.sparse_weight_decay_error)
         if h["maximize"]:
             g = -g
         if h["weight_decay"] != 0:
@@ -63,7 +61,8 @@ def adagrad_masked(inputs: OptimizerInputs, ctx: RunContext):
 
 
 def sparse_adam_masked(inputs: OptimizerInputs, ctx: RunContext):
-    h = sparse_adam_hyperparameters(inputs.hyperparameters)
+    sparse_adam = OPS["sparse_adam"]
+    h = sparse_adam.hyperparameters(inputs.hyperparameters)
     beta1, beta2 = h["betas"]
     param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
     exp_avg = torch.zeros_like(param)
@@ -71,7 +70,7 @@ def sparse_adam_masked(inputs: OptimizerInputs, ctx: RunContext):
     masked(param, torch.ones_like(param, dtype=torch.bool))  # dtype check even with no steps
     for step, grad in enumerate(inputs.grads, start=1):
         if not isinstance(grad, CooArray):
-            raise RuntimeError(DENSE_GRADIENT_ERROR)
+            raise RuntimeError(sparse_adam.dense_gradient_error)
         g, mask, _ = step_gradient(grad, param, ctx)
         if h["maximize"]:
             g = -g
@@ -81,7 +80,7 @@ def sparse_adam_masked(inputs: OptimizerInputs, ctx: RunContext):
         exp_avg = exp_avg + ((masked_grad - masked(exp_avg, mask)) * (1 - beta1)).to_tensor(0)
         exp_avg_sq = exp_avg_sq + ((masked_grad.pow(2) - masked(exp_avg_sq, mask)) * (1 - beta2)).to_tensor(0)
         denom = masked(exp_avg_sq, mask).sqrt().add(h["eps"])
-        step_size = bias_corrected_step_size(h["lr"], beta1, beta2, step)
+        step_size = sparse_adam.bias_corrected_step_size(h["lr"], beta1, beta2, step)
         param = param.add((masked(exp_avg, mask) / denom).to_tensor(0), alpha=-step_size)
     return {"param": param, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq, "step": float(inputs.steps)}
 
@@ -89,7 +88,7 @@ def sparse_adam_masked(inputs: OptimizerInputs, ctx: RunContext):
 def sgd_masked(inputs: OptimizerInputs, ctx: RunContext):
     """The gradient's (and the momentum buffer's) specified entries as masks; the update is
     ``param.add(masked_step.to_tensor(0), alpha=-lr)``."""
-    h = sgd.sgd_hyperparameters(inputs.hyperparameters)
+    h = OPS["sgd"].hyperparameters(inputs.hyperparameters)
     m, dampening = h["momentum"], h["dampening"]
     param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
     masked(param, torch.ones_like(param, dtype=torch.bool))  # dtype check even with no steps

@@ -16,7 +16,7 @@ import numpy as np
 
 from conformance.cases import lowprec
 from conformance.cases.trial import DivergenceObserved, Property, Trial, same_as_torch, tolerances, unbound
-from conformance.compare import Mismatch, assert_bits_equal, compare_outputs
+from conformance.compare import assert_bits_equal, compare_outputs
 from conformance.divergences import Divergence, lookup
 from conformance.dtypes import DTYPES, HALF_DTYPES
 from conformance.ops.base import Op
@@ -26,7 +26,7 @@ from conformance.ops.optimizers.inputs import OptimizerInputs, ParamGroupsInputs
 from conformance.ops.optimizers.reference import dense_grad_and_mask, densified
 from conformance.rounding import check_rounding
 from conformance.tensors import CooArray, quantize, to_numpy, torch_dtype
-from conformance.types import RunContext, Unsupported
+from conformance.types import Mismatch, RunContext, Unsupported
 from conformance.verdict import StockTorch, agreement_tolerance
 
 def check_agrees_with_reference(trial: Trial, inputs: Any) -> None:

@@ -8,8 +8,10 @@ import hashlib
 import os
 import pickle
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from conformance.cases.trial import Property
+if TYPE_CHECKING:  # annotations only
+    from conformance.cases.trial import Property
 
 def derive_seed(base_seed: int, prop: Property, dtype: str) -> int:
     """Per-item seed: the same for every backend and device, so all of them see the same examples."""

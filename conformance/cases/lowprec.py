@@ -18,13 +18,15 @@ as the registered :class:`~conformance.divergences.Divergence` :func:`explain` n
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from conformance.divergences import STOCK_TORCH, Divergence, register
 from conformance.dtypes import HALF_DTYPES
-from conformance.ops.base import Op
+
+if TYPE_CHECKING:  # annotations only: the judging and cases stages take any op record
+    from conformance.ops.base import Op
 
 # stock torch's, in the half dtypes; their model is the op record's half_precision_model
 HALF_ACCUMULATION = register(Divergence(

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conformance.backends.base import Backend
-from conformance.ops.base import Op
+
+if TYPE_CHECKING:  # annotations only: the judging and cases stages take any op record
+    from conformance.ops.base import Op
 
 UNSUPPORTED_OPTIONS_ATTRIBUTE = "unsupported_options"
 

@@ -3,11 +3,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dataclasses import replace
 
 from conformance.cases.checks import CHECKS
 from conformance.cases.trial import Property, unbound
-from conformance.ops import OPS, GeneratedProperty, Op
+from conformance.ops import OPS
+
+if TYPE_CHECKING:  # annotations only: records are found in the OPS registry
+    from conformance.ops.base import GeneratedProperty, Op
 
 
 def _no_examples(dtype: str) -> list:

@@ -26,9 +26,9 @@ from conformance.backends.base import Backend
 from conformance.cases.drawn import DRAWN, derive_seed
 from conformance.cases.narrowing import Narrowing, declared_unsupported_options
 from conformance.cases.trial import SAME_AS_TORCH, DivergenceObserved, Property, Trial, same_as_torch
-from conformance.compare import Mismatch, format_error
+from conformance.compare import format_error
 from conformance.ops import OPS
-from conformance.types import Unsupported
+from conformance.types import Mismatch, Unsupported
 from conformance.verdict import (Judgement, SameAsTorch, StockTorch, Verdict, agreement_tolerance, agrees, differs,
                                  distance, judge, torch_opinion)
 

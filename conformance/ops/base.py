@@ -15,9 +15,6 @@ from conformance.dtypes import OPMATH_ROUNDOFF
 from conformance.tensors import encode_array
 from conformance.types import RunContext
 
-TENSOR = {"$ref": "#/$defs/tensor"}
-COO = {"$ref": "#/$defs/coo"}
-
 
 def _quiet_numpy(reference: Callable) -> Callable:
     """``reference`` run under ``np.errstate(all="ignore")``."""

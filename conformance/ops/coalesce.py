@@ -14,19 +14,13 @@ import torch
 
 from hypothesis import strategies as st
 
-from conformance.types import RunContext
-from conformance.compare import (
-    Mismatch,
-    assert_bits_equal,
-    at_least_default,
-    finite_abs_max,
-)
-from conformance.diagnosis import Mistake
+from conformance.types import Mismatch, Mistake, RunContext
+from conformance.compare import assert_bits_equal, at_least_default, finite_abs_max
 from conformance.dtypes import DTYPES, OPMATH_ROUNDOFF
 from conformance.ops import draw as d
-from conformance.ops.base import COO, TENSOR, GeneratedProperty, Op
+from conformance.ops.base import GeneratedProperty, Op
 from conformance.ops.contract import changed, same_device, snapshot, violation
-from conformance.tensors import CooArray, encode_coo, not_plain_tensor, random_coo, rounder, to_numpy
+from conformance.tensors import COO, CooArray, encode_coo, not_plain_tensor, random_coo, rounder, TENSOR, to_numpy
 
 
 def coalesce_reference(coo: CooArray) -> dict[str, np.ndarray]:

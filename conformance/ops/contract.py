@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from conformance.compare import Mismatch
+from conformance.types import Mismatch
 
 
 def violation(op_name: str, clause: str, detail: str) -> Mismatch:

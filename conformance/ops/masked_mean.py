@@ -17,21 +17,14 @@ import torch
 
 from hypothesis import strategies as st
 
-from conformance.types import RunContext
-from conformance.diagnosis import Mistake
-from conformance.compare import (
-    Mismatch,
-    assert_bits_equal,
-    at_least_default,
-    finite_abs_max,
-    first_index,
-)
+from conformance.types import Mismatch, Mistake, RunContext
+from conformance.compare import assert_bits_equal, at_least_default, finite_abs_max, first_index
 from conformance.ops import draw as d
-from conformance.ops.base import TENSOR, GeneratedProperty, Op
+from conformance.ops.base import GeneratedProperty, Op
 from conformance.ops.contract import changed, same_device, snapshot, violation
 from conformance.dtypes import DTYPES, OPMATH_ROUNDOFF, is_half
 from conformance.rounding import rounded
-from conformance.tensors import decode_array, encode_array, not_plain_tensor, quantize, rounder, to_numpy, to_torch
+from conformance.tensors import decode_array, encode_array, not_plain_tensor, quantize, rounder, TENSOR, to_numpy, to_torch
 
 
 @dataclass

@@ -22,9 +22,9 @@ import numpy as np
 import torch
 
 from conformance.types import RunContext, Unsupported
-from conformance.ops.base import TENSOR, Op
+from conformance.ops.base import Op
 from conformance.ops.masked_mean import MaskedMeanInputs, differentiate, masked_mean_reference, watch_masked_mean
-from conformance.tensors import quantize
+from conformance.tensors import quantize, TENSOR
 
 COMPILES_RECORD_KEY = "compiles_per_mask"
 

@@ -7,6 +7,10 @@ Outcomes are the suite's: passed, failed (a Mismatch on a shrunk example, writte
 ``reports/counterexamples/``), error, unsupported (the backend raised Unsupported), xfail
 (only known divergences of stock torch were seen; the reason says which and how often).
 
+The generated-cases stage itself (the properties bound to their checks, the Hypothesis search)
+is imported when generated items are collected and run, not when the plugin loads: the plugin's
+own modules stay on the low levels (tests/test_layout.py).
+
 PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before pytest registers it.
 """
 
@@ -20,7 +24,7 @@ import shutil
 import tempfile
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -29,14 +33,13 @@ from conformance.run.items import ConformanceItem, placements
 from conformance.run.rerun import command_for
 from conformance.run.state import BUDGET_SHARE, GENERATED, SELECTION, GeneratedConfig, timeout_user_set
 from conformance.cases.profiles import DEFAULT_PROFILE, PROFILES
-from conformance.types import Unsupported, safe_text
-from conformance.compare import Mismatch
+from conformance.types import Mismatch, safe_text, Unsupported
 from conformance.devices import unavailable_reason
 from conformance.cases.drawn import DRAWN
-from conformance.cases.properties import PROPERTIES
-from conformance.cases.search import describe_divergences, run_property
-from conformance.cases.trial import Property
-from conformance.cases.strategies import FLOAT_DTYPES
+from conformance.dtypes import FLOAT_DTYPES
+
+if TYPE_CHECKING:  # annotations only
+    from conformance.cases.trial import Property
 
 DEFAULT_SEED = 0
 SEED_VARIABLE = "CONFORMANCE_GENERATED_SEED"
@@ -222,6 +225,8 @@ class GeneratedCollector(pytest.Collector):
     """One item per property x backend x device x dtype, as selected on the command line."""
 
     def collect(self):
+        from conformance.cases.properties import PROPERTIES  # the generated stage: loaded to collect its items
+
         selection = self.config.stash[SELECTION]
         for prop in PROPERTIES:
             if selection.ops is not None and prop.op not in selection.ops:
@@ -245,6 +250,8 @@ class GeneratedItem(ConformanceItem):
         self.add_marker(pytest.mark.generated)
 
     def run(self) -> None:
+        from conformance.cases.search import describe_divergences, run_property
+
         gen = self.config.stash[GENERATED]
         if not self.backend.implements(self.prop.op):  # no example could run: none is drawn
             raise Unsupported(f"backend {self.backend.name!r} does not implement op {self.prop.op!r}")

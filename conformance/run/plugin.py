@@ -17,7 +17,6 @@ from conformance.run import outcomes
 from conformance.backends import builtin_backends
 from conformance.run.benchmark import benchmark_items
 from conformance.backends.candidate import CandidateBackend, CandidateError, parse_impl_options
-from conformance.compare import Mismatch
 from conformance.devices import DEFAULT_DEVICES, DEVICES
 from conformance.ops import OPS
 from conformance.record import ItemRecord
@@ -26,7 +25,7 @@ from conformance.run.state import SELECTION, Selection, relative_spec
 from conformance.runner import run_item
 from conformance.specs.load import Case, SpecError, load_spec
 from conformance.dtypes import DTYPES
-from conformance.types import safe_text
+from conformance.types import Mismatch, safe_text
 from conformance.verdict import SameAsTorch
 
 SPEC_SUFFIXES = (".yaml", ".yml")

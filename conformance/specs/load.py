@@ -17,14 +17,17 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 import yaml
 
 from conformance.compare import Tolerance
 from conformance.divergences import Divergence, lookup
-from conformance.ops import OPS, Op
+from conformance.ops import OPS
+
+if TYPE_CHECKING:  # annotations only: records are found in the OPS registry
+    from conformance.ops.base import Op
 
 
 # a spec's YAML may expand to at most this many nodes, aliases expanded (a billion-laughs

@@ -20,16 +20,16 @@ from hypothesis import strategies as st
 from conformance.divergences import STOCK_TORCH, Divergence, register
 from conformance.compare import at_least_default
 from conformance.dtypes import OPMATH_ROUNDOFF, is_half
-from conformance.diagnosis import Mistake
+from conformance.types import Mistake
 from conformance.ops import draw as d
-from conformance.ops.base import TENSOR, GeneratedProperty
+from conformance.ops.base import GeneratedProperty
 from conformance.ops.coalesce import accumulation_differs, coalesce_sequential, round_toward_zero
 from conformance.ops.optimizers.base import OptimizerOp
 from conformance.ops.optimizers.drive import optimizer_problem
 from conformance.ops.optimizers.inputs import negated, optimizer_inputs_schema, OptimizerInputs, ParamGroupsInputs
 from conformance.ops.optimizers.reference import dense_grad_and_mask, single_step_param_bounds, trajectory_tolerances
 from conformance.ops.optimizers.strategies import drawn_inputs, NEGATIVE, with_sparse_weight_decay
-from conformance.tensors import CooArray, rounder
+from conformance.tensors import CooArray, rounder, TENSOR
 
 WEIGHT_DECAY_ERROR = "weight_decay option is not compatible with sparse gradients"
 DEFAULTS = {"lr": 1e-2, "lr_decay": 0.0, "weight_decay": 0.0, "initial_accumulator_value": 0.0,
@@ -269,6 +269,7 @@ MISTAKES = (
 class Adagrad(OptimizerOp):
     name = "adagrad"
     title = "Adagrad"
+    sparse_weight_decay_error = WEIGHT_DECAY_ERROR  # torch's RuntimeError, raised by the torch backends too
     invalid_summary = "invalid hyperparameters and weight_decay with sparse gradients raise torch's documented errors"
     # a large eps (inside or outside the root) with torch's other defaults, which a candidate that
     # supports only those runs too; then lr_decay, a starting accumulator and maximize
@@ -299,6 +300,9 @@ class Adagrad(OptimizerOp):
     @property
     def torch_implementation(self) -> type:
         return torch.optim.Adagrad
+
+    def hyperparameters(self, given: dict) -> dict:
+        return adagrad_hyperparameters(given)
 
     def reference(self, inputs: OptimizerInputs) -> dict[str, np.ndarray]:
         return adagrad_reference(inputs)

@@ -73,6 +73,11 @@ class OptimizerOp(Op):
     def check_candidate_outputs(self, outputs: dict[str, Any], ctx: RunContext) -> None:
         check_optimizer_outputs(self, outputs, ctx)
 
+    def hyperparameters(self, given: dict) -> dict:
+        """``given`` with torch's defaults filled in, after torch's constructor checks (ValueError
+        with torch's messages): what the torch backends' runners step with."""
+        raise NotImplementedError
+
     def hyperparameters_strategy(self) -> Any:
         """A Hypothesis strategy of valid hyperparameters for sparse gradients."""
         raise NotImplementedError

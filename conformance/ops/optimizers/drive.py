@@ -10,8 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from conformance.types import RunContext, Unsupported
-from conformance.compare import Mismatch
+from conformance.types import Mismatch, RunContext, Unsupported
 from conformance.ops.optimizers.inputs import OptimizerInputs, ParamGroupsInputs, grad_to_torch
 from conformance.tensors import to_torch
 

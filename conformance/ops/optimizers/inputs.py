@@ -10,8 +10,7 @@ import numpy as np
 import torch
 
 from conformance.types import RunContext
-from conformance.ops.base import COO, TENSOR
-from conformance.tensors import CooArray, decode_array, quantize, random_coo, to_torch
+from conformance.tensors import COO, CooArray, decode_array, quantize, random_coo, TENSOR, to_torch
 
 
 GRADIENT_SCHEMA = {

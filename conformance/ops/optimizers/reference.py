@@ -10,7 +10,6 @@ import numpy as np
 
 from conformance.compare import Tolerance, at_least_default, finite_abs_max
 from conformance.dtypes import DTYPES, OPMATH_ROUNDOFF
-from conformance.ops.coalesce import coalesce_reference
 from conformance.ops.optimizers.inputs import OptimizerInputs
 from conformance.tensors import CooArray, quantize
 
@@ -19,11 +18,10 @@ def dense_grad_and_mask(grad: CooArray | np.ndarray, shape: tuple[int, ...]) -> 
     """(summed dense gradient, mask broadcast to ``shape``) of one step, in float64 NumPy."""
     if isinstance(grad, np.ndarray):
         return grad.astype(np.float64), np.ones(shape, dtype=bool)
-    coalesced = coalesce_reference(grad)
+    index = tuple(grad.indices)
     dense = np.zeros(shape, dtype=np.float64)
+    np.add.at(dense, index, grad.values)  # duplicates summed in float64 in the order written (as coalesce_reference)
     mask = np.zeros(shape, dtype=bool)
-    index = tuple(coalesced["indices"])
-    dense[index] = coalesced["values"]
     mask[index] = True
     return dense, mask
 

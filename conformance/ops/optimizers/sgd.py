@@ -20,15 +20,15 @@ import torch
 from hypothesis import strategies as st
 
 from conformance.dtypes import OPMATH_ROUNDOFF
-from conformance.diagnosis import Mistake
+from conformance.types import Mistake
 from conformance.ops import draw as d
-from conformance.ops.base import TENSOR, GeneratedProperty
+from conformance.ops.base import GeneratedProperty
 from conformance.ops.optimizers.base import OptimizerOp
 from conformance.ops.optimizers.drive import optimizer_problem
 from conformance.ops.optimizers.inputs import negated, optimizer_inputs_schema, OptimizerInputs
 from conformance.ops.optimizers.reference import dense_grad_and_mask, single_step_param_bounds, trajectory_tolerances
 from conformance.ops.optimizers.strategies import drawn_inputs, NEGATIVE, with_sparse_weight_decay
-from conformance.tensors import CooArray, rounder
+from conformance.tensors import CooArray, rounder, TENSOR
 
 SPARSE_DENSE_ADD_ERROR = "add(sparse, dense) is not supported. Use add(dense, sparse) instead."
 NESTEROV_ERROR = "Nesterov momentum requires a momentum and zero dampening"
@@ -204,6 +204,7 @@ def invalid_inputs(draw, dtype: str = "float64") -> OptimizerInputs:
 class SGD(OptimizerOp):
     name = "sgd"
     title = "SGD"
+    buffer_layout = staticmethod(buffer_layout)
     stock_backend = "coo"
     repro_run = "optimizer"
     summary = "torch.optim.SGD steps on sparse gradients (momentum, dampening, nesterov, maximize)"
@@ -227,6 +228,9 @@ class SGD(OptimizerOp):
     @property
     def torch_implementation(self) -> type:
         return torch.optim.SGD
+
+    def hyperparameters(self, given: dict) -> dict:
+        return sgd_hyperparameters(given)
 
     def reference(self, inputs: OptimizerInputs) -> dict[str, np.ndarray]:
         return sgd_reference(inputs)

@@ -20,10 +20,9 @@ from hypothesis import strategies as st
 
 from conformance.dtypes import OPMATH_ROUNDOFF
 from conformance.compare import at_least_default
-from conformance.diagnosis import Mistake
+from conformance.types import Mistake
 from conformance.ops import draw as d
-from conformance.ops.base import TENSOR
-from conformance.tensors import CooArray, rounder
+from conformance.tensors import CooArray, rounder, TENSOR
 from conformance.ops.coalesce import accumulation_differs, coalesce_sequential
 from conformance.ops.optimizers.base import OptimizerOp
 from conformance.ops.optimizers.drive import optimizer_problem
@@ -198,6 +197,8 @@ MISTAKES = (
 class SparseAdam(OptimizerOp):
     name = "sparse_adam"
     title = "SparseAdam"
+    dense_gradient_error = DENSE_GRADIENT_ERROR  # torch's RuntimeError, raised by the torch backends too
+    bias_corrected_step_size = staticmethod(bias_corrected_step_size)
     invalid_summary = "invalid hyperparameters and dense gradients raise torch's documented errors"
     # a large eps (added to the root before or after bias correction), uneven betas; then maximize
     explicit_hyperparameters = ({"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75)},
@@ -219,6 +220,9 @@ class SparseAdam(OptimizerOp):
         "type": "object", "additionalProperties": False, "minProperties": 1,
         "properties": {"param": TENSOR, "exp_avg": TENSOR, "exp_avg_sq": TENSOR, "step": {"type": "number"}},
     }
+
+    def hyperparameters(self, given: dict) -> dict:
+        return sparse_adam_hyperparameters(given)
 
     def reference(self, inputs: OptimizerInputs) -> dict[str, np.ndarray]:
         return sparse_adam_reference(inputs)

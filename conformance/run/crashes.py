@@ -14,6 +14,7 @@ import pytest
 
 from conformance.record import ItemRecord
 from conformance.run import outcomes
+from conformance.run.state import is_conformance_run
 from conformance.run.timeouts import WATCH, WorkerEnding
 from conformance.run.transfer import collected
 
@@ -59,5 +60,5 @@ def crash_record(identity: ItemRecord, longrepr: Any, ending: WorkerEnding | Non
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    if getattr(config.option, "numprocesses", None) and getattr(config.option, "maxworkerrestart", "") is None:
+    if is_conformance_run(config) and getattr(config.option, "numprocesses", None) and getattr(config.option, "maxworkerrestart", "") is None:
         config.option.maxworkerrestart = str(MAX_WORKER_RESTART)

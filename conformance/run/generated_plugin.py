@@ -31,7 +31,8 @@ import pytest
 from conformance.run import outcomes
 from conformance.run.items import ConformanceItem, placements
 from conformance.run.rerun import command_for
-from conformance.run.state import BUDGET_SHARE, GENERATED, SELECTION, GeneratedConfig, timeout_user_set
+from conformance.run.state import (BUDGET_SHARE, GENERATED, SELECTION, WORKER_FLAG, GeneratedConfig, is_conformance_run,
+                                   timeout_user_set)
 from conformance.cases.profiles import DEFAULT_PROFILE, PROFILES
 from conformance.types import Mismatch, safe_text, Unsupported
 from conformance.devices import unavailable_reason
@@ -116,15 +117,19 @@ def pytest_configure(config: pytest.Config) -> None:
     seed_given = seed is not None
     if seed is None and os.environ.get(SEED_VARIABLE, "").isdigit():
         seed = int(os.environ[SEED_VARIABLE])  # the controller's fresh seed, in an xdist worker
+    ours = is_conformance_run(config)
+    config.stash[_ENVIRONMENT_SET] = []
     if seed is None:
         seed = DEFAULT_SEED if profile == "ci" else random.SystemRandom().randrange(2**32)
-        os.environ[SEED_VARIABLE] = str(seed)  # xdist workers start after this and inherit it
+        if ours:
+            _set_environment(config, SEED_VARIABLE, str(seed))  # xdist workers start after this and inherit it
     from conformance.cases.counterexamples import counterexamples_directory, reports_directory
 
     reports = reports_directory(config)  # where the user stands, never inside the installed package
     counterexamples = counterexamples_directory(config)
-    # keep Hypothesis' own files (.hypothesis/) out of the repository root
-    os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(reports / "hypothesis"))
+    if ours and "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ:
+        # keep Hypothesis' own files (.hypothesis/) out of the repository root; not those of someone's own tests
+        _set_environment(config, "HYPOTHESIS_STORAGE_DIRECTORY", str(reports / "hypothesis"))
     database = reports / "hypothesis" / "examples" if PROFILES[profile]["database"] else None
     impl_targets = {}
     for value in config.getoption("conformance_impl") or []:
@@ -136,7 +141,18 @@ def pytest_configure(config: pytest.Config) -> None:
                                               budget=budget)
     shared = getattr(config, "workerinput", {}).get(DRAWN_DIRECTORY)
     DRAWN.directory = Path(shared) if shared else None
-    import_the_whole_suite()
+    if ours:
+        import_the_whole_suite()
+
+
+_ENVIRONMENT_SET = pytest.StashKey[list]()
+
+
+def _set_environment(config: pytest.Config, name: str, value: str) -> None:
+    """Set an environment variable for this run only: :func:`pytest_unconfigure` removes it again
+    (a run inside another process, ``pytest.main``, leaves that process's environment as it was)."""
+    os.environ[name] = value
+    config.stash[_ENVIRONMENT_SET].append(name)
 
 
 def import_the_whole_suite() -> None:
@@ -161,14 +177,20 @@ _DRAWN_FOLDER = pytest.StashKey[Path]()
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:
     """Each xdist worker gets the run's folder of drawn examples (cases.drawn.DrawnExamples),
-    so that an example drawn in one worker is replayed in the others instead of drawn again."""
+    so that an example drawn in one worker is replayed in the others instead of drawn again, and
+    the controller's decision whether this is a run of the suite's (``is_conformance_run``)."""
     config = node.config
+    node.workerinput[WORKER_FLAG] = is_conformance_run(config)
+    if not node.workerinput[WORKER_FLAG]:
+        return
     if _DRAWN_FOLDER not in config.stash:
         config.stash[_DRAWN_FOLDER] = Path(tempfile.mkdtemp(prefix="conformance-drawn-"))
     node.workerinput[DRAWN_DIRECTORY] = str(config.stash[_DRAWN_FOLDER])
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    for name in config.stash.get(_ENVIRONMENT_SET, []):
+        os.environ.pop(name, None)
     folder = config.stash.get(_DRAWN_FOLDER, None)
     if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
@@ -192,7 +214,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 def pytest_report_header(config: pytest.Config) -> str | None:
     gen = config.stash.get(GENERATED, None)
-    if gen is None:
+    if gen is None or not is_conformance_run(config):
         return None
     if gen.examples == 0:
         return "conformance generated cases: off (--conformance-examples 0)"
@@ -217,7 +239,7 @@ class SpecsDir(pytest.Dir):
 
     def collect(self):
         yield from super().collect()
-        if self.config.stash[GENERATED].examples > 0:
+        if self.config.stash[GENERATED].examples > 0 and is_conformance_run(self.config):
             yield GeneratedCollector.from_parent(self, name="generated")
 
 

@@ -21,14 +21,14 @@ from conformance.devices import DEFAULT_DEVICES, DEVICES
 from conformance.ops import OPS
 from conformance.record import ItemRecord
 from conformance.run.items import ConformanceItem, placements, warmed_up_last
-from conformance.run.state import SELECTION, Selection, relative_spec
+from conformance.run.state import (SELECTION, SPEC_SUFFIXES, Selection, is_conformance_run, is_conformance_spec,
+                                   relative_spec)
 from conformance.runner import run_item
 from conformance.specs.load import Case, SpecError, load_spec
 from conformance.dtypes import DTYPES
 from conformance.types import Mismatch, safe_text
 from conformance.verdict import SameAsTorch
 
-SPEC_SUFFIXES = (".yaml", ".yml")
 
 # options of results, progress, timeouts and benchmarks (first: --help lists them in this order);
 # the results file; the shrink notice; per-item timeouts and the native-hang watchdog; xdist
@@ -100,6 +100,8 @@ def _select(config: pytest.Config) -> Selection:
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[SELECTION] = _select(config)
     config.addinivalue_line("markers", "conformance: an item generated from a spec case")
+    if not is_conformance_run(config):
+        return  # someone's own tests: their warnings and torch's threads are theirs
     for message in QUIET_WARNINGS:
         config.addinivalue_line("filterwarnings", f"ignore:{message}")
     _take_a_share_of_the_cores(config)
@@ -131,11 +133,14 @@ QUIET_WARNINGS = (
 
 
 def _is_spec_path(file_path: Path, config: pytest.Config) -> bool:
+    """A spec to collect: a YAML file named on the command line, one with a top-level ``op:``
+    line, or, in a run of the suite's (:func:`is_conformance_run`), any YAML file under ``specs/``
+    (so that a spec missing its ``op`` is reported, not skipped)."""
     if file_path.suffix not in SPEC_SUFFIXES:
         return False
-    if "specs" in file_path.parts:
+    if any(Path(arg.split("::")[0]).resolve() == file_path.resolve() for arg in config.args):
         return True
-    return any(Path(arg.split("::")[0]).resolve() == file_path.resolve() for arg in config.args)
+    return is_conformance_spec(file_path) or ("specs" in file_path.parts and is_conformance_run(config))
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector):

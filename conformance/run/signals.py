@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conformance.run.state import is_controller
+from conformance.run.state import is_conformance_run, is_controller
 
 def stop_run(config: pytest.Config, session: pytest.Session | None, reason: str) -> None:
     """Stop after the item now running, in this process and (pytest-xdist's controller, which reads
@@ -93,7 +93,7 @@ def signal_received(config: pytest.Config) -> str | None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    if is_controller(session.config):
+    if is_controller(session.config) and is_conformance_run(session.config):
         session.config.stash[SIGNALS] = Signals()
         session.config.stash[SIGNALS].install(session)
 

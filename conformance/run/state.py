@@ -1,11 +1,13 @@
-"""What the plugin's modules share, in one place below them: the command line's selection, the
-generated items' configuration, per-item timeouts, spec paths relative to the rootdir, and whether
-this process is an xdist worker. The modules of ``run/`` import this one and never each other's
+"""What the plugin's modules share, in one place below them: whether this run is the suite's
+(:func:`is_conformance_run`), the command line's selection, the generated items' configuration,
+per-item timeouts, spec paths relative to the rootdir, and whether this process is an xdist worker. The modules of ``run/`` import this one and never each other's
 privates."""
 
 from __future__ import annotations
 
 import os
+import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,6 +84,68 @@ def relative_spec(record: ItemRecord, config: pytest.Config) -> ItemRecord:
         except ValueError:
             pass
     return record
+
+
+SPEC_SUFFIXES = (".yaml", ".yml")
+_OP_KEY = re.compile(rb"^op\s*:", re.M)  # a spec's top-level ``op:`` line (tests/test_outside_project.py)
+CONFORMANCE_RUN = pytest.StashKey[bool]()
+WORKER_FLAG = "conformance_run"  # xdist workerinput: the controller's decision
+
+
+def is_conformance_spec(path: Path) -> bool:
+    """A YAML file with a top-level ``op:`` line: one of the suite's specs (valid or not), not some
+    other YAML file (an OpenAPI document, a CI config) that happens to sit in a ``specs`` folder."""
+    if path.suffix not in SPEC_SUFFIXES or not path.is_file():
+        return False
+    try:
+        with path.open("rb") as handle:
+            return bool(_OP_KEY.search(handle.read(1 << 20)))
+    except OSError:
+        return False
+
+
+def _holds_specs(path: Path) -> bool:
+    """``path`` is a YAML file, a folder named ``specs``, or a folder with a spec in it or in its
+    ``specs`` folder."""
+    if path.is_file():
+        return path.suffix in SPEC_SUFFIXES
+    if path.name == "specs" and path.is_dir():
+        return True
+    return any(is_conformance_spec(found) for folder in (path, path / "specs") if folder.is_dir()
+               for found in sorted(folder.iterdir()))
+
+
+def is_conformance_run(config: pytest.Config) -> bool:
+    """Whether this pytest run is the suite's: one of its options is given (on the command line, in
+    ``addopts`` or ``PYTEST_ADDOPTS``), ``conformance_results`` is set in the ini file, or a path
+    argument is a YAML file, a ``specs`` folder or a folder holding specs (in it or in its ``specs/``). The plugin is
+    installed for every pytest run of the environment (``pytest11``); in a run of someone's own
+    tests it collects no generated items and changes nothing of the run: no Hypothesis storage
+    folder, no signal handlers, no torch thread count, no xdist worker restarts, no watchdog.
+    An xdist worker takes its controller's decision."""
+    if CONFORMANCE_RUN not in config.stash:
+        config.stash[CONFORMANCE_RUN] = _decide(config)
+    return config.stash[CONFORMANCE_RUN]
+
+
+def _decide(config: pytest.Config) -> bool:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and WORKER_FLAG in workerinput:
+        return bool(workerinput[WORKER_FLAG])
+    try:
+        addopts = list(config.getini("addopts"))
+    except ValueError:
+        addopts = []
+    given = [*map(str, config.invocation_params.args), *addopts, *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))]
+    if any(arg.startswith("--conformance") for arg in given):
+        return True
+    try:
+        if config.getini("conformance_results"):
+            return True
+    except ValueError:
+        pass
+    here = Path(config.invocation_params.dir)
+    return any(_holds_specs(here / str(arg).split("::")[0]) for arg in config.args)
 
 
 def is_controller(config: pytest.Config) -> bool:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conformance.run.options import BENCHMARK_TIMEOUT_FACTOR
-from conformance.run.state import is_controller, item_timeout, timeout_user_set
+from conformance.run.state import is_conformance_run, is_controller, item_timeout, timeout_user_set
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     seconds = float(config.getoption("conformance_timeout") or 0)
@@ -160,6 +160,8 @@ class WorkerWatchdog:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    if not is_conformance_run(config):
+        return  # someone's own tests under xdist: pytest-timeout's and xdist's rules, not a watchdog of ours
     if is_controller(config) and getattr(config.option, "numprocesses", None) and WATCH not in config.stash:
         config.stash[WATCH] = WorkerWatch()
         config.pluginmanager.register(config.stash[WATCH], "conformance-worker-watch")

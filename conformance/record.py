@@ -1,10 +1,10 @@
 """One item's record in the results file, typed.
 
-:class:`Record` declares every property the results schema
-(``conformance/results/schema/results.schema.json``, ``$defs.record``) gives a record, and
-``REQUIRED`` the ones it requires; ``tests/test_record.py`` keeps both equal to the schema.
-:class:`ItemRecord` adds what the plugin writes beyond the schema (generated items' search,
-verdicts, divergences, crashes).
+:class:`Record` (also named :data:`ItemRecord`, the plugin's name for it) declares every
+property the results schema (``conformance/results/schema/results.schema.json``, ``$defs.record``)
+gives a record -- the spec and benchmark items' fields, generated items' search, verdicts,
+divergences, crashes -- and ``REQUIRED`` the ones it requires; ``tests/test_record.py`` keeps both
+equal to the schema and checks that a real run writes nothing else.
 
 A record is a ``TypedDict``: at run time it is the very dict that is written to the JSON and read
 back from it, and that travels between pytest-xdist's processes in a report's user properties
@@ -80,14 +80,6 @@ class Record(TypedDict, total=False):
     benchmark: BenchmarkInstance
     timing: Timing | None
 
-
-# the schema's required properties: every record the writer keeps has them
-REQUIRED = ("nodeid", "kind", "spec", "case", "op", "backend", "device", "dtype", "outcome")
-
-
-class ItemRecord(Record, total=False):
-    """What the plugin writes: the schema's record and the properties the schema does not describe."""
-
     # generated items (conformance.run.generated_plugin)
     generated: bool
     examples: int
@@ -111,3 +103,8 @@ class ItemRecord(Record, total=False):
     timed_out: bool
     signal: str
 
+
+# the schema's required properties: every record the writer keeps has them
+REQUIRED = ("nodeid", "kind", "spec", "case", "op", "backend", "device", "dtype", "outcome")
+
+ItemRecord = Record  # what the plugin writes: every key of it is a property of the schema

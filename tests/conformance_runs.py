@@ -125,3 +125,19 @@ def wrong_adagrad_source() -> str:
         if isinstance(node, (ast.Import, ast.ImportFrom)) or names & keep:
             parts.append(ast.get_source_segment(source, node))
     return "\n\n\n".join(parts) + "\n"
+
+
+# a spec file of a user's own (tests/test_replay.py, tests/test_outside_project.py)
+OWN_COALESCE_SPEC = """\
+op: coalesce
+title: my own coalesce spec
+sources:
+  mine: {title: "torch.Tensor.coalesce's documented contract", derivation: "duplicates summed, indices sorted"}
+defaults: {source: mine, dtypes: [float32]}
+cases:
+  - id: one-duplicate
+    derivation: "(1,0) -> 4 + 5 = 9; (0,2) -> 3 sorts first"
+    inputs:
+      tensor: {indices: [[1, 0, 1], [0, 2, 0]], values: [4.0, 3.0, 5.0], size: [2, 3]}
+    expected: {indices: [[0, 1], [2, 0]], values: [3.0, 9.0], nnz: 2}
+"""

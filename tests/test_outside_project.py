@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from conformance_runs import OWN_COALESCE_SPEC
+
 OPENAPI = """\
 openapi: 3.0.0
 info: {title: my service, version: "1"}
@@ -41,19 +43,6 @@ def test_the_run_is_left_as_it_was():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 """
 
-OWN_SPEC = """\
-op: coalesce
-title: my own coalesce spec
-sources:
-  mine: {title: "torch.Tensor.coalesce's documented contract", derivation: "duplicates summed, indices sorted"}
-defaults: {source: mine, dtypes: [float32]}
-cases:
-  - id: one-duplicate
-    derivation: "(1,0) -> 4 + 5 = 9; (0,2) -> 3 sorts first"
-    inputs:
-      tensor: {indices: [[1, 0, 1], [0, 2, 0]], values: [4.0, 3.0, 5.0], size: [2, 3]}
-    expected: {indices: [[0, 1], [2, 0]], values: [3.0, 9.0], nnz: 2}
-"""
 
 
 def _project(root: Path) -> Path:
@@ -86,7 +75,7 @@ def test_a_projects_own_run_is_left_alone(tmp_path, args):
 
 def test_a_spec_of_the_projects_own_still_runs(tmp_path):
     project = _project(tmp_path)
-    (project / "specs" / "mine.yaml").write_text(OWN_SPEC, encoding="utf-8")
+    (project / "specs" / "mine.yaml").write_text(OWN_COALESCE_SPEC, encoding="utf-8")
     run = _pytest(project, "specs/mine.yaml", "--conformance-backend", "coo", "--conformance-device", "cpu")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert "1 passed" in run.stdout

@@ -15,7 +15,7 @@ import pytest
 
 from conformance.check import specs_dir
 from conformance.results.rerun import ReplayError, command, command_from_record, parse_item, portable_id
-from conformance_runs import wrong_adagrad_source
+from conformance_runs import OWN_COALESCE_SPEC, wrong_adagrad_source
 
 WRONG = "adagrad=my_adagrad.py:SquareBeforeSumAdagrad"
 
@@ -109,23 +109,10 @@ def test_the_help_is_plain_text():
     assert "``" not in text and ":func:" not in text
 
 
-OWN_SPEC = """\
-op: coalesce
-title: my own coalesce spec
-sources:
-  mine: {title: "torch.Tensor.coalesce's documented contract", derivation: "duplicates summed, indices sorted"}
-defaults: {source: mine, dtypes: [float32]}
-cases:
-  - id: one-duplicate
-    derivation: "(1,0) -> 4 + 5 = 9; (0,2) -> 3 sorts first"
-    inputs:
-      tensor: {indices: [[1, 0, 1], [0, 2, 0]], values: [4.0, 3.0, 5.0], size: [2, 3]}
-    expected: {indices: [[0, 1], [2, 0]], values: [3.0, 9.0], nnz: 2}
-"""
 
 
 def test_replay_runs_an_item_of_a_spec_file_of_your_own(tmp_path):
-    (tmp_path / "mine.yaml").write_text(OWN_SPEC, encoding="utf-8")
+    (tmp_path / "mine.yaml").write_text(OWN_COALESCE_SPEC, encoding="utf-8")
     passing = _replay(tmp_path, "./mine.yaml::one-duplicate[coo-cpu-float32]")
     assert passing.returncode == 0, passing.stdout[-3000:] + passing.stderr[-2000:]
     assert "1 passed" in passing.stdout

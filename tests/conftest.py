@@ -5,6 +5,17 @@ from __future__ import annotations
 import pytest
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The whole suite imported before any test runs (triton included): pytester's in-process runs
+    remove the modules first imported during them, and triton's native module aborts the process
+    when it is initialised a second time ("refusing to add duplicate key"). A run of the suite's
+    own imports it at its start (``import_the_whole_suite``); this run of the harness's tests is
+    not one (``is_conformance_run``), so it does the same here."""
+    from conformance.run.generated_plugin import import_the_whole_suite
+
+    import_the_whole_suite()
+
+
 @pytest.fixture(scope="session")
 def warm_imports():
     """One run of the suite in this process, outside pytester, before any pytester run: pytester's

@@ -24,7 +24,8 @@ from conformance.ops.base import GeneratedProperty, Op
 from conformance.ops.contract import changed, same_device, snapshot, violation
 from conformance.dtypes import DTYPES, OPMATH_ROUNDOFF, is_half
 from conformance.rounding import rounded
-from conformance.tensors import decode_array, encode_array, not_plain_tensor, quantize, rounder, TENSOR, to_numpy, to_torch
+from conformance.tensors import (TENSOR, decode_array, encode_array, not_plain_tensor, quantize, rounder, to_numpy,
+                                 to_torch)
 
 
 @dataclass

@@ -60,5 +60,7 @@ def crash_record(identity: ItemRecord, longrepr: Any, ending: WorkerEnding | Non
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    if is_conformance_run(config) and getattr(config.option, "numprocesses", None) and getattr(config.option, "maxworkerrestart", "") is None:
+    if not is_conformance_run(config):
+        return  # someone's own tests: xdist's own worker restarts
+    if getattr(config.option, "numprocesses", None) and getattr(config.option, "maxworkerrestart", "") is None:
         config.option.maxworkerrestart = str(MAX_WORKER_RESTART)

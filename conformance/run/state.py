@@ -1,7 +1,7 @@
 """What the plugin's modules share, in one place below them: whether this run is the suite's
 (:func:`is_conformance_run`), the command line's selection, the generated items' configuration,
-per-item timeouts, spec paths relative to the rootdir, and whether this process is an xdist worker. The modules of ``run/`` import this one and never each other's
-privates."""
+per-item timeouts, spec paths relative to the rootdir, and whether this process is an xdist
+worker. The modules of ``run/`` import this one and never each other's privates."""
 
 from __future__ import annotations
 
@@ -118,11 +118,11 @@ def _holds_specs(path: Path) -> bool:
 def is_conformance_run(config: pytest.Config) -> bool:
     """Whether this pytest run is the suite's: one of its options is given (on the command line, in
     ``addopts`` or ``PYTEST_ADDOPTS``), ``conformance_results`` is set in the ini file, or a path
-    argument is a YAML file, a ``specs`` folder or a folder holding specs (in it or in its ``specs/``). The plugin is
-    installed for every pytest run of the environment (``pytest11``); in a run of someone's own
-    tests it collects no generated items and changes nothing of the run: no Hypothesis storage
-    folder, no signal handlers, no torch thread count, no xdist worker restarts, no watchdog.
-    An xdist worker takes its controller's decision."""
+    argument is a YAML file, a ``specs`` folder or a folder holding specs (in it or in its
+    ``specs/``). The plugin is installed for every pytest run of the environment (``pytest11``);
+    in a run of someone's own tests it collects no generated items and changes nothing of the run:
+    no Hypothesis storage folder, no signal handlers, no torch thread count, no xdist worker
+    restarts, no watchdog. An xdist worker takes its controller's decision."""
     if CONFORMANCE_RUN not in config.stash:
         config.stash[CONFORMANCE_RUN] = _decide(config)
     return config.stash[CONFORMANCE_RUN]
@@ -136,7 +136,11 @@ def _decide(config: pytest.Config) -> bool:
         addopts = list(config.getini("addopts"))
     except ValueError:
         addopts = []
-    given = [*map(str, config.invocation_params.args), *addopts, *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))]
+    try:
+        environment = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
+    except ValueError:  # unbalanced quotes: pytest says so itself
+        environment = []
+    given = [*map(str, config.invocation_params.args), *addopts, *environment]
     if any(arg.startswith("--conformance") for arg in given):
         return True
     try:

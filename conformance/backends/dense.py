@@ -123,8 +123,8 @@ def sparse_adam_dense(inputs: OptimizerInputs, ctx: RunContext):
 
 def sgd_gradient(h: dict, grad, param: torch.Tensor, ctx: RunContext, layout: bool | None):
     """One SGD step's gradient as the dense and masked backends prepare it: torch's sparse/dense add
-    errors and the buffer's layout after the step (the sgd record's ``buffer_layout``), then the dense gradient
-    with maximize and weight_decay applied, and its mask: ``(g, mask, layout)``."""
+    errors and the buffer's layout after the step (the sgd record's ``buffer_layout``), then the
+    dense gradient with maximize and weight_decay applied, and its mask: ``(g, mask, layout)``."""
     layout = OPS["sgd"].buffer_layout(h, isinstance(grad, CooArray), layout)
     g, mask, _ = step_gradient(grad, param, ctx)
     if h["maximize"]:

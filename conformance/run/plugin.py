@@ -140,7 +140,7 @@ def _is_spec_path(file_path: Path, config: pytest.Config) -> bool:
         return False
     if any(Path(arg.split("::")[0]).resolve() == file_path.resolve() for arg in config.args):
         return True
-    return is_conformance_spec(file_path) or ("specs" in file_path.parts and is_conformance_run(config))
+    return ("specs" in file_path.parts and is_conformance_run(config)) or is_conformance_spec(file_path)
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector):

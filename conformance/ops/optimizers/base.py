@@ -16,7 +16,7 @@ from conformance.ops.optimizers.contract import check_optimizer_outputs, watch_o
 from conformance.ops.optimizers.drive import run_optimizer
 from conformance.ops.optimizers.inputs import OptimizerInputs, ParamGroupsInputs, optimizer_benchmark_inputs
 from conformance.ops.optimizers.strategies import drawn_inputs, param_groups, resume_points, rounding_inputs
-from conformance.tensors import CooArray, encode_array, encode_coo
+from conformance.tensors import CooArray, encode_array, encode_coo, quantize
 
 
 class OptimizerOp(Op):
@@ -138,23 +138,39 @@ class OptimizerOp(Op):
         implementation: ``run`` (a backend's or candidate's run of this op) on the same parameter
         and hyperparameters with no step at all, which constructs the optimizer and reads its
         state as :func:`read_state` reads it after steps. A state entry the optimizer creates
-        only at its first step (torch's SparseAdam: lazily) cannot be read before it; for those
-        :meth:`initial_state` gives the documented starting value."""
+        only at its first step (torch's SparseAdam and Adam: lazily) cannot be read before it; for
+        those :meth:`initial_state` gives the documented starting value, rounded to the dtype the
+        implementation creates that entry in (read after its first step): an accumulator started
+        at 0.1 in float32 holds 0.10000000149011612, never the float64 0.1."""
         try:
             before = run(OptimizerInputs(inputs.param, [], inputs.hyperparameters))
         except Unsupported:
             raise
         except Exception:  # noqa: BLE001 - lazily created state (Mismatch: no such entry yet), or no zero-step run
             before = {}
-        documented = None
-        state = {}
-        for name in ("param", *self.state_tensors):
-            if name in before:
-                state[name] = before[name]
-            else:
-                documented = documented or self.initial_state(inputs)
-                state[name] = documented[name]
-        return state
+        lazy = [name for name in ("param", *self.state_tensors) if name not in before]
+        if not lazy:
+            return {name: before[name] for name in ("param", *self.state_tensors)}
+        documented = self.initial_state(inputs)
+        created = self._state_as_created(run, inputs, lazy)
+        state = dict(before)
+        for name in lazy:
+            dtype = getattr(created.get(name), "dtype", None)
+            state[name] = quantize(documented[name], dtype) if isinstance(dtype, torch.dtype) else documented[name]
+        return {name: state[name] for name in ("param", *self.state_tensors)}
+
+    @staticmethod
+    def _state_as_created(run, inputs: OptimizerInputs, names: list[str]) -> dict[str, Any]:
+        """The lazily created state entries ``names`` after the first step, for their dtype; {} where
+        that step does not run (its own check reports why)."""
+        if not inputs.grads:
+            return {}
+        try:
+            return run(OptimizerInputs(inputs.param, inputs.grads[:1], inputs.hyperparameters))
+        except Unsupported:
+            raise
+        except Exception:  # noqa: BLE001 - the property's own run of that step says what went wrong
+            return {}
 
     def initial_state(self, inputs: OptimizerInputs) -> dict[str, np.ndarray]:
         """The documented parameter and state tensors before the first step (float64), for state

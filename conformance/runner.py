@@ -11,7 +11,7 @@ from typing import Any, Callable
 from conformance import diagnosis
 from conformance.backends.base import Backend
 from conformance.backends.reference import GOLDEN_SOURCE
-from conformance.types import Mismatch, RunContext, Unsupported
+from conformance.types import Mismatch, RunContext, Unsupported, exception_text, safe_text
 from conformance.verdict import (SameAsTorch, TorchRun, Verdict, agreement_tolerance, agrees, differs, distance,
                                  judge, run_stock_torch, side_by_side)
 from conformance.compare import Tolerance, compare_outputs, default_tolerance
@@ -41,21 +41,61 @@ def _tolerances(case: Case, tolerance: Tolerance) -> dict[str, Tolerance | None]
             for name in list(case.op.expected_schema.get("properties", {})) + ["indices", "values"]}
 
 
-def expected_error_problem(case: Case, call: Callable[[], Any]) -> Mismatch | None:
-    """How ``call()`` misses the case's expected error (a Mismatch), or None when it raises it."""
+class ErrorMissed(Mismatch):
+    """How an implementation missed an expected error; ``how`` is one of ``nothing-raised``,
+    ``other-type`` and ``other-message`` (two runs miss it the same way when their ``how`` agree)."""
+
+    def __init__(self, message: str, how: str):
+        super().__init__(message)
+        self.how = how
+
+
+def _type_phrase(exc: BaseException, wanted: str) -> str:
+    """``RuntimeError``, or ``NotImplementedError (a RuntimeError)`` for a subclass of the wanted type."""
+    name = type(exc).__name__
+    return name if name == wanted or wanted.endswith("." + name) else f"{name} (a {wanted.rsplit('.', 1)[-1]})"
+
+
+def refusal_note(exc: BaseException, wanted: str) -> str:
+    """What a candidate's record says of a refusal judged by kind: ``raised RuntimeError as torch
+    does: <the candidate's own text>``."""
+    text = safe_text(exc).strip()
+    return f"raised {_type_phrase(exc, wanted)} as torch does" + (f": {text}" if text else " (with no message)")
+
+
+def expected_error_problem(case: Case, call: Callable[[], Any], by_kind: bool = False,
+                           raised: list[BaseException] | None = None) -> ErrorMissed | None:
+    """How ``call()`` misses the case's expected error (an :class:`ErrorMissed`), or None when it raises it.
+
+    ``by_kind`` (a candidate, and stock torch's second opinion on a candidate's item): the
+    exception must be of the case's type -- or a subclass, which ``except <type>`` catches too --
+    and its message is the implementation's own; otherwise (stock torch's and the built-in
+    backends' own items) the message must match ``expected_error.match`` too. ``raised``, when
+    given, gets the exception ``call`` raised."""
     wanted = case.expected_error
-    describe = wanted.type + (f" matching {wanted.match!r}" if wanted.match else "")
+    describe = wanted.describe()
+    if by_kind:  # what torch's text is, for the reader; not asked of this implementation
+        describe = (f"{wanted.type}, the type torch raises here (the text may be the implementation's own"
+                    + (f"; torch's matches {wanted.match!r}" if wanted.match else "") + ")")
     try:
         call()
     except Unsupported:
         raise
     except Exception as exc:
+        if raised is not None:
+            raised.append(exc)
         if not _exception_matches(exc, wanted.type):
-            return Mismatch(f"expected {describe}, but {type(exc).__name__} was raised: {exc}")
-        if wanted.match and not re.search(wanted.match, str(exc)):
-            return Mismatch(f"expected {describe}, but the message was: {exc}")
+            return ErrorMissed(f"expected {describe}, but it raised {exception_text(exc)}", "other-type")
+        if not by_kind and wanted.match and not re.search(wanted.match, safe_text(exc)):
+            return ErrorMissed(f"expected {describe}, but the message was {safe_text(exc).strip()!r}", "other-message")
         return None
-    return Mismatch(f"expected {describe}, but nothing was raised")
+    return ErrorMissed(f"expected {describe}, but nothing was raised", "nothing-raised")
+
+
+def _missed_alike(failure: Mismatch | None, torch_failure: Mismatch | None) -> bool:
+    if (failure is None) != (torch_failure is None):
+        return False
+    return failure is None or getattr(failure, "how", None) == getattr(torch_failure, "how", None)
 
 
 def check_against_spec(case: Case, backend: Backend, inputs: Any, dtype, outputs: dict[str, Any]) -> None:
@@ -80,7 +120,7 @@ def _reference(case: Case, inputs: Any) -> dict[str, Any]:
     try:
         return case.op.reference(inputs)
     except Exception as exc:
-        raise ReferenceFailure(f"the NumPy reference raised {type(exc).__name__}: {exc}") from exc
+        raise ReferenceFailure(f"the NumPy reference raised {exception_text(exc)}") from exc
 
 
 def run_item(case: Case, backend: Backend, device: str, dtype_name: str,
@@ -102,19 +142,25 @@ def run_item(case: Case, backend: Backend, device: str, dtype_name: str,
     if case.expected_error is not None and case.expected_error.kind == TORCH_LIMITATION:
         return _run_torch_limitation(case, backend, inputs, ctx)
     if case.expected_error is not None:
+        # a candidate's refusal is judged by its kind (the exception type), stock torch's and the
+        # built-in backends' by the text too; torch's second opinion on a candidate's item by kind
+        by_kind = backend.judged_against_torch
+        raised: list[BaseException] = []
         with measure(device, ctx.record):
-            failure = expected_error_problem(case, lambda: backend.run(op.name, inputs, ctx))
+            failure = expected_error_problem(case, lambda: backend.run(op.name, inputs, ctx), by_kind, raised)
         torch = None
         if op.torch_implementation is not None and (backend.judged_against_torch or failure or divergence):
             torch = TorchRun(failure=expected_error_problem(
-                case, lambda: op.run_candidate(op.torch_implementation, inputs, RunContext(device, dtype, {}))))
-        same = torch is not None and (failure is None) == (torch.failure is None) and (
-            failure is None or str(failure).split(":")[0] == str(torch.failure).split(":")[0])
+                case, lambda: op.run_candidate(op.torch_implementation, inputs, RunContext(device, dtype, {})),
+                by_kind))
+        same = torch is not None and _missed_alike(failure, torch.failure)
         try:
             _conclude(case, backend, ctx, failure, torch, same, divergence, expected={}, outputs={})
         except Mismatch as differs:  # what the candidate computed instead of raising, and what it looks like
             run = lambda other: backend.run(op.name, other, RunContext(device, dtype, {}))  # noqa: E731
             raise diagnosis.looks_like(op, inputs, lambda: run(inputs), dtype, ctx.record, differs, run) from failure
+        if by_kind and failure is None and raised:  # the candidate's own words, in its record
+            ctx.record["message"] = refusal_note(raised[0], case.expected_error.type)
         return ctx
     started = time.perf_counter()
     with measure(device, ctx.record):  # XLA: compile counts, the lazy graph executed
@@ -160,8 +206,9 @@ def _run_torch_limitation(case: Case, backend: Backend, inputs: Any, ctx: RunCon
     op, wanted = case.op, case.expected_error
     limitation = f"a limitation of torch, not the contract: it raises {wanted.describe()}"
     computed: list[dict[str, Any]] = []
-    with measure(ctx.device, ctx.record):
-        missed = expected_error_problem(case, lambda: computed.append(backend.run(op.name, inputs, ctx)))
+    with measure(ctx.device, ctx.record):  # a candidate's refusal: by its kind, as for a contract error
+        missed = expected_error_problem(case, lambda: computed.append(backend.run(op.name, inputs, ctx)),
+                                        backend.judged_against_torch)
     if not computed and missed is None and not backend.judged_against_torch:
         return ctx  # a built-in backend that raises as torch does
 
@@ -183,7 +230,7 @@ def _run_torch_limitation(case: Case, backend: Backend, inputs: Any, ctx: RunCon
                                      "algorithm has a value")
     torch = run_stock_torch(op, inputs, ctx, check)  # (on cpu where the device has no sparse kernel)
     same = not computed and missed is None and torch is not None and torch.error is not None and \
-        expected_error_problem(case, lambda: _reraise(torch.error)) is None
+        expected_error_problem(case, lambda: _reraise(torch.error), backend.judged_against_torch) is None
     link = (case.source or {}).get("url")  # where torch raises it: the case's source, when it has an address
     as_torch = Divergence(TORCH_LIMITATION, limitation, link, behaviour=STOCK_TORCH)
     _conclude(case, backend, ctx, failure, torch, same, as_torch, expected={}, outputs=computed[0] if computed else {})

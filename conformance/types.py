@@ -61,7 +61,12 @@ class Mistake:
     implementation that raises there too raises on everything: not this mistake). ``tight``: the
     mistake is one of rounding (truncating stores, half-precision sums), so the model is matched
     bit for bit and told apart from the reference correctly rounded to the dtype, not within the
-    item's tolerance."""
+    item's tolerance. ``takes_dtype``: the model depends on the dtype (a hyperparameter rounded to
+    it) and is called as ``model(inputs, dtype_name)`` too, but matched within the item's tolerance.
+
+    When two mistakes' models both match a failure and give the same outputs on its example
+    (within the item's tolerance), the example cannot tell them apart and the one listed first in
+    the op's catalogue is named: list the commoner mistake first."""
 
     name: str
     explanation: str
@@ -69,6 +74,7 @@ class Mistake:
     raises: Callable[[Any, BaseException], bool] | None = None
     control: Callable[[Any], Any] | None = None
     tight: bool = False
+    takes_dtype: bool = False
 
     @property
     def record(self) -> dict[str, str]:
@@ -118,6 +124,14 @@ class RunContext:
         from conformance.devices import torch_device
 
         return torch_device(self.device)
+
+
+def exception_text(exc: BaseException) -> str:
+    """An exception as a message shows it: ``Type: text``, or ``Type`` alone when it has no text
+    (``raise NotImplementedError``), never an empty string or a bare text with no type; a hostile
+    ``__str__`` cannot make it raise (:func:`safe_text`)."""
+    text = safe_text(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def safe_text(value: Any) -> str:

@@ -26,7 +26,7 @@ from conformance.run.state import (SELECTION, SPEC_SUFFIXES, Selection, is_confo
 from conformance.runner import run_item
 from conformance.specs.load import Case, SpecError, load_spec
 from conformance.dtypes import DTYPES
-from conformance.types import Mismatch, safe_text
+from conformance.types import Mismatch, exception_text, safe_text
 from conformance.verdict import SameAsTorch
 
 
@@ -245,12 +245,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         return report
     outcome = outcomes.classify(report, call.excinfo)
     if outcome is not None:
-        message = None
+        message = record.get("message")  # an item that raised nothing may still say something (a refusal's text)
         if call.excinfo is not None:
-            message = safe_text(call.excinfo.value).strip()  # a candidate's exception: its __str__ may raise
-            plain = (Exception, pytest.skip.Exception, pytest.fail.Exception, pytest.xfail.Exception)
-            if not isinstance(call.excinfo.value, plain) or not message:  # SystemExit(3) would read "3"
-                message = f"{type(call.excinfo.value).__name__}: {message}".rstrip(": ")
+            exc = call.excinfo.value
+            message = safe_text(exc).strip()  # a candidate's exception: its __str__ may raise
+            # the harness's own exceptions (Mismatch, pytest's outcomes) read as their text; anything
+            # an implementation raised is shown by its type too: "NotImplementedError", never ""
+            # or a bare "float16"; SystemExit(3) would read "3"
+            plain = (pytest.skip.Exception, pytest.fail.Exception, pytest.xfail.Exception)
+            if not message or not (isinstance(exc, plain) or type(exc).__module__.startswith("conformance.")):
+                message = exception_text(exc)
         elif hasattr(report, "wasxfail"):
             message = report.wasxfail
         written: ItemRecord = {**record, "outcome": outcomes.Outcome(outcome).value, "message": message}

@@ -88,6 +88,7 @@ class Record(TypedDict, total=False):
     profile: str
     hypothesis_database: str | None
     budget_reached: str
+    saved_example: str
     narrowed: Any
     improvements: Any
     known_divergences: dict[str, int]  # a divergence's key -> examples that matched its model

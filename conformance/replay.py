@@ -13,8 +13,12 @@ other path is a spec file of your own, relative to the current directory. The it
 python -m pytest from the current directory (so --impl targets import as they did in the run),
 narrowed to the item's backend, device, dtype and op, and selected by exact identity
 (--conformance-item: pytest 9 refuses path::name selection parts on a directory, and -k matches
-substrings). Exit status: pytest's, 0 when the item passes (or shows its known divergence), 1 when
-it fails; 4 when there is no such item (a one-line error says why).
+substrings). A generated item runs its saved failing example first (kept by the run under
+reports/counterexamples/.failing/, outside any time budget), then searches from the seed.
+Exit status: pytest's, 0 when the item passes (or shows its known divergence), 1 when it fails;
+4 when there is no such item (a one-line error says why); 6 when a generated item's search
+stopped at its time budget with no saved failing example still failing (not reproduced: the
+message says how many examples ran).
 
 Item ids and re-run commands are :mod:`conformance.results.rerun`'s; the pytest side
 (--conformance-item, each record's rerun field) is :mod:`conformance.run.rerun`.
@@ -23,9 +27,11 @@ Item ids and re-run commands are :mod:`conformance.results.rerun`'s; the pytest 
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Iterable
 
@@ -106,8 +112,46 @@ def run(args: argparse.Namespace) -> int:
     except ReplayError as exc:
         print(f"conformance replay: {exc}", file=sys.stderr)
         return 4  # pytest's usage error: no such item
-    print("conformance replay:", shlex.join(command[1:]), flush=True)
-    return subprocess.call(command)
+    if not item.generated or any(a.startswith("--conformance-results") for a in command):
+        print("conformance replay:", shlex.join(command[1:]), flush=True)
+        return subprocess.call(command)
+    with tempfile.TemporaryDirectory(prefix="conformance-replay-") as folder:
+        results = Path(folder) / "replay.json"
+        # the record says how the search went; the saved failing example is where the run left it
+        command += ["--conformance-results", str(results),
+                    "--conformance-counterexamples", str(Path.cwd() / "reports" / "counterexamples")]
+        print("conformance replay:", shlex.join(command[1:]), flush=True)
+        code = subprocess.call(command)
+        return _judged(item, code, results)
+
+
+NOT_REPRODUCED = 6  # a generated item's search ran out of time before it could tell
+
+
+def _judged(item: ItemId, code: int, results: Path) -> int:
+    """A generated item's exit status: pytest's, except that a search cut short by its time budget,
+    with no saved failing example still failing, is "not reproduced" (6), never a pass."""
+    from conformance.cases.counterexamples import failing_example_path
+
+    try:
+        records = json.loads(results.read_text(encoding="utf-8"))["records"]
+    except Exception:  # noqa: BLE001 - no results (a usage error, an interrupted run): pytest's status says why
+        return code
+    record = next((r for r in records if r.get("spec") == "generated"), None)
+    if record is None or record.get("outcome") in ("failed", "error"):
+        return code
+    saved = failing_example_path(Path.cwd() / "reports" / "counterexamples", item.name)
+    said = {"passes now": f"the saved failing example ({saved}) passes now",
+            None: f"no saved failing example at {saved} (run replay from the directory of the run)"}
+    ran = f"{record.get('examples', 0)} examples ran"
+    if record.get("budget_reached"):
+        print(f"conformance replay: NOT REPRODUCED -- {said[record.get('saved_example')]}, and the search stopped at "
+              f"its time budget: {ran} ({record['budget_reached']}). The failure may still be there: run it with "
+              f"--pytest-args '--conformance-budget 0' on a quieter machine (exit {NOT_REPRODUCED})", flush=True)
+        return NOT_REPRODUCED
+    print(f"conformance replay: {said[record.get('saved_example')]}, and the whole search passed ({ran}): the "
+          f"failure is gone", flush=True)
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -214,26 +214,27 @@ def test_generated_items_on_xla_are_opt_in(pytester, monkeypatch, warm_imports):
     assert opted_in.parseoutcomes().get("skipped", 0) == 0
 
 
-def test_every_repro_script_is_python_that_compiles():
-    """The counterexample scripts are assembled from the files under conformance/cases/repro/: every
-    property, as a candidate's, a coo backend's and a suite backend's script, renders and compiles."""
+def test_every_counterexample_script_is_python_that_compiles():
+    """A counterexample script holds its example and calls the harness's own judging code
+    (conformance.cases.reproduce): every property, as a candidate's and a built-in backend's
+    script, renders, compiles and names what it judges; none carries a check of its own."""
     from conformance.backends import builtin_backends
     from conformance.cases.counterexamples import render_script
     from conformance.cases.properties import PROPERTIES
+    from conformance.cases.reproduce import decode_example
 
-    document = {"cases": [{"id": "c", "inputs": {}, "expected": {"values": [1.0]},
-                           "tolerance": {"rtol": 0.001, "atol": 1e-05}}]}
+    document = {"cases": [{"id": "c", "inputs": {"param": [1.0]}, "expected": {"values": [1.0]}}]}
     backends = builtin_backends()
     for prop in PROPERTIES:
-        for backend, target in ((backends["coo"], "pkg:Impl"), (backends["coo"], None), (backends["dense"], None)):
-            script = render_script(prop, backend, "float32", document, impl_target=target, replay="replay",
-                                   spec_name=f"{prop.id}.yaml")
-            compile(script, f"{prop.id}-{backend.name}.py", "exec")
-            assert "CASES = json.loads(" in script and script.rstrip().endswith("sys.exit(1 if failures else 0)")
-            if backend.name == "dense":  # no plain-torch rendition: the script runs the suite's backend
-                assert "BACKEND = builtin_backends()['dense']" in script and "PROPERTY_CHECK = False" in script
-            elif prop.name in ("idempotent", "unspecified-unchanged", "param-groups", "state-dict-resume"):
-                assert "PROPERTY_CHECK = True" in script and "\ndef extra(outputs, case):" in script
+        for backend, target in ((backends["coo"], "pkg:Impl"), (backends["dense"], None)):
+            script = render_script(prop, backend, "cpu", "float32", document, {"an": "example"}, impl_target=target,
+                                   replay="replay", spec_name=f"{prop.id}.yaml")
+            code = compile(script, f"{prop.id}-{backend.name}.py", "exec")
+            assert "from conformance.cases.reproduce import main" in script and "def " not in script
+            namespace: dict = {}
+            exec(code, namespace)  # not as __main__: defines EXAMPLE, judges nothing
+            assert decode_example(namespace["EXAMPLE"]) == {"an": "example"}
+            assert f"property_id={prop.id!r}" in script and f"impl={target!r}" in script
 
 
 def test_every_outcome_of_a_generated_item_is_produced_on_purpose(tmp_path):

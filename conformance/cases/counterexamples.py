@@ -3,15 +3,17 @@ standalone script.
 
 The spec (same schema as ``specs/*.yaml``, loadable by :func:`conformance.specs.load.load_spec`) takes
 its golden values from the op's NumPy float64 reference -- never from the code under test -- and
-says so in its source and derivation. The script rebuilds the inputs with plain torch, runs the
-implementation under test (the candidate's import target, or stock torch for the ``coo``
-backend; other backends through the suite) and exits 1 while it still disagrees.
+says so in its source and derivation. The script holds the failing example exactly as drawn and
+judges it with the harness's own code (:mod:`conformance.cases.reproduce`) on the implementation
+under test (the candidate's import target, or the built-in backend), exiting 1 while it still fails.
+The example is also kept for ``conformance replay`` to run first (:func:`save_failing_example`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import pickle
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +59,35 @@ def counterexamples_directory(config) -> Path:
         return reports_directory(config) / "counterexamples"
     path = Path(directory)
     return path if path.is_absolute() else Path(config.invocation_params.dir) / path
+
+
+# ---------------------------------------------------------------- the failing example itself
+
+
+def failing_example_path(directory: Path, item_name: str) -> Path:
+    """Where a generated item's latest failing example is kept, exactly as the search drew it
+    (pickled: the op's own input objects), for ``conformance replay`` to run first."""
+    return directory / ".failing" / f"{safe_name(item_name)}.pickle"
+
+
+def save_failing_example(directory: Path, item_name: str, example: Any) -> Path:
+    path = failing_example_path(directory, item_name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_bytes(pickle.dumps(example))
+    partial.replace(path)  # a reader sees the whole example or none
+    return path
+
+
+def load_failing_example(directory: Path, item_name: str) -> tuple[list, str | None]:
+    """([the example], None), ([], None) when none was saved, or ([], why) when it cannot be read."""
+    path = failing_example_path(directory, item_name)
+    if not path.is_file():
+        return [], None
+    try:
+        return [pickle.loads(path.read_bytes())], None  # noqa: S301 - the user's own run wrote it
+    except Exception as exc:  # noqa: BLE001 - written by another version of the suite: the search still runs
+        return [], f"the saved failing example {path} cannot be read ({type(exc).__name__}: {exc})"
 
 
 # ---------------------------------------------------------------- YAML in spec notation (the op records encode)
@@ -198,12 +229,13 @@ def write_counterexample(directory: Path, prop: Property, backend: Backend, devi
     header = (f"# Generated counterexample ({prop.id}, backend {backend.name}, {device}, {dtype}).\n"
               f"# Golden values: the NumPy float64 reference, not the code under test.\n"
               f"# Replay the search: {replay}\n"
-              f"# Reproduce with plain torch: python {_shown(directory / f'{stem}.py')}\n")
+              f"# Reproduce (judged by the suite, as in the run): python {_shown(directory / f'{stem}.py')}\n")
     text = header + to_yaml(document)
     spec_path.write_text(text, encoding="utf-8")
     script_path = directory / f"{stem}.py"
-    script_path.write_text(render_script(prop, backend, dtype, document, impl_target=impl_target, replay=replay,
-                                         spec_name=spec_path.name, run_as=_shown(script_path)), encoding="utf-8")
+    script_path.write_text(render_script(prop, backend, device, dtype, document, example, impl_target=impl_target,
+                                         replay=replay, spec_name=spec_path.name, run_as=_shown(script_path)),
+                           encoding="utf-8")
     result = Counterexample(spec_path, script_path, text)
     try:
         spec = load_spec(spec_path)
@@ -259,65 +291,22 @@ def _other_backends_on(spec, others: dict[str, Backend], exclude: str, dtype: st
 
 # ---------------------------------------------------------------- the script
 
-# The repro script is assembled from the files under repro/: head.py.j2 (the cases and helpers),
-# the implementation (the candidate, or impl/<backend>/<op>.py), run/<Op.repro_run>, the property's
-# own check (checks/<property name>.py, when it has one) and tail.py (runs every case, exit 1 on a
-# disagreement). A backend of the suite without a plain-torch rendition runs through run_suite.py.j2.
-_REPRO = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "repro")),
-                            keep_trailing_newline=True, undefined=jinja2.StrictUndefined, autoescape=False)
-_REPRO.filters["pyrepr"] = repr
+# The script holds the failing example as the search drew it and judges it with the harness's own
+# code (conformance.cases.reproduce: the same check, known divergences and verdict as the item's),
+# so it can never disagree with the run. It needs the suite installed, as wherever the run ran.
+_SCRIPT = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "repro")),
+                             keep_trailing_newline=True, undefined=jinja2.StrictUndefined, autoescape=False)
+_SCRIPT.filters["pyrepr"] = repr
 
 
-def _fragment(name: str, **context) -> str | None:
-    """The rendered repro fragment ``name`` (None when there is none)."""
-    for candidate in (name, name + ".j2"):
-        try:
-            return _REPRO.get_template(candidate).render(**context)
-        except jinja2.TemplateNotFound:
-            continue
-    return None
+def render_script(prop: Property, backend: Backend, device: str, dtype: str, document: dict, example: Any, *,
+                  impl_target: str | None, replay: str, spec_name: str, run_as: str | None = None) -> str:
+    """The counterexample script; ``run_as`` is its path as the user runs it (default: ``spec_name``'s .py)."""
+    from conformance.cases.reproduce import encode_example
 
-
-def _stock_optimizer(op: Op, backend: Backend) -> str | None:
-    """An optimizer's stock-torch rendition: its torch class, on the backend that is stock torch."""
-    if not op.is_optimizer or backend.name != op.stock_backend or op.torch_implementation is None:
-        return None
-    import torch
-
-    cls = op.torch_implementation
-    name = f"torch.optim.{cls.__name__}" if getattr(torch.optim, cls.__name__, None) is cls else \
-        f"{cls.__module__}.{cls.__qualname__}"
-    return f"impl = {name}  # stock torch\n"
-
-
-def render_script(prop: Property, backend: Backend, dtype: str, document: dict, *, impl_target: str | None,
-                  replay: str, spec_name: str, run_as: str | None = None) -> str:
-    """The standalone script; ``run_as`` is its path as the user runs it (default: ``spec_name``'s .py)."""
-    op = prop.op
-    first = next((c for c in document["cases"] if "tolerance" in c), {})
-    tolerance = first.get("tolerance", {"rtol": 0.0, "atol": 0.0})
-    cases = [{k: c[k] for k in ("id", "inputs", "expected", "expected_error") if k in c} for c in document["cases"]]
-    head = _fragment(
-        "head.py", prop_id=prop.id, backend=backend.name, dtype=dtype, summary=prop.summary, spec_name=spec_name,
-        replay=replay, script_name=run_as or spec_name.replace(".yaml", ".py"), root=str(Path.cwd()),
-        rtol=tolerance["rtol"], atol=tolerance["atol"],
-        cases_json=("[\n" + ",\n".join(json.dumps(case, allow_nan=True) for case in cases) + "\n]").replace(
-            '"""', '\\"\\"\\"'))
-    operation = OPS[op]
-    parts = [head, f"OP = {op!r}\n"]
-    impl = f"impl = load({impl_target!r})  # the candidate under test\n" if impl_target else \
-        _fragment(f"impl/{backend.name}/{op}.py") or _stock_optimizer(operation, backend)
-    check = None
-    if impl is not None:
-        parts.append(impl)
-        parts.append(_fragment(f"run/{operation.repro_run}.py", state=operation.state_outputs,
-                               roots=operation.root_outputs))
-        check = _fragment(f"checks/{prop.name}.py")
-    else:
-        parts.append(_fragment("run_suite.py", backend=backend.name))
-    names = ("param", *operation.state_tensors) if operation.is_optimizer else ()
-    parts.append(f"NAMES = {names!r}\nPROPERTY_CHECK = {bool(check)}\n")
-    if check:
-        parts.append(check)
-    parts.append(_fragment("tail.py"))
-    return "".join(parts)
+    shown = "\n".join(to_yaml({"case": case["id"], "inputs": case["inputs"]}) for case in document["cases"])
+    return _SCRIPT.get_template("script.py.j2").render(
+        prop_id=prop.id, summary=prop.summary, backend=backend.name, device=device, dtype=dtype,
+        impl=impl_target, spec_name=spec_name, replay=replay, script_name=run_as or spec_name.replace(".yaml", ".py"),
+        root=str(Path.cwd()), cases=shown.replace('"""', "'''").replace("\\", "\\\\").rstrip(),
+        example=encode_example(example))

@@ -81,6 +81,7 @@ class PropertyResult:
     budget_reached: bool = False  # the search stopped between two examples when the budget ran out
     last_failure: BaseException | None = None  # what the latest failing example raised (shrinking: the smallest)
     narrowed: str | None = None  # how the input space was narrowed to what the backend supports (Narrowing)
+    saved: str | None = None  # a saved failing example run first: "still fails" / "passes now" (run_property)
 
     @property
     def budget_note(self) -> str | None:
@@ -141,23 +142,62 @@ def three_way(prop: Property, trial: Trial, torch_trial: Trial, example: Any, fa
     return judgement
 
 
+def judge_example(prop: Property, backend: Backend, device: str, dtype: str, example: Any) -> PropertyResult:
+    """One example of ``prop`` judged as the search judges each of its examples (the property's check,
+    known divergences, the three-way verdict against stock torch), outside any budget: the result's
+    ``failure`` is set when it fails; an example the backend cannot run raises ``Unsupported``.
+    What ``conformance replay`` and a counterexample script run."""
+    op = OPS[prop.op]
+    trial = Trial(op, backend, device, dtype)
+    torch_trial = _torch_trial(op, backend, device, dtype)
+    result = PropertyResult()
+    check = _example_check(prop, trial, torch_trial, result, replaying=True)
+    try:
+        check(copy.deepcopy(example))
+    except (KeyboardInterrupt, SystemExit, Unsupported):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the failure, as the search would report it
+        if _is_pytest_timeout(exc):
+            raise
+        result.failure = exc
+        result.looks_like = diagnosis.looks_like_example(op, prop.to_cases(example, dtype), trial.run, dtype)
+        if result.looks_like is not None:
+            result.failure = diagnosis.annotated(result.failure, result.looks_like)
+    return result
+
+
+def _torch_trial(op, backend: Backend, device: str, dtype: str) -> Trial | None:
+    if backend.judged_against_torch and op.torch_implementation is not None:
+        return Trial(op, StockTorch(), device, dtype)
+    return None
+
+
 def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, settings, base_seed: int,
-                 database_key: str | None = None, budget: float | None = None) -> PropertyResult:
+                 database_key: str | None = None, budget: float | None = None,
+                 saved: list | None = None) -> PropertyResult:
     """Search ``prop`` on one backend/device/dtype with Hypothesis under ``settings`` (replaying the
     examples of an earlier clean run of the same property and dtype where that gives the same verdict;
     see :class:`DrawnExamples`). With ``budget`` (seconds), the search stops between two examples once
-    it has run that long, and the verdict stands on the examples that ran (``budget_reached``)."""
+    it has run that long, and the verdict stands on the examples that ran (``budget_reached``).
+    ``saved`` failing examples (a replay's) run first, outside the budget: one that still fails is
+    the verdict, with no search; when all pass now, the search runs as usual."""
+    for example in saved or ():
+        try:
+            judged = judge_example(prop, backend, device, dtype, example)
+        except Unsupported:
+            continue
+        if judged.failure is not None:
+            judged.failing_example, judged.examples, judged.seed, judged.saved = example, 1, base_seed, "still fails"
+            return judged
     deadline = time.monotonic() + budget if budget else None
     op = OPS[prop.op]
     trial = Trial(op, backend, device, dtype)
-    torch_trial = None
-    if backend.judged_against_torch and op.torch_implementation is not None:
-        torch_trial = Trial(op, StockTorch(), device, dtype)
+    torch_trial = _torch_trial(op, backend, device, dtype)
     narrowing = Narrowing(op, declared_unsupported_options(op, backend), keep_invalid=prop.name == "rejects-invalid")
     key = DRAWN.key(prop, dtype, settings, base_seed, narrowing.declared)
     drawn = DRAWN.get(key)
     if drawn is not None:
-        replayed = PropertyResult(seed=base_seed, budget=budget)
+        replayed = PropertyResult(seed=base_seed, budget=budget, saved="passes now" if saved else None)
         check = _example_check(prop, trial, torch_trial, replayed, replaying=True, deadline=deadline)
         try:
             for example in drawn:
@@ -174,7 +214,7 @@ def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, s
         else:
             DRAWN.replayed += 1
             return replayed
-    result = PropertyResult(seed=base_seed, budget=budget)
+    result = PropertyResult(seed=base_seed, budget=budget, saved="passes now" if saved else None)
     examples: list = []
     check = _example_check(prop, trial, torch_trial, result, record=examples if key is not None else None,
                            deadline=deadline, narrowing=narrowing)

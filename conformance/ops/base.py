@@ -77,8 +77,6 @@ class Op:
     # the built-in backend that is stock torch's own way of doing this op: the column a candidate is
     # read against in reports, run beside it by `conformance check`
     stock_backend: str | None = None
-    # the counterexample script's run() for this op: conformance/cases/repro/run/<repro_run>.py
-    repro_run: str | None = None
     # whether decode_expected reads an empty multi-dim output's {fill, shape} (else encode_expected leaves it out)
     decodes_empty_expected: bool = False
     # known mistakes in implementing the op (conformance.diagnosis.Mistake): what a failing output

@@ -283,7 +283,6 @@ class Coalesce(Op):
     name = "coalesce"
     decodes_empty_expected = True
     stock_backend = "coo"
-    repro_run = "coalesce"
     summary = "COO tensor -> coalesced COO tensor (duplicates summed, indices sorted)"
     candidate_contract = "a callable taking and returning a sparse COO tensor"
     mistakes = MISTAKES

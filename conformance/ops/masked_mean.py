@@ -298,7 +298,6 @@ def watch_masked_mean(op_name: str, candidate: Any):
 class MaskedMean(Op):
     name = "masked_mean"
     stock_backend = "masked"
-    repro_run = "masked_mean"
     summary = "mean over mask==True entries, and its gradient (zero where the mask is False)"
     candidate_contract = "a callable (values, bool_mask) -> 0-d tensor that autograd can differentiate"
     mistakes = MISTAKES

@@ -288,8 +288,17 @@ class GeneratedItem(ConformanceItem):
         gen = self.config.stash[GENERATED]
         if not self.backend.implements(self.prop.op):  # no example could run: none is drawn
             raise Unsupported(f"backend {self.backend.name!r} does not implement op {self.prop.op!r}")
+        saved, unreadable = [], None
+        if self.config.getoption("conformance_item", None):  # a replay: the saved failing example first
+            from conformance.cases.counterexamples import load_failing_example
+
+            saved, unreadable = load_failing_example(gen.counterexamples, self.name)
+            if unreadable:
+                self.warn(pytest.PytestWarning(unreadable))
         result = run_property(self.prop, self.backend, self.device, self.dtype, settings=gen.hypothesis_settings(),
-                              base_seed=gen.seed, database_key=self.name, budget=gen.budget_for(self))
+                              base_seed=gen.seed, database_key=self.name, budget=gen.budget_for(self), saved=saved)
+        if result.saved:
+            self.record["saved_example"] = result.saved
         self.record.update(examples=result.examples, unsupported_examples=result.unsupported_examples,
                            seed=gen.seed, profile=gen.profile,
                            hypothesis_database=str(gen.database) if gen.database else None)
@@ -314,14 +323,15 @@ class GeneratedItem(ConformanceItem):
 
     def _fail(self, gen: GeneratedConfig, result) -> None:
         from conformance.backends import builtin_backends
-        from conformance.cases.counterexamples import to_yaml, write_counterexample
+        from conformance.cases.counterexamples import save_failing_example, to_yaml, write_counterexample
         from conformance.ops import OPS
 
         failure = result.failure
         replay = self.record.get("rerun") or command_for(self)
         lines = [f"generated property {self.prop.id}: {self.prop.summary}",
                  f"backend {self.backend.name}, device {self.device}, dtype {self.dtype}; "
-                 f"{result.examples} examples run (profile {gen.profile}, seed {gen.seed})"
+                 + ("the saved failing example, run first: still fails" if result.saved == "still fails" else
+                    f"{result.examples} examples run (profile {gen.profile}, seed {gen.seed})")
                  + (f"; {result.budget_note}" if result.budget_note else "")
                  + (f"; {result.narrowed}" if result.narrowed else ""),
                  "", f"failure on the {'shrunk' if gen.shrink else 'first failing (not shrunk)'} example:", f"  {safe_text(failure).strip() or type(failure).__name__}"]
@@ -335,6 +345,10 @@ class GeneratedItem(ConformanceItem):
                      for name, inputs in self.prop.to_cases(example, self.dtype)]
             lines += ["", f"{'shrunk' if gen.shrink else 'failing'} example (spec notation):", *("  " + line for text in shown
                                                                 for line in text.rstrip().splitlines())]
+            try:
+                save_failing_example(gen.counterexamples, self.name, example)
+            except Exception as exc:  # noqa: BLE001 - never lose the failure itself
+                lines += ["", f"(saving the failing example for replay failed: {type(exc).__name__}: {exc})"]
             try:
                 written = write_counterexample(
                     gen.counterexamples, self.prop, self.backend, self.device, self.dtype, example, failure,

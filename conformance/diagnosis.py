@@ -26,11 +26,36 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 import torch
 
-from conformance.compare import Tolerance, compare_outputs, default_tolerance
+from conformance.compare import Tolerance, compare_outputs, default_tolerance, same_bits
 from conformance.tensors import quantize, to_numpy
 from conformance.types import MISTAKE_DASH as DASH, Mismatch, Mistake, Unsupported  # noqa: F401 - re-exported
 
 RECORD_FIELD = "looks_like"
+
+# not a mistake of any one op: an implementation whose runs of the same inputs differ. A property
+# that compares separate runs (unspecified-unchanged, param-groups, state-dict-resume,
+# sparse-equals-dense) then fails on the run-to-run difference, whatever the semantics
+NONDETERMINISTIC = Mistake(
+    "nondeterministic", "the same inputs run twice gave different results (see the property 'deterministic'): "
+    "a check that compares separate runs fails on the run-to-run difference, not on the semantics; look for a "
+    "race, an uninitialised buffer or state shared between optimizers")
+
+
+def parameter_unmoved(inputs: Any, dtype: str) -> dict[str, Any] | None:
+    """The model of :data:`STEP_DOES_NOTHING`: the parameter keeps its value before the steps
+    (inputs with a ``param`` and at least one step; None otherwise)."""
+    param, grads = getattr(inputs, "param", None), getattr(inputs, "grads", None)
+    if param is None or not grads:
+        return None
+    return {"param": np.asarray(param, dtype=np.float64)}
+
+
+# a mistake any optimizer can make: listed in each optimizer record's catalogue (after the rounding
+# mistakes, which name the cases it cannot be told apart from: truncating a move of less than an ulp)
+STEP_DOES_NOTHING = Mistake(
+    "step that does nothing", "the parameter never moved: a factor of the update rounded to zero in the dtype "
+    "(lr, 1 - beta or the step size held in float16/bfloat16 -- bfloat16(0.999) is 1.0, float16(1e-8) is 0), or "
+    "the update computed but never written back to the parameter", parameter_unmoved, tight=True)
 
 
 def _dtype_name(dtype: Any) -> str:
@@ -131,11 +156,12 @@ def diagnose(op: Any, inputs: Any, outputs_or_error: Any, dtype: Any,
     if not isinstance(outputs, Mapping):
         return None
     exact = set(getattr(op, "exact_outputs", ()))
-    best: tuple[float, Mistake] | None = None
-    for mistake in mistakes:
+    matched: list[tuple[float, int, Mistake, Mapping[str, Any], dict]] = []
+    for index, mistake in enumerate(mistakes):
         if mistake.model is None:
             continue
-        modelled = _safe(mistake.model, inputs, dtype) if mistake.tight else _safe(mistake.model, inputs)
+        takes_dtype = mistake.tight or mistake.takes_dtype
+        modelled = _safe(mistake.model, inputs, dtype) if takes_dtype else _safe(mistake.model, inputs)
         if not isinstance(modelled, Mapping):
             continue
         names = [name for name in modelled if name in outputs
@@ -156,9 +182,22 @@ def diagnose(op: Any, inputs: Any, outputs_or_error: Any, dtype: Any,
                 continue  # on this example the mistake gives the right answer: it cannot be told apart
             if not to_model < distance(outputs, reference, names):
                 continue
-        if best is None or to_model < best[0]:
-            best = (to_model, mistake)
-    return best[1] if best else None
+        matched.append((to_model, index, mistake, {name: modelled[name] for name in names},
+                        item_tolerances(op, inputs, dtype, names)))
+    if not matched:
+        return None
+    best = min(matched, key=lambda entry: (entry[0], entry[1]))
+    # two mistakes that give the same outputs on this example (within the item's tolerance) cannot be
+    # told apart by it: the one the catalogue lists first (the commoner) is named, not whichever of
+    # the two rounding noise happens to put closer (square-then-sum in bfloat16 is not "one update
+    # per duplicate entry" because the per-entry model's parameter lies nearer by a fraction of an ulp)
+    for _, index, mistake, modelled, tolerances in sorted(matched, key=lambda entry: entry[1]):
+        if index >= best[1]:
+            break
+        shared = [name for name in modelled if name in best[3]]
+        if shared and _close(best[3], modelled, shared, tolerances):
+            return mistake
+    return best[2]
 
 
 def _control_returns(mistake: Mistake, inputs: Any, run: Callable[[Any], Any] | None) -> bool:
@@ -194,13 +233,58 @@ def annotated(failure: BaseException, found: Mistake) -> BaseException:
     return failure
 
 
+def _same_runs(first: Mapping[str, Any], second: Mapping[str, Any]) -> bool:
+    """Whether two runs' outputs are the same: bit for bit (NaN equal to NaN) where they are on the
+    cpu; within the agreement of half an ulp's worth of the dtype's default tolerance on other
+    devices, whose kernels may sum in another order from run to run (atomics)."""
+    if set(first) != set(second):
+        return False
+    for name in first:
+        a, b = first[name], second[name]
+        if not (hasattr(a, "shape") or hasattr(b, "shape")):
+            if not (a == b or (a != a and b != b)):
+                return False
+            continue
+        on_device = any(getattr(getattr(v, "device", None), "type", "cpu") != "cpu" for v in (a, b))
+        x, y = _as_float(a), _as_float(b)
+        if x.shape != y.shape:
+            return False
+        if on_device:
+            if not _close({name: x}, {name: y}, [name], {name: default_tolerance(getattr(a, "dtype", "float64"))}):
+                return False
+        elif not same_bits(x, y).all():
+            return False
+    return True
+
+
+def nondeterministic(inputs: Any, run: Callable[[Any], Any] | None) -> bool:
+    """Whether ``run`` gives different outputs on two runs of the same ``inputs`` (each on its own
+    copy): what a failing check that compares separate runs is first asked. False when it cannot
+    tell (no ``run``, or a run raises)."""
+    import copy
+
+    if run is None:
+        return False
+    try:
+        first, second = run(copy.deepcopy(inputs)), run(copy.deepcopy(inputs))
+    except Exception:  # noqa: BLE001 - an error is not a difference between runs
+        return False
+    if not isinstance(first, Mapping) or not isinstance(second, Mapping):
+        return False
+    try:
+        return not _same_runs(first, second)
+    except Exception:  # noqa: BLE001
+        return False
+
+
 def looks_like(op: Any, inputs: Any, outputs_or_error: Any, dtype: Any, record: dict | None,
                failure: BaseException, run: Callable[[Any], Any] | None = None) -> BaseException:
     """The judging code's hook: diagnose a failing item, put ``looks_like`` in its ``record`` and
     return ``failure`` with the "looks like: ..." line added (``failure`` itself when no known
-    mistake explains it). Never raises for the diagnosis's sake."""
+    mistake explains it). An implementation whose two runs of the same inputs differ is
+    ``nondeterministic`` before any model is tried. Never raises for the diagnosis's sake."""
     try:
-        found = diagnose(op, inputs, outputs_or_error, dtype, run)
+        found = NONDETERMINISTIC if nondeterministic(inputs, run) else diagnose(op, inputs, outputs_or_error, dtype, run)
     except Exception:  # noqa: BLE001 - a diagnosis never replaces the failure
         found = None
     if found is None:
@@ -213,7 +297,13 @@ def looks_like(op: Any, inputs: Any, outputs_or_error: Any, dtype: Any, record: 
 def looks_like_example(op: Any, cases: Iterable[tuple[str, Any]], run: Callable[[Any], Any], dtype: Any) -> Mistake | None:
     """The known mistake one failing generated example shows: each of the op inputs the example
     stands for (``(label, inputs)``, from the property's ``to_cases``) is run again with ``run``
-    and diagnosed; the first one a model explains names it."""
+    and diagnosed; the first one a model explains names it. First of all, each is run twice: an
+    implementation whose runs of the same inputs differ is :data:`NONDETERMINISTIC` -- the likely
+    cause of any failure of a property that compares separate runs."""
+    cases = list(cases)
+    for _, inputs in cases:
+        if nondeterministic(inputs, run):
+            return NONDETERMINISTIC
     for _, inputs in cases:
         try:
             found = diagnose(op, inputs, lambda inputs=inputs: run(inputs), dtype, run)

@@ -99,8 +99,35 @@ def check_rounds_correctly(trial: Trial, inputs: Any) -> None:
         except Mismatch as mismatch:
             divergence = _rounding_divergence(trial, inputs, name, outputs[name], dtype)
             if divergence is None:
-                raise
+                account = _not_a_rounding_error(name, outputs[name], exact, inputs, dtype)
+                if account is None:
+                    raise
+                bounds = str(mismatch).split(" Truncation instead of")[0]  # (that guess is the rounding's, not this)
+                raise Mismatch(f"{account}\n  ({bounds})", mismatch.max_abs_error, mismatch.max_rel_error) from None
             raise DivergenceObserved(divergence, str(mismatch).splitlines()[0]) from None
+
+
+def _not_a_rounding_error(name: str, got, exact, inputs: Any, dtype: str) -> str | None:
+    """What an output that misses its rounding bounds shows when no rounding explains it: NaN where
+    the exact result is a number (a 0/0), or a parameter that did not move at all where the exact
+    result moves it by an ulp or more (a step that does nothing). None for a rounding-sized miss,
+    which check_rounding's own message describes."""
+    got = np.asarray(to_numpy(got), dtype=np.float64)
+    exact = np.broadcast_to(np.asarray(exact, dtype=np.float64), got.shape)
+    nan = np.isnan(got) & ~np.isnan(exact)
+    if nan.any():
+        index = tuple(int(i) for i in np.argwhere(nan)[0])
+        return (f"{name} is NaN at {int(nan.sum())} of {got.size} entries where the exact result is a number "
+                f"(first at index {index}, exact {float(exact[index])!r}): not a rounding error but a 0/0 or inf - inf")
+    start = getattr(inputs, "param", None)
+    if name == "param" and start is not None and np.shape(start) == got.shape and got.size:
+        before = quantize(np.asarray(start, dtype=np.float64), dtype)
+        moves = quantize(exact, dtype) != before  # where the correctly rounded step moves it
+        if moves.any() and np.array_equal(got, before):
+            return (f"{name} did not move at all: every entry keeps its value before the step, where the exact "
+                    f"result moves {int(moves.sum())} of {got.size} entries by an ulp or more -- not a rounding "
+                    f"error but a step that does nothing (an lr or update rounded to zero?)")
+    return None
 
 
 def _rounding_divergence(trial: Trial, inputs: Any, name: str, got, dtype) -> Divergence | None:

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from conformance.divergences import STOCK_TORCH, Divergence, register
 from conformance.compare import at_least_default
 from conformance.dtypes import OPMATH_ROUNDOFF, is_half
+from conformance.diagnosis import STEP_DOES_NOTHING
 from conformance.types import Mistake
 from conformance.ops import draw as d
 from conformance.ops.base import GeneratedProperty
@@ -29,7 +30,7 @@ from conformance.ops.optimizers.drive import optimizer_problem
 from conformance.ops.optimizers.inputs import negated, optimizer_inputs_schema, OptimizerInputs, ParamGroupsInputs
 from conformance.ops.optimizers.reference import dense_grad_and_mask, single_step_param_bounds, trajectory_tolerances
 from conformance.ops.optimizers.strategies import drawn_inputs, NEGATIVE, with_sparse_weight_decay
-from conformance.tensors import CooArray, rounder, TENSOR
+from conformance.tensors import CooArray, quantize, rounder, TENSOR
 
 WEIGHT_DECAY_ERROR = "weight_decay option is not compatible with sparse gradients"
 DEFAULTS = {"lr": 1e-2, "lr_decay": 0.0, "weight_decay": 0.0, "initial_accumulator_value": 0.0,
@@ -152,15 +153,21 @@ def _rows(array: np.ndarray) -> np.ndarray:
 def adagrad_with_slip(inputs: OptimizerInputs, *, squares_each: bool = False, eps_inside_root: bool = False,
                       rowwise: bool = False, ignore_maximize: bool = False, lr_decay_shift: int = 0,
                       sparse_weight_decay: bool = False, whole_rows: bool = False,
-                      truncate_to: str | None = None, per_entry: bool = False) -> dict[str, np.ndarray]:
+                      truncate_to: str | None = None, per_entry: bool = False, everywhere: bool = False,
+                      eps: float | None = None) -> dict[str, np.ndarray]:
     """:func:`adagrad_reference` with one slip (each keyword is one known mistake): duplicates
     squared one at a time, eps inside the root, one accumulator per row (FBGEMM's
     EXACT_ROWWISE_ADAGRAD: each touched row adds the mean of its g**2), maximize ignored, the
     decay counted from step ``1 - lr_decay_shift``, weight decay applied to a sparse gradient's
     entries, an element-sparse gradient written as whole rows, the parameter stored in
     ``truncate_to`` by truncation after each step (the state kept wide), one whole update per
-    written entry of a sparse gradient (``per_entry``: duplicates applied one after another)."""
+    written entry of a sparse gradient (``per_entry``: duplicates applied one after another), the
+    parameter's update computed over the whole tensor with g = 0 off the gradient's entries
+    (``everywhere``: 0/0 = NaN where the accumulator is 0 and eps is 0), ``eps`` in place of the
+    hyperparameter's (as a dtype rounds it)."""
     h = adagrad_hyperparameters(inputs.hyperparameters)
+    if eps is not None:
+        h["eps"] = eps
     param = inputs.param.astype(np.float64).copy()
     state_sum = np.full_like(param, h["initial_accumulator_value"])
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -198,7 +205,7 @@ def adagrad_with_slip(inputs: OptimizerInputs, *, squares_each: bool = False, ep
             else:
                 state_sum = np.where(mask, state_sum + squares, state_sum)
             std = np.sqrt(state_sum + h["eps"]) if eps_inside_root else np.sqrt(state_sum) + h["eps"]
-            param = np.where(mask, param - clr * g / std, param)
+            param = param - clr * g / std if everywhere else np.where(mask, param - clr * g / std, param)
             if truncate_to is not None:
                 param = round_toward_zero(param, truncate_to)
     return {"param": param, "state_sum": state_sum, "step": np.float64(inputs.steps)}
@@ -232,6 +239,20 @@ def truncating_model(inputs: OptimizerInputs, dtype: str):
     return {"param": adagrad_with_slip(inputs, truncate_to=dtype)["param"]}
 
 
+def nan_off_the_gradient_model(inputs: OptimizerInputs, dtype: str):
+    """The parameter's update computed over the whole tensor (a dense ``addcdiv_`` with the sparse
+    gradient densified, g = 0 elsewhere) and eps as the dtype holds it: where an entry's accumulator
+    is still 0 and eps rounds to 0 (1e-10 in float16) or is 0, 0/0 writes NaN at an entry the
+    gradient does not specify. None where that writes no NaN (then it changes nothing)."""
+    eps = float(quantize(np.float64(inputs.hyperparameters.get("eps", DEFAULTS["eps"])), dtype))
+    if not any(isinstance(g, CooArray) for g in inputs.grads):
+        return None
+    modelled = adagrad_with_slip(inputs, everywhere=True, eps=eps)
+    if not np.isnan(modelled["param"]).any():
+        return None
+    return modelled
+
+
 def rejects_uncoalesced(inputs: OptimizerInputs, error: BaseException) -> bool:
     """An error about coalescing on a trajectory with a sparse gradient: ``nn.Embedding(sparse=True)``
     and every sparse gradient the harness passes is uncoalesced, as the sparse optimizers accept."""
@@ -263,6 +284,11 @@ MISTAKES = (
             raises=rejects_uncoalesced),
     Mistake("truncating stores", "the updated float16/bfloat16 parameter is stored by truncation (round toward "
             "zero), not rounded to nearest even", truncating_model, tight=True),
+    Mistake("NaN at entries the gradient does not specify", "the update is computed over the whole tensor (g = 0 "
+            "off the gradient's entries), so where the accumulator is still 0 and eps is 0 -- or rounds to 0 in the "
+            "dtype: 1e-10 in float16 -- it writes 0/0 = NaN; torch updates only the entries the gradient specifies",
+            nan_off_the_gradient_model, takes_dtype=True),
+    STEP_DOES_NOTHING,
 )
 
 
@@ -277,7 +303,6 @@ class Adagrad(OptimizerOp):
                                 {"lr": 0.5, "eps": 0.25, "lr_decay": 0.25, "initial_accumulator_value": 0.5,
                                  "maximize": True})
     stock_backend = "coo"
-    repro_run = "optimizer"
     summary = "torch.optim.Adagrad steps on sparse (masked) gradients"
     candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.Adagrad's constructor"
     mistakes = MISTAKES

@@ -20,6 +20,7 @@ import torch
 from hypothesis import strategies as st
 
 from conformance.dtypes import OPMATH_ROUNDOFF
+from conformance.diagnosis import STEP_DOES_NOTHING
 from conformance.types import Mistake
 from conformance.ops import draw as d
 from conformance.ops.base import GeneratedProperty
@@ -123,6 +124,7 @@ MISTAKES = (
     Mistake("no maximize", "maximize=True is ignored: the parameter descends instead of ascending", no_maximize_model),
     Mistake("dampened first step", "the momentum buffer starts as (1 - dampening) * g; torch starts it as the first "
             "gradient itself", first_step_dampened_model),
+    STEP_DOES_NOTHING,
 )
 
 
@@ -206,7 +208,6 @@ class SGD(OptimizerOp):
     title = "SGD"
     buffer_layout = staticmethod(buffer_layout)
     stock_backend = "coo"
-    repro_run = "optimizer"
     summary = "torch.optim.SGD steps on sparse gradients (momentum, dampening, nesterov, maximize)"
     candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.SGD's constructor"
     mistakes = MISTAKES

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from conformance.dtypes import OPMATH_ROUNDOFF
 from conformance.compare import at_least_default
+from conformance.diagnosis import STEP_DOES_NOTHING
 from conformance.types import Mistake
 from conformance.ops import draw as d
 from conformance.tensors import CooArray, rounder, TENSOR
@@ -191,6 +192,7 @@ MISTAKES = (
     Mistake("rejected uncoalesced gradients", "raises on an uncoalesced sparse gradient (duplicate or unsorted "
             "indices, what nn.Embedding(sparse=True) produces); torch's SparseAdam coalesces it",
             raises=_rejects_uncoalesced),
+    STEP_DOES_NOTHING,
 )
 
 
@@ -204,7 +206,6 @@ class SparseAdam(OptimizerOp):
     explicit_hyperparameters = ({"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75)},
                                 {"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75), "maximize": True})
     stock_backend = "coo"
-    repro_run = "optimizer"
     summary = "torch.optim.SparseAdam steps: moments and parameter updated only at specified entries"
     candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.SparseAdam's constructor"
     mistakes = MISTAKES

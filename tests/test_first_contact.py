@@ -23,3 +23,13 @@ def test_an_adagrad_that_creates_its_state_at_the_first_step_passes():
     assert set(outcomes) == {f"adagrad-unspecified-unchanged[candidate-cpu-{d}]"
                              for d in ("float16", "bfloat16", "float32", "float64")}, outcomes
     assert code == 0 and set(outcomes.values()) == {"passed"}, outcomes
+
+
+def test_a_library_that_imports_slowly_is_not_timed_out_on_its_first_item():
+    """The first call of each op (a library imported at its first use) is made before any item's
+    timer starts: with a 1 s item timeout, a 3 s first import costs no item."""
+    code, path = run_inprocess("slow-import", "specs", "--conformance-op", "adagrad", "--conformance-backend",
+                               "candidate", "--conformance-impl", "adagrad=tests/candidates/slow_import.py:SlowImportAdagrad",
+                               "--conformance-examples", "0", "-k", "tutorial-step-1 and float32", timeout=1)
+    (record,) = load(path)["records"]
+    assert (code, record["outcome"]) == (0, "passed"), record

@@ -5,11 +5,13 @@ command line's selection. :class:`ConformanceItem` is the one base of the three 
 carries its kind and identity as data (``item.record``, which every outcome and results record is
 built from), skips an unavailable device with the reason, and maps ``Unsupported`` to the outcome
 unsupported. A kind only says what it runs (``run``) and how its failure reads.
-:func:`warmed_up_last` starts the backends' slow one-time setup and runs their items last.
+:func:`warmed_up_last` starts the backends' slow one-time setup and runs their items last;
+:func:`first_calls_made` makes each backend's first call of each op before any item's timer starts.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Iterable, Iterator
 
@@ -97,3 +99,45 @@ def warmed_up_last(items: list[pytest.Item]) -> list[pytest.Item]:
             devices.setdefault(item.backend.name, (item.backend, set()))[1].add(item.device)
     warming = {name for name, (backend, on) in devices.items() if backend.warm_up(on)}
     return sorted(items, key=lambda item: isinstance(item, ConformanceItem) and item.backend.name in warming)
+
+
+def first_calls_made(items: list[pytest.Item], seconds: float) -> str | None:
+    """Each selected backend's first call of each op, made once before any item runs (per process:
+    each xdist worker makes its own), so that what a first call costs -- a candidate's library
+    imported lazily, torch's modules imported on first use -- is not counted against the first item's
+    timeout. Uses the op's first explicit example in float32 on cpu; what it raises is left to the
+    items to report. Returns a one-line error when the calls took longer than ``seconds`` (0: no limit)."""
+    from conformance.ops import OPS
+    from conformance.types import RunContext
+
+    firsts: dict[tuple[str, str], Backend] = {}
+    for item in items:
+        op = getattr(item, "record", {}).get("op")
+        backend = getattr(item, "backend", None)
+        if isinstance(item, ConformanceItem) and op in OPS and backend is not None and not backend.is_oracle \
+                and item.device == "cpu" and backend.warm_up.__func__ is Backend.warm_up \
+                and item.get_closest_marker("skip") is None:
+            firsts.setdefault((backend.name, op), backend)
+    if not firsts:
+        return None
+
+    def make_them() -> None:
+        import torch
+
+        for (_, op), backend in firsts.items():
+            examples = OPS[op].explicit_examples("float32")
+            if not examples:
+                continue
+            try:
+                backend.run(op, examples[0], RunContext("cpu", torch.float32))
+            except BaseException:  # noqa: BLE001 - the items report what a backend raises
+                pass
+
+    making = threading.Thread(target=make_them, name="conformance-first-calls", daemon=True)
+    making.start()
+    making.join(seconds or None)
+    if making.is_alive():
+        return (f"the first call of each op ({', '.join(sorted({f'{b}/{o}' for b, o in firsts}))}) took over "
+                f"{seconds:g} s before any item ran (a slow import?); items may time out "
+                f"(--conformance-timeout)")
+    return None

@@ -7,6 +7,7 @@ PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before py
 from __future__ import annotations
 
 import os
+import warnings
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from conformance.backends.candidate import CandidateBackend, CandidateError, par
 from conformance.devices import DEFAULT_DEVICES, DEVICES
 from conformance.ops import OPS
 from conformance.record import ItemRecord
-from conformance.run.items import ConformanceItem, placements, warmed_up_last
+from conformance.run.items import ConformanceItem, first_calls_made, placements, warmed_up_last
 from conformance.run.state import (SELECTION, SPEC_SUFFIXES, Selection, is_conformance_run, is_conformance_spec,
                                    relative_spec)
 from conformance.runner import run_item
@@ -229,12 +230,20 @@ class InvalidSpecItem(pytest.Item):
         return self.path, (self.error.line or 1) - 1, "invalid spec"
 
 
+# the first calls (imports a library makes on first use) may take this many items' timeouts
+FIRST_CALLS_TIMEOUT_FACTOR = 5
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """After deselection: the selected backends' slow setup (compiling kernels) starts in the
-    background, and their items run after the others, so that it overlaps them."""
+    background, and their items run after the others, so that it overlaps them; each backend's
+    first call of each op is made before any item's timer starts (first_calls_made)."""
     if not config.getoption("collectonly"):
         items[:] = warmed_up_last(items)
+        problem = first_calls_made(items, FIRST_CALLS_TIMEOUT_FACTOR * float(config.getoption("conformance_timeout", 0) or 0))
+        if problem:
+            warnings.warn(pytest.PytestWarning(f"conformance: {problem}"))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -33,3 +33,46 @@ def test_a_library_that_imports_slowly_is_not_timed_out_on_its_first_item():
                                "--conformance-examples", "0", "-k", "tutorial-step-1 and float32", timeout=1)
     (record,) = load(path)["records"]
     assert (code, record["outcome"]) == (0, "passed"), record
+
+
+def test_narrowing_keeps_an_example_only_while_the_documented_contract_rejects_it():
+    """rejects-invalid of a candidate that cannot do dampening: an example invalid through
+    "nesterov with dampening", with dampening pinned at 0, is valid under the documented contract;
+    that torch still raises on it (a dense gradient into its sparse momentum buffer: a limitation of
+    torch's) does not make it invalid, so the example stays as drawn (the candidate says unsupported)."""
+    import numpy as np
+
+    from conformance.cases.narrowing import Narrowing
+    from conformance.ops import OPS
+    from conformance.ops.optimizers.inputs import OptimizerInputs
+    from conformance.tensors import CooArray
+
+    sgd = OPS["sgd"]
+    sparse = CooArray(np.array([[0]]), np.array([1.0]), (2,))
+    drawn = OptimizerInputs(np.array([1.0, 2.0]), [sparse, np.array([0.5, 0.25])],
+                            {"lr": 0.1, "momentum": 0.9, "dampening": 0.5, "nesterov": True})
+    narrowing = Narrowing(sgd, frozenset({"dampening"}), keep_invalid=True)
+    pinned = sgd.at_torch_defaults(drawn, frozenset({"dampening"}))
+    assert "dampening" not in pinned.hyperparameters
+    sgd.reference_beyond_torch(pinned)  # valid under the contract ...
+    try:
+        sgd.reference(pinned)  # ... though torch cannot compute it
+    except Exception:  # noqa: BLE001 - the limitation, as torch raises it
+        pass
+    else:
+        raise AssertionError("the example no longer meets torch's limitation: pick another")
+    assert narrowing.apply(drawn) is drawn
+
+    # an example that stays invalid under the contract once pinned is kept, pinned
+    negative = OptimizerInputs(drawn.param, [sparse], {**drawn.hyperparameters, "lr": -1.0})
+    assert "dampening" not in narrowing.apply(negative).hyperparameters
+
+
+def test_an_sgd_refusing_dampening_that_computes_past_torchs_limitation_passes_as_an_improvement():
+    code, document = _run("no-dampening-sgd", "sgd", "tests/candidates/restricted.py:NoDampeningSGD", "-k",
+                          "float64 and (rejects-invalid or dense-gradient-into-a-sparse-momentum-buffer)", examples=30)
+    records = by_case(document)
+    assert code == 0, {k: (r["outcome"], r.get("message", "")[:300]) for k, r in records.items()}
+    spec = records["dense-gradient-into-a-sparse-momentum-buffer[candidate-cpu-float64]"]
+    assert (spec["outcome"], spec["verdict"]) == ("passed", "improvement"), spec
+    assert records["sgd-rejects-invalid[candidate-cpu-float64]"]["outcome"] == "passed"

@@ -42,7 +42,10 @@ class Narrowing:
     op: Op
     declared: frozenset = frozenset()
     learned: list = field(default_factory=list)
-    keep_invalid: bool = False  # rejects-invalid: an example whose only error is an unsupported option stays
+    # rejects-invalid: an example stays pinned only while the documented contract still rejects it
+    # (Op.reference_beyond_torch: torch's own limitations are not the contract); one whose only error
+    # is the unsupported option stays as drawn, and the backend says it cannot do it (unsupported)
+    keep_invalid: bool = False
 
     @property
     def options(self) -> frozenset:
@@ -54,8 +57,8 @@ class Narrowing:
             return example
         pinned = self.op.at_torch_defaults(example, options)
         if self.keep_invalid and pinned is not example:
-            try:
-                self.op.reference(pinned)
+            try:  # invalid under the documented contract, not merely by a limitation of torch's
+                self.op.reference_beyond_torch(pinned)
             except Exception:  # noqa: BLE001 - still the documented error: the narrowed example
                 return pinned
             return example  # its error is the unsupported option itself: the backend says so (unsupported)

@@ -1,5 +1,6 @@
 """The README's headline use, as a user has it: the suite installed from a built wheel (not the
-editable checkout), run from an empty directory of their own on the README's wrong Adagrad.
+editable checkout) the documented way -- an isolated venv (no system site-packages), CPU torch, no
+extras, so no triton -- and run from an empty directory of their own on the README's wrong Adagrad.
 
 ``python -m conformance check adagrad=my_adagrad.py:SquareBeforeSumAdagrad`` exits 1; the results,
 JUnit and counterexamples land under ``./reports/``; nothing new appears inside the installed
@@ -16,9 +17,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conformance_runs import REPO, wrong_adagrad_source
 
+pytestmark = pytest.mark.slow  # builds a wheel and a venv with torch from the package index: minutes
+
 # one spec case and one generated property, in one dtype: a failure of each kind, in about a minute
+TORCH = "2.13.0"  # the README's install: a CPU build that brings no triton
 NARROW = "-k '(duplicates-cancel or agrees-with-reference) and float64'"
 BUILD_LEFTOVERS = shutil.ignore_patterns(".git", "build", "reports", "site", "*.egg-info", "__pycache__", ".nox",
                                          ".venv", ".hypothesis", ".benchmarks", ".pytest_cache")
@@ -39,7 +45,11 @@ def _files(root: Path) -> set[str]:
     return {p.relative_to(root).as_posix() for p in root.rglob("*")}
 
 
-def test_check_from_an_empty_directory_with_the_suite_installed_from_a_wheel(tmp_path):
+@pytest.fixture(scope="module")
+def documented_install(tmp_path_factory) -> tuple[str, Path]:
+    """The wheel, built from a copy of the checkout, installed the documented way: (its python, the
+    installed package)."""
+    tmp_path = tmp_path_factory.mktemp("wheel")
     # the wheel, built from a copy of the checkout (a build leaves build/ and *.egg-info beside the sources)
     source, wheels = tmp_path / "source", tmp_path / "wheels"
     shutil.copytree(REPO, source, symlinks=True, ignore=BUILD_LEFTOVERS)
@@ -48,18 +58,29 @@ def test_check_from_an_empty_directory_with_the_suite_installed_from_a_wheel(tmp
     assert built.returncode == 0, built.stdout + built.stderr
     wheel = next(wheels.glob("torch_sparse_conformance-*.whl"))
 
-    # a venv that sees torch, pytest, Hypothesis... from the system, and the suite only from the wheel
+    # the documented install, isolated: a venv without the system's packages, CPU torch and the
+    # wheel with its own dependencies, no extras (no triton, no ninja)
     venv = tmp_path / "venv"
-    made = _run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], cwd=tmp_path)
-    assert made.returncode == 0, made.stdout + made.stderr
+    made = _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path)
+    assert made.returncode == 0, f"python -m venv failed:\n{made.stdout}{made.stderr}"
     python = str(venv / "bin" / "python")
-    installed = _run([python, "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)], cwd=tmp_path)
-    assert installed.returncode == 0, installed.stdout + installed.stderr
+    installed = _run([python, "-m", "pip", "install", "-q", f"torch=={TORCH}", str(wheel)], cwd=tmp_path, timeout=900)
+    assert installed.returncode == 0, f"pip install torch=={TORCH} <wheel> failed:\n{installed.stdout}{installed.stderr}"
+    extras = _run([python, "-c", "import importlib.util as u; print([m for m in ('triton', 'ninja') if u.find_spec(m)])"],
+                  cwd=tmp_path)
+    assert extras.stdout.strip() == "[]", f"the venv is not the documented install: {extras.stdout}{extras.stderr}"
     where = _run([python, "-c", "import conformance, conformance.check as c; print(conformance.__file__); "
                                 "print(c.specs_dir())"], cwd=tmp_path)
+    assert where.returncode == 0 and len(where.stdout.splitlines()) == 2, \
+        f"the installed suite does not import:\n{where.stdout}{where.stderr}"
     package = Path(where.stdout.splitlines()[0]).parent
     assert package.is_relative_to(venv) and not package.is_relative_to(REPO), where.stdout + where.stderr
     assert Path(where.stdout.splitlines()[1]).is_relative_to(package)
+    return python, package
+
+
+def test_check_from_an_empty_directory_with_the_suite_installed_from_a_wheel(tmp_path, documented_install):
+    python, package = documented_install
     before = _files(package)
 
     # the user's directory: their wrong Adagrad and nothing else
@@ -101,3 +122,17 @@ def test_check_from_an_empty_directory_with_the_suite_installed_from_a_wheel(tmp
     assert typo.returncode != 0 and "adagard" in said, said[-3000:]
     assert not re.search(r"\d+ (passed|failed|xfail)", said), said[-3000:]
 
+
+
+def test_correct_implementations_written_the_common_way_pass_in_the_documented_install(tmp_path, documented_install):
+    """In the same kind of venv: stock torch's SparseAdam, SGD and coalesce and a lazy-state Adagrad
+    (state created at the first step, as torch's Adam does) pass one `check`, from an empty directory."""
+    python, _ = documented_install
+    user = tmp_path / "user"
+    user.mkdir()
+    shutil.copy(REPO / "tests" / "candidates" / "lazy_state.py", user / "lazy_state.py")
+    check = _run([python, "-m", "conformance", "check", "adagrad=lazy_state.py:LazyAdagrad",
+                  "sparse_adam=torch.optim:SparseAdam", "sgd=torch.optim:SGD", "coalesce=torch:Tensor.coalesce",
+                  "--examples", "20"], cwd=user, timeout=1800)
+    output = check.stdout + check.stderr
+    assert check.returncode == 0 and "RESULT: PASS" in output, output[-6000:]

@@ -156,11 +156,11 @@ def test_check_help_lists_every_op_in_plain_text():
 
 # ------------------------------------------------------------------ check: the verdict, from its own run's file
 
-def document(run_id="mine", status="complete", outcomes=(), not_run=(), others=()) -> dict:
+def document(run_id="mine", status="complete", outcomes=(), not_run=(), others=(), other_backend="coo") -> dict:
     records = [{"nodeid": f"x::c{i}[candidate-cpu-float32]", "backend": "candidate", "op": "adagrad", "outcome": o,
                 "message": None} for i, o in enumerate(outcomes)]
-    records += [{"nodeid": f"x::c{i}[coo-cpu-float32]", "backend": "coo", "op": "adagrad", "outcome": o}
-                for i, o in enumerate(others)]
+    records += [{"nodeid": f"x::c{i}[{other_backend}-cpu-float32]", "backend": other_backend, "op": "adagrad",
+                 "outcome": o} for i, o in enumerate(others)]
     return {"run": {"id": run_id, "status": status, "not_run": list(not_run)}, "records": records}
 
 
@@ -173,7 +173,10 @@ def document(run_id="mine", status="complete", outcomes=(), not_run=(), others=(
     (document(outcomes=["unsupported"] * 49), 0, check.UNSUPPORTED, "every candidate item was unsupported"),
     (document(outcomes=["passed", "failed"]), 1, check.FAIL, "1 candidate item(s) failed"),
     (document(status="interrupted", outcomes=["error"]), 2, check.FAIL, "did not complete"),
-    (document(outcomes=["passed"], others=["failed"]), 1, check.COULD_NOT_JUDGE, "stock torch"),
+    (document(outcomes=["passed"], others=["failed"]), 1, check.PASS, "a finding about torch, not your implementation"),
+    (document(outcomes=["passed", "failed"], others=["failed"]), 1, check.FAIL, "1 candidate item(s) failed"),
+    (document(outcomes=["passed"], others=["failed"], other_backend=None), 1, check.COULD_NOT_JUDGE,
+     "the specs themselves"),
     (document(outcomes=["passed"]), 3, check.COULD_NOT_JUDGE, "pytest exited with status 3"),
     (document(outcomes=["passed", "xfail", "unsupported"]), 0, check.PASS, ""),
 ])

@@ -4,13 +4,43 @@ pytester for the harness's own tests in tests/, and runs the test command (``pyt
 with no paths: pyproject's testpaths, tests/) on every core with pytest-xdist when it is
 installed. Items are independent; ``-n 0`` (or any ``-n``/``-p no:xdist``) overrides it, and runs
 given paths (the main job: ``pytest specs ...``) stay in one process unless ``-n`` is given. Any
-run here with ``-n`` and no ``--dist`` uses xdist's ``worksteal`` scheduling."""
+run here with ``-n`` and no ``--dist`` uses xdist's ``worksteal`` scheduling.
+
+The harness's tests come in two tiers. Tests marked ``slow`` (child processes where the process
+boundary is what is tested, the browser, the docs' long commands, nox, long ``conformance check``
+runs) are deselected unless ``--run-slow`` is given or a ``-m`` expression names ``slow``:
+
+  python -m pytest                       # the fast tier (the README's test command)
+  python -m pytest --run-slow            # the full tier: both
+  python -m pytest --run-slow -m slow    # the slow tier alone (.ci/run runs it after the fast one)"""
 
 from __future__ import annotations
 
 import pytest
 
 pytest_plugins = ("pytester",)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--run-slow", action="store_true", default=False,
+                     help="also run the harness's tests marked slow (the full tier; with -m slow, the slow tier alone)")
+
+
+def _runs_slow(config: pytest.Config) -> bool:
+    return config.getoption("--run-slow") or "slow" in (config.getoption("markexpr", "") or "")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselects the items marked ``slow`` (the fast tier) unless the run asks for them. Only
+    items carrying the marker are touched: a run of the suite's specs (the main job) has none,
+    and its recorded options (``-m``) stay as given."""
+    if _runs_slow(config):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item.get_closest_marker("slow") is None]
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -141,3 +141,22 @@ cases:
       tensor: {indices: [[1, 0, 1], [0, 2, 0]], values: [4.0, 3.0, 5.0], size: [2, 3]}
     expected: {indices: [[0, 1], [2, 0]], values: [3.0, 9.0], nnz: 2}
 """
+
+
+# a narrow run with a failing candidate beside two built-in backends (spec cases only: which example a
+# generated item reports depends on what the process ran before it), whole and in three shards
+SHARDED_RUN = [str(SMALL_SPEC), "--conformance-backend", "reference,coo,candidate", "--conformance-examples", "0",
+               "--conformance-dtype", "float64", "--conformance-impl", f"adagrad={MUTANTS}:SquareBeforeSumAdagrad"]
+
+
+@lru_cache(maxsize=None)
+def sharded_runs() -> dict[str, Path]:
+    """``SHARDED_RUN`` in this process: {"whole": ..., "shard-1": ..., "shard-2": ..., "shard-3": ...}."""
+    code, whole = run_inprocess("sharded-whole", *SHARDED_RUN)
+    assert code == 1, f"the wrong candidate should fail the whole run (exit code {code})"  # `after`
+    paths = {"whole": whole}
+    for k in (1, 2, 3):
+        code, path = run_inprocess(f"sharded-{k}", *SHARDED_RUN, "--conformance-shard", f"{k}/3")
+        assert code in (0, 1) and path.exists(), f"shard {k}/3: exit code {code}"
+        paths[f"shard-{k}"] = path
+    return paths

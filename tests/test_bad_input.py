@@ -166,6 +166,7 @@ def test_a_case_within_the_budget_still_loads(tmp_path):
     assert load_spec(spec_file(tmp_path, "wide", wide)).cases
 
 
+@pytest.mark.slow
 def test_a_session_with_pathological_specs_records_every_real_item(subprocess_runs):
     code, output, document = _finish(subprocess_runs["pathological"])
     run, records = document["run"], document["records"]
@@ -186,6 +187,7 @@ def test_a_session_with_pathological_specs_records_every_real_item(subprocess_ru
 
 # ------------------------------------------------------------------ 2. results files under concurrency
 
+@pytest.mark.slow
 def test_a_second_run_on_a_held_results_path_is_told_why_and_changes_nothing(subprocess_runs, capsys):
     proc, results = subprocess_runs["holder"]
     gate = subprocess_runs["gate"]

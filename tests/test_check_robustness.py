@@ -134,6 +134,7 @@ def test_check_runs_100_examples_on_one_worker_per_core_unless_told():
     assert command[command.index("--conformance-examples") + 1] == "3" and command[command.index("-n") + 1] == "2"
 
 
+@pytest.mark.slow
 def test_a_candidate_that_ends_the_process_at_import_is_a_usage_error_not_a_pass(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "conformance", "check", f"adagrad={REPO / FAULTS}:ExitingAdagrad"],
                           cwd=tmp_path, env=env(CONFORMANCE_TEST_EXIT_AT_IMPORT="1"), capture_output=True, text=True,
@@ -143,6 +144,7 @@ def test_a_candidate_that_ends_the_process_at_import_is_a_usage_error_not_a_pass
     assert "RESULT" not in proc.stdout
 
 
+@pytest.mark.slow
 def test_check_help_lists_every_op_in_plain_text():
     from conformance.ops import OPS
 
@@ -187,6 +189,7 @@ def test_the_verdict_passes_only_a_complete_run_of_its_own_that_ran_something(do
 
 # ------------------------------------------------------------------ check end to end: crashes and hangs
 
+@pytest.mark.slow
 def test_check_survives_a_candidate_that_exits_the_process(tmp_path):
     reports = tmp_path / "reports"
     reports.mkdir()
@@ -209,6 +212,7 @@ def test_check_survives_a_candidate_that_exits_the_process(tmp_path):
     assert (reports / "index.html").read_text() == "the main job's report" and (reports / "check.html").is_file()
 
 
+@pytest.mark.slow
 def test_check_ends_a_candidate_deadlocked_in_native_code(tmp_path):
     timeout = 20  # a fresh worker's first item spends seconds importing (lazily, in Python): not the hang
     started = time.monotonic()
@@ -222,6 +226,7 @@ def test_check_ends_a_candidate_deadlocked_in_native_code(tmp_path):
     assert "faults.py" in record["message"]  # where it hung: faulthandler's traceback of the item's thread
 
 
+@pytest.mark.slow
 def test_a_candidate_holding_the_gil_in_c_is_ended_too(tmp_path):
     proc, results = pytest_run(tmp_path, "GilHoldingAdagrad", "-n", "1", "-p", "no:benchmark",
                                "--conformance-timeout", "20", "-k", "misbehave")
@@ -231,6 +236,7 @@ def test_a_candidate_holding_the_gil_in_c_is_ended_too(tmp_path):
     assert record["outcome"] == "error" and record["message"].startswith("timed out in native code")
 
 
+@pytest.mark.slow
 def test_an_abort_is_recorded_with_its_signal(tmp_path):
     proc, results = pytest_run(tmp_path, "AbortingAdagrad", "-n", "1", "-p", "no:benchmark")
     records = by_case(load(results))
@@ -275,6 +281,7 @@ def test_a_generated_item_whose_failure_has_a_hostile_str_is_that_items_error():
     assert "_HostileStr object; str() failed: RuntimeError" in record["message"]
 
 
+@pytest.mark.slow
 def test_a_stray_non_daemon_thread_does_not_keep_pytest_from_exiting(tmp_path):
     proc, results = pytest_run(tmp_path, "StrayThreadAdagrad", timeout=120)  # would hang forever before
     assert proc.returncode == 0, proc.stdout[-3000:]
@@ -309,6 +316,7 @@ def test_an_absurd_timeout_is_refused_when_options_are_parsed(capsys):
     assert "--conformance-timeout: '1e10': must be at most 604800 seconds (a week)" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_check_calls_a_candidate_that_supports_nothing_unsupported_not_pass(tmp_path):
     proc, results = run_check(tmp_path, "UnsupportedEverywhereAdagrad", "-k misbehave")
     output = proc.stdout + proc.stderr
@@ -317,6 +325,7 @@ def test_check_calls_a_candidate_that_supports_nothing_unsupported_not_pass(tmp_
     assert "RESULT: PASS" not in output
 
 
+@pytest.mark.slow
 def test_sigterm_to_check_reaches_its_pytest_which_writes_its_results_and_lets_go(tmp_path):
     from conformance.results.store import results_lock
 
@@ -354,6 +363,7 @@ def _small_disk():  # files past 4.5 kB cannot be written (EFBIG), as on a full 
     resource.setrlimit(resource.RLIMIT_FSIZE, (4500, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
 
 
+@pytest.mark.slow
 def test_a_full_disk_mid_run_ends_the_run_interrupted_with_a_clean_message(tmp_path):
     results = tmp_path / "results.json"
     proc = subprocess.run([sys.executable, "-m", "pytest", *base_args(results), str(SMALL_SPEC), "-p", "no:junitxml",
@@ -368,6 +378,7 @@ def test_a_full_disk_mid_run_ends_the_run_interrupted_with_a_clean_message(tmp_p
     assert document_["run"]["status"] == "running" and 1 <= len(document_["records"]) < 3
 
 
+@pytest.mark.slow
 def test_a_failing_check_says_when_it_is_shrinking(tmp_path):
     results = tmp_path / "reports" / "candidate.json"
     proc = subprocess.run([sys.executable, "-m", "conformance", "check",
@@ -381,6 +392,7 @@ def test_a_failing_check_says_when_it_is_shrinking(tmp_path):
             "Hypothesis is looking for the smallest failing example") in output
 
 
+@pytest.mark.slow
 def test_a_second_sigterm_while_the_run_stops_gives_one_line_not_a_traceback(tmp_path):
     gate = tmp_path / "gate"
     results = tmp_path / "results.json"

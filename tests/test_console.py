@@ -11,6 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # a child pytest with its own xdist workers
+
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -129,6 +129,7 @@ def test_generated_failures_are_diagnosed_too():
     assert "looks like: one accumulator per row" in rowwise["message"]
 
 
+@pytest.mark.slow
 def test_correct_implementations_never_get_a_diagnosis():
     """torch's own classes and the clean re-implementations as candidates, and the built-in backends:
     no record carries looks_like (they do not fail; a diagnosis is only ever of a failure) -- except

@@ -171,7 +171,14 @@ def _check_workflow(block: Block, cwd: Path) -> None:
                 assert not missing, f"{block.id}: the comment names input(s) {missing} that {path} lacks"
 
 
-@pytest.mark.parametrize("block", RUNNABLE, ids=[b.id for b in RUNNABLE])
+def _param(block: Block):
+    """A block that runs commands (each a child process: ``conformance check`` at its defaults,
+    replay, sharded runs) is in the slow tier; a spec or workflow sample is checked in process."""
+    kind = options(block.spec)[0].get("kind", ["commands"])[0]
+    return pytest.param(block, id=block.id, marks=() if kind in ("spec", "workflow") else pytest.mark.slow)
+
+
+@pytest.mark.parametrize("block", [_param(block) for block in RUNNABLE])
 def test_the_docs_commands_and_samples_do_what_they_say(block, tmp_path):
     cwd = _workspace(tmp_path)
     kind = options(block.spec)[0].get("kind", ["commands"])[0]

@@ -65,6 +65,7 @@ def run_gate_step(tmp_path, impl: str, pytest_args: str = "") -> subprocess.Comp
                           capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_the_gate_step_fails_a_wrong_candidate(tmp_path):
     # the spec cases are enough to catch it; the generated properties catch it too (test_generated.py)
     proc = run_gate_step(tmp_path, "adagrad=mypkg:SquareBeforeSumAdagrad", "-k 'not generated'")
@@ -82,6 +83,7 @@ def test_the_gate_step_fails_a_wrong_candidate(tmp_path):
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow
 def test_the_gate_step_passes_torchs_own_adagrad(tmp_path):
     # every spec case, and the generated properties with 2 examples each (the step's default is 8)
     proc = run_gate_step(tmp_path, "adagrad=torch.optim:Adagrad", "--conformance-examples 2")

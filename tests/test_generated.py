@@ -93,6 +93,7 @@ SHRUNK_ROUND = ROUNDS[-1]
 
 
 @pytest.mark.parametrize("mutants", ROUNDS, ids=lambda r: "+".join(r.values()))
+@pytest.mark.slow
 def test_single_slip_mutants_are_flagged_with_a_counterexample_spec(tmp_path, mutants):
     shrink = [] if mutants is SHRUNK_ROUND else ["--conformance-no-shrink"]
     proc, records, counterexamples = run_generated(
@@ -127,6 +128,7 @@ def test_single_slip_mutants_are_flagged_with_a_counterexample_spec(tmp_path, mu
         assert "replay: python -m conformance replay 'specs::generated::" in output and "--seed 0" in output
 
 
+@pytest.mark.slow
 def test_clean_reimplementations_pass(tmp_path):
     """The mutants' common base classes are correct, so each mutant's failure is its one slip."""
     impls = {"adagrad": f"{MUTANTS}:CleanAdagrad", "sparse_adam": f"{MUTANTS}:CleanSparseAdam",
@@ -379,6 +381,7 @@ def test_examples_one_worker_drew_are_replayed_by_another_through_the_run_s_fold
     assert DrawnExamples(directory=tmp_path).get(key) is None
 
 
+@pytest.mark.slow
 def test_the_whole_suite_is_imported_before_anything_is_drawn():
     """Hypothesis draws literals of every local module in sys.modules (the suite itself in a clone
     or editable install): with every suite module imported at configure time, a module an earlier

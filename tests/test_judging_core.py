@@ -5,6 +5,7 @@ properties read every state from the implementation, and outside-like candidates
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from conformance.backends.candidate import CandidateBackend
@@ -45,6 +46,7 @@ def test_lazily_created_state_falls_back_to_the_documented_start():
     check_unspecified_unchanged(trial, inputs)
 
 
+@pytest.mark.slow  # every adagrad item on two backends
 def test_a_float64_state_adagrad_passes_every_item():
     code, path = run_inprocess("float64-state", "specs", "--conformance-op", "adagrad", "--conformance-backend",
                                "candidate,coo", "--conformance-impl", f"adagrad={OUTSIDE}:Float64StateAdagrad")
@@ -137,6 +139,7 @@ def test_a_nondeterministic_candidate_fails_deterministic_with_both_runs_side_by
     assert "Flaky" not in record["message"]
 
 
+@pytest.mark.slow  # a wall-clock budget, three runs
 def test_a_slow_faithful_coalesce_passes_within_its_budget_with_the_same_verdict_three_times(tmp_path, monkeypatch):
     """Each new shape costs 0.4 s (JAX compiling per shape); with a 3 s timeout the search stops at
     its budget (half the timeout) between examples: passed, never a timeout or a FlakyFailure."""
@@ -184,6 +187,7 @@ def test_options_named_by_unsupported_are_learned():
     assert record["narrowed"].startswith("narrowed: ") and "learned from Unsupported: " in record["narrowed"]
 
 
+@pytest.mark.slow  # conformance check at its defaults: 100 examples, a worker per core
 def test_check_at_its_default_settings_runs_100_examples_per_property_of_a_restricted_candidate(tmp_path):
     import subprocess
     import sys

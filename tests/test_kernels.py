@@ -272,6 +272,7 @@ def test_masked_mean_bad_inputs():
         K.masked_mean([1.0, 2.0], torch.ones(2, dtype=torch.bool))
 
 
+@pytest.mark.slow
 def test_masked_mean_under_torch_compile():
     compiled = torch.compile(lambda v, m: K.masked_mean(v, m, impl="cpp") * 2, fullgraph=True)
     values = torch.randn(5, 6)
@@ -703,6 +704,7 @@ def test_coalesce_shape_beyond_int64_is_rejected():
 
 
 @pytest.mark.skipif(TRITON_SKIP is not None and "not installed" in TRITON_SKIP, reason=str(TRITON_SKIP))
+@pytest.mark.slow
 def test_triton_on_cpu_without_interpreter_is_a_clear_error():
     import subprocess
     import sys

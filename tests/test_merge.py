@@ -20,7 +20,7 @@ import yaml
 from conformance.cli import main as cli_main
 from conformance.results.store import load_results
 from conformance.run.shard import parse_shard, shard_of
-from conformance_runs import REPO
+from conformance_runs import REPO, sharded_runs
 
 # a narrow run with every kind of record: spec and generated items, passed, failed (a wrong
 # candidate, with its verdict and message), xfail (known divergences) and unsupported. The
@@ -68,8 +68,9 @@ def checkout(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, checkout) -> dict[str, Path]:
-    """The unsharded run and its three shards (shard 2 on two xdist workers), same options."""
+def fresh_runs(tmp_path_factory, checkout) -> dict[str, Path]:
+    """The unsharded run and its three shards (shard 2 on two xdist workers), same options, each in
+    a fresh interpreter (the slow tier)."""
     root = tmp_path_factory.mktemp("sharded")
     counterexamples = ["--conformance-counterexamples", str(root / "counterexamples")]  # same in every run
     paths = {}
@@ -85,6 +86,13 @@ def runs(tmp_path_factory, checkout) -> dict[str, Path]:
     return paths
 
 
+@pytest.fixture(scope="module")
+def runs() -> dict[str, Path]:
+    """A narrow unsharded run and its three shards, in this process (conformance_runs.sharded_runs):
+    real shards for what merge refuses and keeps."""
+    return sharded_runs()
+
+
 def _records(path: Path) -> dict[str, dict]:
     return {r["nodeid"]: {k: v for k, v in r.items() if k not in TIMINGS} for r in load_results(path).records}
 
@@ -93,7 +101,23 @@ def _merge(*args) -> int:
     return cli_main(["merge", *map(str, args)])
 
 
-def test_three_shards_merge_into_the_unsharded_run(runs, tmp_path, capsys):
+def test_three_shards_in_this_process_merge_into_the_unsharded_run(runs, tmp_path, capsys):
+    """The fast tier's end-to-end run of ``conformance merge``: the narrow run's three shards, given
+    out of order, make the unsharded run's records and outcome."""
+    whole = _records(runs["whole"])
+    merged_path = tmp_path / "merged.json"
+    assert _merge(runs["shard-3"], runs["shard-1"], runs["shard-2"], "-o", merged_path) == 0
+    assert f"{merged_path} (3 shards, {len(whole)} records; status complete, exit status 1)" in capsys.readouterr().out
+    assert _records(merged_path) == whole and len(whole) == 9  # three cases on three backends
+    merged, unsharded = load_results(merged_path), load_results(runs["whole"])
+    for field in ("status", "exit_status", "records_expected", "not_run", "torch", "label"):
+        assert merged.run[field] == unsharded.run[field], field
+    assert [s["shard"] for s in merged.run["shards"]] == ["1/3", "2/3", "3/3"]
+
+
+@pytest.mark.slow  # four runs in fresh interpreters, one of them with xdist workers
+def test_three_shards_merge_into_the_unsharded_run(fresh_runs, tmp_path, capsys):
+    runs = fresh_runs
     whole = _records(runs["whole"])
     shards = [_records(runs[f"shard-{k}"]) for k in (1, 2, 3)]
     # every item in exactly one shard, the one its node id hashes to (shard 2 ran on two workers)
@@ -126,6 +150,7 @@ def test_a_bad_shard_is_refused(value):
         parse_shard(value)
 
 
+@pytest.mark.slow  # a child pytest
 def test_a_bad_shard_option_is_a_usage_error_naming_it(tmp_path):
     proc = _pytest(REPO, tmp_path / "r.json", "specs", "--conformance-op", "coalesce", "--conformance-shard", "4/3")
     assert proc.returncode == 4
@@ -133,6 +158,7 @@ def test_a_bad_shard_option_is_a_usage_error_naming_it(tmp_path):
     assert not (tmp_path / "r.json").exists()
 
 
+@pytest.mark.slow  # a child pytest
 def test_shards_of_a_thorough_run_need_one_seed(tmp_path):
     # each shard would draw a fresh seed of its own: not pieces of one run
     proc = _pytest(REPO, tmp_path / "r.json", "specs", "--conformance-op", "coalesce", "--conformance-shard", "1/2",
@@ -370,6 +396,7 @@ def test_the_plan_refuses_cuda_without_a_gpu_runner(tmp_path):
     assert {e["runs-on"] for e in cuda} == {"gpu"} and all("/cu" in e["index-url"] for e in cuda)
 
 
+@pytest.mark.slow  # the workflow's steps in bash: three child pytest runs
 def test_the_matrix_mode_runs_here_for_one_torch_version_with_two_shards(tmp_path, checkout):
     """Plan, then each shard's "Gate shard" step, then "Merge and report", as the jobs would run them
     (the artifacts' upload and download leave reports/shards/ as it is: one folder per run)."""

@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 OP = "plain_sgd"
 
@@ -202,6 +204,7 @@ def _changed(copy: Path) -> set[str]:
     return changed
 
 
+@pytest.mark.slow  # child interpreters on a copy of the package
 def test_a_sixth_optimizer_touches_its_record_its_spec_and_a_runner(tmp_path):
     shutil.copytree(ROOT / "conformance", tmp_path / "conformance", symlinks=True,
                     ignore=shutil.ignore_patterns("__pycache__"))

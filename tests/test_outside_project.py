@@ -62,6 +62,7 @@ def _pytest(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("args", [(), ("-n", "2")], ids=["one-process", "xdist"])
+@pytest.mark.slow
 def test_a_projects_own_run_is_left_alone(tmp_path, args):
     project = _project(tmp_path)
     run = _pytest(project, *args)
@@ -73,6 +74,7 @@ def test_a_projects_own_run_is_left_alone(tmp_path, args):
     assert sorted(path.name for path in project.iterdir() if not path.name.startswith(".")) == ["specs", "tests"]
 
 
+@pytest.mark.slow
 def test_a_spec_of_the_projects_own_still_runs(tmp_path):
     project = _project(tmp_path)
     (project / "specs" / "mine.yaml").write_text(OWN_COALESCE_SPEC, encoding="utf-8")

@@ -24,6 +24,8 @@ from conformance.results.report import build_report
 from conformance_runs import REPO, adagrad_run, builtin_run, load, run_inprocess, stock_adagrad_run
 from test_report import second_torch_version
 
+pytestmark = pytest.mark.slow  # a real browser
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

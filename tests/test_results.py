@@ -166,6 +166,7 @@ def test_results_are_written_while_the_run_goes_on(monkeypatch, tmp_path):
     assert load_results(path).run["status"] == "complete"
 
 
+@pytest.mark.slow
 def test_a_crashing_candidate_does_not_stop_the_run():
     # the controller is this process; the worker that segfaults and its replacement are fresh ones
     code, path = run_inprocess("segfault", str(SMALL_SPEC), "-n", "1", "-p", "no:benchmark", "--conformance-impl",
@@ -184,6 +185,7 @@ def test_a_crashing_candidate_does_not_stop_the_run():
     assert len(list(junit.iter("testcase"))) == 3
 
 
+@pytest.mark.slow
 def test_under_xdist_generated_items_count_as_expected_records():
     code, path = run_inprocess("xdist-generated", "specs", "--conformance-op", "coalesce", "-n", "2", "-p", "no:benchmark",
                                "--conformance-backend", "reference", "--conformance-examples", "2")

@@ -136,6 +136,7 @@ def test_merge_refuses_a_bad_file(tmp_path, capsys, name):
     assert f"{bad}: " in err and BAD[name][1] in err, err
 
 
+@pytest.mark.slow
 def test_the_gate_cli_on_deep_nesting_is_one_line_and_exit_2(tmp_path):
     """In a fresh interpreter, as CI runs it: exit 2, no traceback."""
     bad = write(tmp_path, "deep.json", BAD["deep-nesting"][0])

@@ -41,6 +41,7 @@ def test_every_op_with_a_torch_implementation_has_its_gate_test():
 
 
 @pytest.mark.parametrize("op, impl", list(STOCK_TORCH.items()))
+@pytest.mark.slow
 def test_stock_torch_passes_its_own_gate(op, impl):
     code, document = _run(f"stock-{op}", op, impl)
     outcomes = _outcomes(document)
@@ -74,6 +75,7 @@ def test_torch_half_precision_items_are_xfail_same_as_torch():
     assert records["many-duplicates-half-precision[candidate-cpu-float32]"]["outcome"] == "passed"
 
 
+@pytest.mark.slow
 def test_float32_state_adagrad_passes_and_fixes_torchs_divergence():
     code, document = _run("f32-state", "adagrad", f"{PRECISION}:Float32StateAdagrad", examples=8)
     outcomes = _outcomes(document)
@@ -86,6 +88,7 @@ def test_float32_state_adagrad_passes_and_fixes_torchs_divergence():
     assert outcomes["adagrad-unspecified-unchanged[candidate-cpu-float16]"] == "passed"
 
 
+@pytest.mark.slow
 def test_an_unsupported_example_does_not_end_a_generated_item():
     code, document = _run("no-lr-decay", "adagrad", f"{PRECISION}:NoLrDecayAdagrad", "-k",
                           "generated and agrees-with-reference and float32", examples=200)
@@ -188,6 +191,7 @@ def test_torch_disagreeing_with_an_unrecorded_spec_lands_on_torch_not_the_candid
         candidate["message"]
 
 
+@pytest.mark.slow
 def test_param_groups_and_resume_on_stock_torch_and_on_slips():
     """Stock torch: per-group initial_accumulator_value is ignored (its recorded divergence, xfail
     "same as torch"), everything else exact. A candidate ignoring per-group hyperparameters fails
@@ -217,6 +221,7 @@ def test_param_groups_and_resume_on_stock_torch_and_on_slips():
     assert records["adagrad-state-dict-resume[candidate-cpu-float32]"]["outcome"] == "passed"
 
 
+@pytest.mark.slow
 def test_a_sparse_only_optimizer_declares_it_and_gets_unsupported_not_errors():
     code, document = _run("sparse-only", "adagrad", f"{PRECISION}:SparseOnlyAdagrad", "-k", "float32", examples=12)
     outcomes = _outcomes(document)

@@ -45,6 +45,7 @@ def test_idiom_backends_are_registered_for_their_two_ops_only():
         assert backend.lists_unimplemented_ops is False
 
 
+@pytest.mark.slow
 def test_xla_items_are_collected_and_skipped_with_the_reason(pytester: pytest.Pytester, warm_imports):
     pytester.makefile(".yaml", **{"specs/mm": (SPECS / "masked_mean.yaml").read_text()})
     ids = ["*mean-of-valid-entries[[]dense-xla-float32[]]*", "*mean-of-valid-entries[[]coo-xla-float32[]]*"]

@@ -112,6 +112,7 @@ def test_each_mutant_fails_with_its_own_mistake_named(round_):
                 assert mistake["explanation"]
 
 
+@pytest.mark.slow
 def test_generated_failures_are_diagnosed_too():
     """The generated items: the failing (shrunk) example is diagnosed; a row-wise Adagrad's failure
     says "looks like: one accumulator per row" in its message and record."""

@@ -1,35 +1,49 @@
-"""The fast tier's end-to-end runs of the entry points that start a pytest of their own
-(``conformance check``, ``conformance replay``): each entry point's ``main(argv)`` is called in
-this process on a narrow selection, so each costs one child pytest. The full runs -- check at its
-defaults, from a wheel, with crashes and signals; replay from an empty directory -- are in the slow
+"""The fast tier's end-to-end runs of the two entry points that start a pytest of their own,
+``conformance check`` and ``conformance replay``, in this process: each one's ``main(argv)`` is
+called here on a narrow selection, and the pytest command line it builds runs here too
+(``pytest.main``) instead of in a child interpreter. Everything else is theirs: the options, the
+candidate's probe (check: a child interpreter that imports it), the results file, the verdict, the
+report, the exit status. The same commands across the process boundary -- check at its defaults,
+from a wheel, with crashes, hangs and signals; replay from an empty directory -- are in the slow
 tier (``python -m pytest --run-slow``): tests/test_check_robustness.py, tests/test_replay.py,
-tests/test_wheel.py. The other entry points' fast end-to-end tests run in this process with no
-child at all: ``pytest specs`` (tests/test_outcomes.py, pytester), ``report`` (tests/test_report.py),
+tests/test_wheel.py, tests/test_docs.py. The other entry points' fast end-to-end tests run in this
+process too: ``pytest specs`` (tests/test_outcomes.py, pytester), ``report`` (tests/test_report.py),
 ``gate`` (tests/test_gate.py), ``merge`` (tests/test_merge.py, shards of a narrow run)."""
 
 from __future__ import annotations
 
 import json
+import sys
+import types
 
-from conformance import check
+import pytest
+
+from conformance import check, replay
 from conformance.cli import main as cli_main
 from conformance_runs import MUTANTS, REPO, SMALL_SPEC, by_case, wrong_adagrad_source
 
 
-def _check(tmp_path, impl: str, *more: str) -> tuple[int, dict]:
+def _pytest_here(command: list[str]) -> int:
+    """``python -m pytest ARGS`` as ``pytest.main(ARGS)`` in this process."""
+    assert command[:3] == [sys.executable, "-m", "pytest"], command
+    return int(pytest.main(command[3:]))
+
+
+def _check(tmp_path, monkeypatch, impl: str) -> tuple[int, dict]:
     """``conformance check IMPL`` on the small spec (three cases, float64), no generated examples,
-    one pytest process (no xdist workers)."""
+    its pytest in this process."""
+    monkeypatch.setattr(check, "run_pytest", lambda command: (_pytest_here(command), None))
     results = tmp_path / "reports" / "candidate.json"
     code = check.main([impl, "--specs", str(SMALL_SPEC), "--results", str(results),
                        "--report", str(tmp_path / "reports" / "check.html"), "--examples", "0",
-                       "--pytest-args", " ".join(["-n 0", *more])])
+                       "--pytest-args", "-n 0"])
     return code, json.loads(results.read_text(encoding="utf-8"))
 
 
-def test_check_fails_the_wrong_adagrad_naming_the_item_with_torch_beside_it(tmp_path, monkeypatch, capfd):
+def test_check_fails_the_wrong_adagrad_naming_the_item_with_torch_beside_it(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(REPO)  # the candidate's path is relative to the repository, as in the README
-    code, document = _check(tmp_path, f"adagrad={MUTANTS}:SquareBeforeSumAdagrad")
-    output = capfd.readouterr().out
+    code, document = _check(tmp_path, monkeypatch, f"adagrad={MUTANTS}:SquareBeforeSumAdagrad")
+    output = capsys.readouterr().out
     assert code == check.FAIL, output[-3000:]
     assert "RESULT: FAIL" in output and "failed:  " in output and "after[candidate-cpu-float64]" in output
     assert document["run"]["status"] == "complete"
@@ -41,12 +55,13 @@ def test_check_fails_the_wrong_adagrad_naming_the_item_with_torch_beside_it(tmp_
     assert (tmp_path / "reports" / "check.html").is_file()
 
 
-def test_replay_reruns_one_failing_item_and_prints_its_own_command(tmp_path, monkeypatch, capfd):
+def test_replay_reruns_one_failing_item_and_prints_its_own_command(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(replay, "subprocess", types.SimpleNamespace(call=_pytest_here))
     monkeypatch.chdir(tmp_path)  # from a directory of the user's own, with their Adagrad in a file
     (tmp_path / "my_adagrad.py").write_text(wrong_adagrad_source(), encoding="utf-8")
     wrong = "adagrad=my_adagrad.py:SquareBeforeSumAdagrad"
     item = "specs/adagrad.yaml::duplicates-cancel[candidate-cpu-float32]"
     assert cli_main(["replay", item, "--impl", wrong]) == 1
-    output = capfd.readouterr().out
+    output = capsys.readouterr().out
     assert "1 failed" in output and f"replay: python -m conformance replay '{item}' --impl {wrong}" in output
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__") == ["my_adagrad.py"]

@@ -171,6 +171,7 @@ def _narrowed_run(name: str, impl: str, prop: str, examples: int = 100) -> dict:
     return record
 
 
+@pytest.mark.slow
 def test_declared_unsupported_options_are_drawn_at_torchs_default_and_every_example_runs():
     record = _narrowed_run("defaults-only", "DefaultsOnlyAdagrad", "agrees-with-reference")
     assert record["outcome"] == "passed", record
@@ -179,6 +180,7 @@ def test_declared_unsupported_options_are_drawn_at_torchs_default_and_every_exam
                                   "(declared unsupported_options)")
 
 
+@pytest.mark.slow
 def test_options_named_by_unsupported_are_learned():
     record = _narrowed_run("learned", "UndeclaredDefaultsOnlyAdagrad", "param-groups")
     assert record["outcome"] == "passed", record

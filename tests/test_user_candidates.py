@@ -167,6 +167,7 @@ def test_a_hyperparameter_rounded_to_zero_is_a_step_that_does_nothing():
 SEPARATE_RUNS = ("unspecified-unchanged", "param-groups", "state-dict-resume", "sparse-equals-dense")
 
 
+@pytest.mark.slow
 def test_nondeterminism_is_the_likely_cause_on_properties_that_compare_separate_runs():
     """PooledStateAdagrad shares its accumulators between instances: deterministic fails, and so do
     the properties that compare separate runs -- each saying "looks like: nondeterministic", not

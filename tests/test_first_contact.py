@@ -3,6 +3,8 @@ deserve (issue 29). Each runs in this process on the packaged specs' generated i
 
 from __future__ import annotations
 
+import pytest
+
 from conformance_runs import by_case, load, run_inprocess
 
 LAZY = "tests/candidates/lazy_state.py"
@@ -76,3 +78,20 @@ def test_an_sgd_refusing_dampening_that_computes_past_torchs_limitation_passes_a
     spec = records["dense-gradient-into-a-sparse-momentum-buffer[candidate-cpu-float64]"]
     assert (spec["outcome"], spec["verdict"]) == ("passed", "improvement"), spec
     assert records["sgd-rejects-invalid[candidate-cpu-float64]"]["outcome"] == "passed"
+
+
+@pytest.mark.slow  # 100+ torch steps per example: about a minute
+def test_long_trajectories_find_a_hyperparameter_rounded_once_per_step():
+    """Momentum (SGD) or betas (SparseAdam) kept in float32 for a float64 parameter: right to 1e-7
+    on any short trajectory, off past the tolerance after ~60 steps; torch's own classes pass."""
+    drift = "tests/candidates/drift.py"
+    for op, wrong, stock in (("sgd", "Float32MomentumSGD", "torch.optim:SGD"),
+                             ("sparse_adam", "Float32BetasSparseAdam", "torch.optim:SparseAdam")):
+        item = f"{op}-long-trajectory[candidate-cpu-float64]"
+        _, document = _run(f"long-{wrong}", op, f"{drift}:{wrong}", "-k", "long-trajectory and float64", examples=1)
+        record = by_case(document)[item]
+        assert record["outcome"] == "failed", record
+        assert "differs from the NumPy reference" in record["message"] and "has the property" in record["message"]
+        code, document = _run(f"long-stock-{op}", op, stock, "-k", "long-trajectory", examples=1)
+        outcomes = {key: r["outcome"] for key, r in by_case(document).items()}
+        assert code == 0 and set(outcomes.values()) == {"passed"} and len(outcomes) == 2, outcomes

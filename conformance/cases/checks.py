@@ -330,6 +330,9 @@ OPTIMIZER_OBJECT_TWINS = ("kernel-triton",)
 # a generic check is a Property of no op yet (trial.unbound); property_of binds it to an op's declaration
 CHECKS: dict[str, Property] = {
     "agrees-with-reference": unbound(check_agrees_with_reference, skips_oracle=True),
+    # the optimizers' long trajectories: the same check, on candidates only (a candidate is what may round a
+    # hyperparameter once per step; the built-in backends are stock torch, whose items would cost the main job)
+    "long-trajectory": unbound(check_agrees_with_reference, skips_oracle=True, candidates_only=True),
     "rounds-correctly": unbound(check_rounds_correctly, skips_oracle=True, dtypes=HALF_DTYPES),
     "rejects-invalid": unbound(check_rejects_invalid),
     # the suite's own backends are stock torch and its documented idioms: their determinism is torch's

@@ -33,7 +33,8 @@ def property_of(op: Op, declared: GeneratedProperty) -> Property:
                          f"check has that name (known: {', '.join(CHECKS)})")
     return replace(check, op=op.name, name=declared.name, summary=declared.summary, strategy=declared.strategy,
                    examples=examples, skip_backends=(*check.skip_backends, *declared.skip_backends),
-                   dtypes=declared.dtypes or check.dtypes, to_cases=declared.to_cases or check.to_cases)
+                   dtypes=declared.dtypes or check.dtypes, to_cases=declared.to_cases or check.to_cases,
+                   max_examples=declared.max_examples or check.max_examples)
 
 
 PROPERTIES: list[Property] = [property_of(op, declared) for op in OPS.values() for declared in op.all_properties()]

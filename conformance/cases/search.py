@@ -190,6 +190,8 @@ def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, s
             judged.failing_example, judged.examples, judged.seed, judged.saved = example, 1, base_seed, "still fails"
             return judged
     deadline = time.monotonic() + budget if budget else None
+    if prop.max_examples is not None and settings.max_examples > prop.max_examples:
+        settings = type(settings)(settings, max_examples=prop.max_examples)
     op = OPS[prop.op]
     trial = Trial(op, backend, device, dtype)
     torch_trial = _torch_trial(op, backend, device, dtype)

@@ -199,6 +199,7 @@ class Property:
     to_cases: Callable[[Any, str], list[tuple[str, Any]]] = _single_case
     needs_optimizer_object: bool = False  # only backends with Backend.optimizer_class get items
     candidates_only: bool = False  # only backends judged against torch (candidates) get items
+    max_examples: int | None = None  # at most this many drawn examples per item; None: the run's
     # what the three-way verdict compares between a candidate and stock torch when both miss the
     # property (None: the outputs of each of the example's cases, run alone)
     observe: Callable[[Trial, Any], dict[str, Any]] | None = None

@@ -52,6 +52,7 @@ class GeneratedProperty:
     # dtype -> examples always run first (Hypothesis' explicit examples); None: the op's
     # explicit_examples where ``strategy`` is its inputs_strategy, else none
     examples: Callable[[str], list] | None = None
+    max_examples: int | None = None  # at most this many drawn examples per item (an expensive property); None: the run's
 
 
 class Op:

@@ -302,6 +302,7 @@ class Adagrad(OptimizerOp):
     explicit_hyperparameters = ({"lr": 0.5, "eps": 0.25},
                                 {"lr": 0.5, "eps": 0.25, "lr_decay": 0.25, "initial_accumulator_value": 0.5,
                                  "maximize": True})
+    long_trajectory_hyperparameters = ({"lr": 0.1, "lr_decay": 0.01},)
     stock_backend = "coo"
     summary = "torch.optim.Adagrad steps on sparse (masked) gradients"
     candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.Adagrad's constructor"

@@ -15,7 +15,8 @@ from conformance.ops.coalesce import coalesce_reference
 from conformance.ops.optimizers.contract import check_optimizer_outputs, watch_optimizer
 from conformance.ops.optimizers.drive import run_optimizer
 from conformance.ops.optimizers.inputs import OptimizerInputs, ParamGroupsInputs, optimizer_benchmark_inputs
-from conformance.ops.optimizers.strategies import drawn_inputs, param_groups, resume_points, rounding_inputs
+from conformance.ops.optimizers.strategies import (LONG_EXAMPLES, LONG_STEPS, drawn_inputs, long_trajectories, param_groups,
+                                                   resume_points, rounding_inputs)
 from conformance.tensors import CooArray, encode_array, encode_coo, quantize
 
 
@@ -29,6 +30,9 @@ class OptimizerOp(Op):
     invalid_summary: str = ""  # what the rejects-invalid property draws
     # hyperparameters of the explicit examples (see explicit_examples); none: no explicit example
     explicit_hyperparameters: tuple[dict, ...] = ()
+    # hyperparameters of the long-trajectory property's explicit examples: where a hyperparameter
+    # rounded to float32 once per step drifts past the tolerance (see long_trajectory_examples)
+    long_trajectory_hyperparameters: tuple[dict, ...] = ()
 
     @property
     def is_optimizer(self) -> bool:
@@ -194,7 +198,22 @@ class OptimizerOp(Op):
                               self.resume_points_strategy),
             GeneratedProperty("rounds-correctly", "a float16/bfloat16 parameter moved by a fraction of an ulp to a "
                               "few ulps is correctly rounded", self.rounding_inputs_strategy),
+            GeneratedProperty("long-trajectory", f"{self.title} over {LONG_STEPS[0]}-{LONG_STEPS[1]} steps matches the "
+                              "NumPy reference within a tolerance that grows with the steps (a hyperparameter rounded "
+                              "once per step drifts)", self.long_trajectories_strategy, dtypes=("float32", "float64"),
+                              examples=self.long_trajectory_examples, max_examples=LONG_EXAMPLES),
         )
+
+    def long_trajectories_strategy(self, dtype: str) -> Any:
+        return long_trajectories(self, dtype)
+
+    def long_trajectory_examples(self, dtype: str) -> list[OptimizerInputs]:
+        """One trajectory of LONG_STEPS[1] steps per :attr:`long_trajectory_hyperparameters`: the same
+        gradient (entries 0, 1 and 3 of 4; exact in every dtype) every step, so that an error made
+        once per step adds up instead of cancelling."""
+        grad = CooArray(np.array([[0, 1, 3]], dtype=np.int64), np.array([1.0, -0.5, 0.25]), (4,))
+        return [OptimizerInputs(np.array([1.0, -2.0, 0.5, 3.0]), [grad] * LONG_STEPS[1], dict(hyper))
+                for hyper in self.long_trajectory_hyperparameters]
 
     def benchmark_inputs(self, bench, rng, dtype: str) -> OptimizerInputs:
         return optimizer_benchmark_inputs(bench, rng, dtype)

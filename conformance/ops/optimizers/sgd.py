@@ -207,6 +207,7 @@ class SGD(OptimizerOp):
     name = "sgd"
     title = "SGD"
     buffer_layout = staticmethod(buffer_layout)
+    long_trajectory_hyperparameters = ({"lr": 0.1, "momentum": 0.9},)
     stock_backend = "coo"
     summary = "torch.optim.SGD steps on sparse gradients (momentum, dampening, nesterov, maximize)"
     candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.SGD's constructor"

@@ -205,6 +205,7 @@ class SparseAdam(OptimizerOp):
     # a large eps (added to the root before or after bias correction), uneven betas; then maximize
     explicit_hyperparameters = ({"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75)},
                                 {"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75), "maximize": True})
+    long_trajectory_hyperparameters = ({"lr": 0.01, "betas": (0.9, 0.9999)},)
     stock_backend = "coo"
     summary = "torch.optim.SparseAdam steps: moments and parameter updated only at specified entries"
     candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.SparseAdam's constructor"

@@ -30,6 +30,21 @@ def drawn_inputs(draw, op: "OptimizerOp", dtype: str = "float64", *, max_steps: 
     return OptimizerInputs(param, grads, hyper)
 
 
+LONG_STEPS = (100, 120)  # a long trajectory's steps: where a hyperparameter rounded once drifts past the tolerance
+LONG_EXAMPLES = 10  # drawn long trajectories per item, beside the explicit ones (each runs 100+ torch steps)
+
+
+@st.composite
+def long_trajectories(draw, op: "OptimizerOp", dtype: str = "float64") -> OptimizerInputs:
+    """A trajectory of 100-160 steps: a short drawn one (its parameter, hyperparameters and
+    gradients) repeated, so that an error made once per step -- momentum or 1 - beta2 computed in
+    float32 -- accumulates over as many steps as a training run's first few hundred."""
+    short = draw(drawn_inputs(op, dtype, max_steps=3))
+    steps = draw(st.integers(*LONG_STEPS))
+    grads = [short.grads[i % short.steps] for i in range(steps)] if short.grads else short.grads
+    return OptimizerInputs(short.param, grads, short.hyperparameters)
+
+
 def _padded(inputs: OptimizerInputs, steps: int) -> OptimizerInputs:
     """``inputs`` with empty sparse gradients appended up to ``steps`` steps."""
     empty = empty_gradient(inputs.param.shape)

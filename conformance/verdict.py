@@ -28,7 +28,7 @@ from conformance.backends.base import Backend
 from conformance.compare import Tolerance, compare_outputs, format_values
 from conformance.dtypes import info
 from conformance.tensors import to_numpy
-from conformance.types import Mismatch, missing_kernel, RunContext, Unsupported
+from conformance.types import Mismatch, missing_kernel, RunContext, safe_text, Unsupported
 
 if TYPE_CHECKING:  # annotations only: the judging and cases stages take any op record
     from conformance.ops.base import Op
@@ -119,8 +119,8 @@ class StockTorch(Backend):
 
 def first_line(exc: BaseException) -> str:
     """``Type: first line of the message`` (torch's dispatcher errors run to dozens of lines)."""
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+    text = safe_text(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__  # a bare raise: its type
 
 
 def run_stock_torch(op: Op, inputs: Any, ctx: RunContext,

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from conformance.types import RunContext
+from conformance.types import RunContext, exception_text
 from conformance.backends.base import Backend, torch_kernels_missing_are_unsupported
 from conformance.ops import OPS
 
@@ -44,14 +44,14 @@ def load_object(target: str) -> Any:
         try:
             spec.loader.exec_module(module)
         except Exception as exc:
-            raise CandidateError(f"{target!r}: importing {path} raised {type(exc).__name__}: {exc}") from exc
+            raise CandidateError(f"{target!r}: importing {path} raised {exception_text(exc)}") from exc
     else:
         if "" not in sys.path and str(Path.cwd()) not in sys.path:
             sys.path.insert(0, str(Path.cwd()))
         try:
             module = importlib.import_module(module_name)
         except Exception as exc:
-            raise CandidateError(f"{target!r}: importing {module_name} raised {type(exc).__name__}: {exc}") from exc
+            raise CandidateError(f"{target!r}: importing {module_name} raised {exception_text(exc)}") from exc
     obj: Any = module
     for part in attr.split("."):
         try:

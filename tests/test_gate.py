@@ -60,6 +60,7 @@ def test_changed_files_scope_the_gate(capsys):
     assert code == 0 and "compared 0 items" in out, out
 
 
+@pytest.mark.slow
 def test_a_slower_backend_fails_the_gate_and_a_faster_one_does_not(capsys):
     fast, slow = str(benchmark_run("TorchAdagrad")), str(benchmark_run("SlowAdagrad"))
     # the tiny step can take under the default 1 ms minimum on a quiet machine, so judge every duration

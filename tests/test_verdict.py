@@ -125,6 +125,7 @@ def test_rounding_bugs_fail_in_ulps(op, impl):
                 or "stock torch on the same example: misses the property too, but differently" in record["message"])
 
 
+@pytest.mark.slow
 def test_float32_reordering_passes():
     code, document = _run("reordered", "coalesce", f"{PRECISION}:float32_reversed_coalesce", "-k",
                           "not generated or rounds-correctly or agrees-with-reference", examples=30)

@@ -113,6 +113,7 @@ def test_nothing_runs_is_unsupported_with_the_count():
     ("adagrad", "TruncatingAdagrad"),
     ("masked_mean", "half_sum_masked_mean"),
 ])
+@pytest.mark.slow
 def test_rounding_bugs_fail_in_ulps(op, impl):
     code, document = _run(f"rounding-{impl}", op, f"{PRECISION}:{impl}", "-k", "rounds-correctly", examples=25)
     records = by_case(document)

@@ -203,12 +203,21 @@ def _probe(impls: list[str]) -> None:
                      f"loaded{': ' + tail if tail else ''}")
 
 
-def _set_aside(results: Path, report: Path) -> None:
-    from conformance.results.store import foreign_file_problem, previous_path, set_aside
+def _check_outputs(report: Path, markdown: str | None) -> None:
+    """--report and --markdown: files check may write (never a device, a folder, or a file that is
+    not one of this suite's reports; --markdown is appended to, so any regular file)."""
+    from conformance.results.store import output_problem
 
-    if results.is_dir():
-        raise UsageError(f"--results {results}: is a directory")
-    problem = foreign_file_problem(results)
+    for option, path, kind in (("--report", report, "report"), ("--markdown", markdown, "append")):
+        problem = path and output_problem(path, kind)
+        if problem:
+            raise UsageError(f"{option} {path}: {problem}")
+
+
+def _set_aside(results: Path, report: Path) -> None:
+    from conformance.results.store import output_problem, previous_path, set_aside
+
+    problem = output_problem(results, "results")
     if problem:
         raise UsageError(f"--results {results}: {problem}")
     try:
@@ -394,6 +403,7 @@ def run(args: argparse.Namespace) -> int:
         _validate(args.impl)
         if report == results:
             raise UsageError("--report and --results name the same file")
+        _check_outputs(report, args.markdown)
         _probe(args.impl)
         _set_aside(results, report)
     except UsageError as exc:
@@ -423,8 +433,15 @@ def run(args: argparse.Namespace) -> int:
             lines += [f"results: {results}", f"report:  not written ({type(exc).__name__}: {exc})"]
     print("\n".join(lines), flush=True)
     if args.markdown:
-        with open(args.markdown, "a", encoding="utf-8") as handle:
-            handle.write(f"### Conformance check: `{' '.join(args.impl)}`\n\n```\n" + "\n".join(lines[1:]) + "\n```\n")
+        from conformance.results.gate import markdown
+        from conformance.results.store import write_output
+
+        try:
+            write_output(args.markdown, markdown("\n".join(lines[1:]), f"Conformance check: {' '.join(args.impl)}"),
+                         "append")
+        except OSError as exc:
+            print(f"conformance check: cannot write --markdown {exc.filename or args.markdown}: "
+                  f"{exc.strerror or exc}", file=sys.stderr)
     return verdict.code
 
 

@@ -55,9 +55,13 @@ def _scope(args: argparse.Namespace):
 
 def _gate(args: argparse.Namespace) -> int:
     """Exit 0/1 as the gate judges; 2, one line and no traceback, for anything it cannot compare."""
-    from conformance.results.store import ResultsError, load_results
+    from conformance.results.store import ResultsError, load_results, output_problem
     from conformance.results.selection import SelectionError
 
+    problem = args.markdown and output_problem(args.markdown, "append")
+    if problem:  # before anything is compared, so that no verdict goes unrecorded
+        print(f"conformance gate: cannot write --markdown {args.markdown}: {problem}", file=sys.stderr)
+        return 2
     try:
         base = load_results(args.baseline)
         head = load_results(args.candidate)
@@ -67,8 +71,7 @@ def _gate(args: argparse.Namespace) -> int:
     if ops is not None and not ops:
         text = f"conformance gate\n  scope:     {note}\nRESULT: PASS (no changed file selects an op: nothing to gate)"
         print(text)
-        _write_markdown(args.markdown, text)
-        return 0
+        return _write_markdown(args.markdown, text, 0)
     try:
         result = gate_module.run_gate(base, head, ops=ops, scope_note=note, ratio=args.ratio, alpha=args.alpha,
                                       min_duration=args.min_duration,
@@ -79,21 +82,29 @@ def _gate(args: argparse.Namespace) -> int:
         return _cannot_compare(args, f"{args.baseline} and {args.candidate}: {type(exc).__name__} while comparing "
                                      f"them: {exc}"[:500])
     print(result.text)
-    _write_markdown(args.markdown, result.text)
-    return result.exit_code
+    return _write_markdown(args.markdown, result.text, result.exit_code)
 
 
 def _cannot_compare(args: argparse.Namespace, why: str) -> int:
     text = f"conformance gate: NOT COMPARABLE: cannot compare: {why}"
     print(text, file=sys.stderr)
-    _write_markdown(args.markdown, text)
-    return 2
+    return _write_markdown(args.markdown, text, 2)
 
 
-def _write_markdown(path: str | None, text: str) -> None:
-    if path:
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write(gate_module.markdown(text))
+def _write_markdown(path: str | None, text: str, code: int) -> int:
+    """Append the summary to ``path`` (a regular file only, through a temporary file and a rename);
+    ``code``, or 2 when a passing gate's summary could not be written."""
+    if not path:
+        return code
+    from conformance.results.store import write_output
+
+    try:
+        write_output(path, gate_module.markdown(text), "append")
+    except OSError as exc:
+        print(f"conformance gate: cannot write --markdown {exc.filename or path}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return code or 2
+    return code
 
 
 def _select(args: argparse.Namespace) -> int:

@@ -19,13 +19,14 @@ matches a single machine's only when all shards ran on machines with one fingerp
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from conformance.results.store import (FORMAT, SCHEMA_VERSION, Results, ResultsError, atomic_write_json, load_results,
-                                       now, schema_problem)
+from conformance.results.store import (FORMAT, SCHEMA_VERSION, Results, ResultsError, UnsafeOutput, load_results,
+                                       now, output_problem, schema_problem, write_output)
 from conformance.record import ItemRecord
 from conformance.results.shards import OPTION, Shard, parse_shard
 
@@ -268,7 +269,14 @@ def _validate(document: dict[str, Any]) -> None:
 
 
 def write_merged(paths: Iterable[Path | str], output: Path | str) -> Merged:
-    """Merge ``paths`` and write the result to ``output`` atomically."""
+    """Merge ``paths`` and write the result to ``output`` atomically: never over a device, a folder or
+    a file that is not a results file of this suite (:func:`conformance.results.store.output_problem`)."""
+    problem = output_problem(output, "results")
+    if problem:
+        raise MergeError(f"-o {output}: {problem}")
     merged = merge_results(paths, output)
-    atomic_write_json(Path(output), merged.document)
+    try:
+        write_output(output, json.dumps(merged.document, indent=1, allow_nan=False) + "\n", "results")
+    except UnsafeOutput as exc:
+        raise MergeError(f"-o {output}: {exc.strerror}") from None
     return merged

@@ -14,6 +14,7 @@ outlive the results file they belong to. Reading: :func:`load_results` validates
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import hashlib
 import json
 import math
@@ -21,6 +22,7 @@ import os
 import platform
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -224,14 +226,20 @@ def run_metadata(*, devices: Iterable[str] = ("cpu",), options: dict | None = No
 
 def atomic_write_json(path: Path, document: Any) -> None:
     """Write ``document`` to ``path`` so that ``path`` is always either the old or the new file."""
+    atomic_write_text(path, json.dumps(document, indent=1, allow_nan=False) + "\n")
+
+
+def atomic_write_text(path: Path, text: str | bytes, *, mode: int | None = None) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder (fsync, ``os.replace``):
+    ``path`` is always either the old or the new file, never a truncated one."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(document, indent=1, allow_nan=False)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would make the report unreadable to others
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.write("\n")
+        # mkstemp's 0600 would make the file unreadable to others
+        os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8") if isinstance(text, str) else text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -241,6 +249,101 @@ def atomic_write_json(path: Path, document: Any) -> None:
         except OSError:
             pass
         raise
+
+
+# ------------------------------------------------------------------ output paths
+
+# the first lines of every HTML report this suite writes (template.html.j2): how a report it may
+# replace is told from a file of someone else's
+REPORT_MARK = '<meta name="generator" content="torch-sparse-conformance report">'
+_OLD_REPORT_START = '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+_OLD_REPORT_NAV = '<nav><a href="#runs">Runs</a> · <a href="#matrix">Matrix</a>'
+
+
+class UnsafeOutput(OSError):
+    """An output path a command must not write: a device, a folder, a FIFO, a file this suite did
+    not write. An OSError (``filename``, ``strerror``), so a command's "cannot write" handling
+    reports it as it reports a full disk."""
+
+    def __init__(self, path: Path | str, why: str):
+        super().__init__(errno.EPERM, why, str(path))
+
+    def __str__(self) -> str:
+        return f"{self.filename}: {self.strerror}"
+
+
+def is_report_file(path: Path) -> bool:
+    """Whether the file at ``path`` is an HTML report of this suite (its generator line, or the
+    page of an older version: its first lines and navigation)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(1 << 20).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    return REPORT_MARK in head[:4096] or (head.startswith(_OLD_REPORT_START) and _OLD_REPORT_NAV in head)
+
+
+def is_results_file(path: Path) -> bool:
+    """Whether the file at ``path`` may be replaced by a results file: the plugin's rule for
+    ``--conformance-results`` (:func:`foreign_file_problem`)."""
+    return foreign_file_problem(path) is None
+
+
+OUTPUT_KINDS = {"results": is_results_file, "report": is_report_file, "append": None}
+
+
+def output_problem(path: Path | str, kind: str) -> str | None:
+    """Why a command must not write ``path``, or None. ``kind``: ``results`` (a results JSON: an
+    existing file must be empty or a results file of this suite, the rule the plugin applies to
+    ``--conformance-results``), ``report`` (an HTML report: an existing file must be empty or one of
+    this suite's reports), ``append`` (a summary appended to, e.g. ``$GITHUB_STEP_SUMMARY``: any
+    regular file). Never a device, a folder, a FIFO or a socket, and never under a file."""
+    path = Path(path)
+    ours = OUTPUT_KINDS[kind]
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        info = None
+    except NotADirectoryError:
+        info = None
+    except OSError as exc:
+        return f"cannot be examined: {exc.strerror or exc}"
+    if info is None:
+        for parent in path.parents:
+            if parent.exists():
+                if not parent.is_dir():
+                    return f"{parent} is a file, not a folder"
+                break
+        return None
+    if stat.S_ISDIR(info.st_mode):
+        return "is a directory; give a file path"
+    if not stat.S_ISREG(info.st_mode):
+        return "is not a regular file (a device, a FIFO or a socket); not writing to it"
+    if ours is not None and info.st_size and not ours(path):
+        what = "a results file" if kind == "results" else "an HTML report"
+        return (f"exists and is not {what} of this suite; not overwriting it (give another path, or remove it)")
+    return None
+
+
+def check_output(path: Path | str, kind: str) -> Path:
+    """``path`` when :func:`output_problem` finds nothing, else :class:`UnsafeOutput` naming it."""
+    problem = output_problem(path, kind)
+    if problem:
+        raise UnsafeOutput(path, problem)
+    return Path(path)
+
+
+def write_output(path: Path | str, text: str, kind: str) -> Path:
+    """Write a command's output file safely: checked (:func:`check_output`), then through a
+    temporary file in the same folder and a rename. ``append`` adds ``text`` to what the file holds
+    (its permissions kept); the others replace it."""
+    path = check_output(path, kind)
+    mode = None
+    if kind == "append" and path.exists():
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+        text = path.read_bytes() + text.encode("utf-8")
+    atomic_write_text(path, text, mode=mode)
+    return path
 
 
 def _umask() -> int:

@@ -26,7 +26,8 @@ from typing import Any, Iterable
 
 from conformance import outcomes
 from conformance.record import ItemRecord
-from conformance.results.store import Results, ResultsError, item_key, load_results, now
+from conformance.results.store import (Results, ResultsError, check_output, item_key, load_results, now,
+                                       write_output)
 from conformance.types import Outcome
 
 # the candidate first (the column a reader of a gate looks for), then stock torch's backends
@@ -475,7 +476,10 @@ def output_path(out: str | Path) -> Path:
 def build_report(paths: Iterable[str | Path], out: str | Path, *, title: str | None = None,
                  speed_baseline: str = "reference") -> ReportBuild:
     """Render the report of ``paths`` into ``out`` (a file, or a folder for its index.html);
-    unreadable files are listed, not fatal. OSError when ``out`` cannot be written."""
+    unreadable files are listed, not fatal. OSError when ``out`` cannot be written
+    (:class:`~conformance.results.store.UnsafeOutput`, before anything is read, when it is a device, a
+    folder or a file that is not one of this suite's reports)."""
+    out = check_output(output_path(out), "report")
     runs, problems = load_for_report(paths)
     labels = run_labels(runs)
 
@@ -515,14 +519,7 @@ def build_report(paths: Iterable[str | Path], out: str | Path, *, title: str | N
         charts=speed_charts(runs, labels, speed_baseline), speed_baseline=speed_baseline,
         diffs=diffs, default_diff=default_diff, generated=now(), total_items=len(items),
     )
-    out = output_path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    try:
-        tmp.write_text(page, encoding="utf-8")
-        tmp.replace(out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_output(out, page, "report")
     return ReportBuild(out, runs, problems)
 
 

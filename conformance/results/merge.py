@@ -11,7 +11,10 @@ schema (:func:`conformance.results.store.load_results`), and so is the merged do
 
 The merged run has the records of all shards (sorted by node id), the union of their case
 contexts, ``records_expected`` summed and ``not_run`` joined; its status is ``complete`` only when
-every shard's was. ``run.shards`` keeps each shard's own metadata (file, id, host, machine, times,
+every shard's was and every shard has the records it says it collected (a "complete" shard with
+fewer records than its ``records_expected``, or with none although its exit status is not 5, makes
+the merged run interrupted). The shards' command lines, their path arguments included, must be the
+same less the shard-local options (:func:`command_line`). ``run.shards`` keeps each shard's own metadata (file, id, host, machine, times,
 status): the shards may have run on different machines, so the merged run's machine fingerprint
 matches a single machine's only when all shards ran on machines with one fingerprint.
 """
@@ -37,8 +40,9 @@ one an unsharded run on a single machine would have written:
   conformance merge reports/shard-1.json reports/shard-2.json reports/shard-3.json -o reports/results.json
 
 The files must be shards 1/N ... N/N of one run, each once: the same torch, Python, NumPy, suite
-commit, Hypothesis seed, label, devices and options (except where a shard wrote its files and how
-many xdist workers it had). Exit status 0 when merged; 2 when a file is unreadable or not valid
+commit, Hypothesis seed, label, devices, options and command line, path arguments included (except
+where a shard wrote its files and how many xdist workers it had). A shard marked complete that
+lacks records it collected makes the merged run interrupted. Exit status 0 when merged; 2 when a file is unreadable or not valid
 against the results schema, the files are not the shards of one run (what differs is named),
 shards overlap or are missing.
 """
@@ -47,6 +51,14 @@ shards overlap or are missing.
 SHARD_LOCAL_OPTIONS = frozenset({
     "conformance_shard", "conformance_results", "conformance_results_every", "conformance_counterexamples",
     "xmlpath", "args", "rootdir", "numprocesses", "maxworkerrestart",
+})
+# options of the command line (``run.options.args``) that say where a shard wrote its files, which
+# run it was or how it was scheduled: left out, with their values, when the shards' command lines
+# (their path arguments above all) are compared
+SHARD_LOCAL_ARGS = frozenset({
+    "--conformance-shard", "--conformance-results", "--conformance-results-every", "--conformance-counterexamples",
+    "--conformance-run-id", "--junitxml", "--junit-xml", "-n", "--numprocesses", "--maxworkerrestart",
+    "--max-worker-restart", "--rootdir", "--basetemp",
 })
 # run fields that must be the same in every shard of one run
 SAME_RUN_FIELDS = ("torch", "torch_xla", "python", "numpy", "hypothesis_seed", "label")
@@ -94,6 +106,33 @@ def _identity(run: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
+def command_line(args: list[Any], rootdir: str | None = None) -> list[str]:
+    """A shard's pytest command line as the shards of one run share it: without the options of
+    :data:`SHARD_LOCAL_ARGS` (and their values), absolute paths under the shard's rootdir relative
+    to it (the runners may have checked out in different folders). Two shards whose path arguments
+    differ (``specs`` and ``other_specs``) differ here, whatever their records say."""
+    out: list[str] = []
+    skip = False
+    root = Path(rootdir) if rootdir else None
+    for arg in map(str, args):
+        if skip:
+            skip = False
+            continue
+        name = arg.partition("=")[0]
+        if name in SHARD_LOCAL_ARGS:
+            skip = "=" not in arg
+            continue
+        if arg.startswith("-n") and (arg[2:].isdigit() or arg[2:] in ("auto", "logical")):
+            continue
+        if root is not None and not arg.startswith("-") and Path(arg).is_absolute():
+            try:
+                arg = Path(arg).relative_to(root).as_posix() or "."
+            except ValueError:
+                pass
+        out.append(arg)
+    return out
+
+
 def _check_one_run(loaded: list[tuple[Shard, Results]]) -> None:
     identities = [(results.path, _identity(results.run)) for _, results in loaded]
     names = list(dict.fromkeys(name for _, fields in identities for name in fields))
@@ -102,8 +141,26 @@ def _check_one_run(loaded: list[tuple[Shard, Results]]) -> None:
         values = [(path, fields.get(name)) for path, fields in identities]
         if len({repr(value) for _, value in values}) > 1:
             differences.append(f"{name} differs (" + "; ".join(f"{path}: {value!r}" for path, value in values) + ")")
+    lines = [(results.path, command_line(args, (results.run.get("options") or {}).get("rootdir")))
+             for _, results in loaded
+             if isinstance(args := (results.run.get("options") or {}).get("args"), list)]
+    if any(not _same_command_line(lines[0][1], line) for _, line in lines[1:]):
+        differences.append("the command line, path arguments included, differs ("
+                           + "; ".join(f"{path}: {' '.join(line)!r}" for path, line in lines) + ")")
     if differences:
         raise MergeError("not shards of one run: " + "; ".join(differences))
+
+
+def _same_command_line(a: list[str], b: list[str]) -> bool:
+    """Equal, token by token, where a path given absolute on one runner and relative on another
+    (or under another checkout) counts as the same path when one ends with the other."""
+    return len(a) == len(b) and all(x == y or _same_path(x, y) for x, y in zip(a, b))
+
+
+def _same_path(x: str, y: str) -> bool:
+    if x.startswith("-") or y.startswith("-") or not (x.startswith("/") or y.startswith("/")):
+        return False
+    return x.endswith("/" + y.lstrip("./")) or y.endswith("/" + x.lstrip("./"))
 
 
 def _check_shards(loaded: list[tuple[Shard, Results]]) -> None:
@@ -124,6 +181,19 @@ def _check_shards(loaded: list[tuple[Shard, Results]]) -> None:
     if missing:
         have = ", ".join(f"{shard} from {results.path}" for shard, results in sorted(loaded, key=lambda p: p[0]))
         raise MergeError(f"missing shard{'s' if len(missing) > 1 else ''} {', '.join(missing)} (have {have})")
+
+
+def _short_of_records(results: Results) -> str | None:
+    """Why a shard marked complete is not (its records fall short of what it collected, or it has
+    none although it says it collected something), or None."""
+    run, count = results.run, len(results.records)
+    expected = run.get("records_expected")
+    if isinstance(expected, int) and count < expected:
+        return f"has {count} records of the {expected} it collected"
+    if count == 0 and run.get("exit_status") != 5:  # pytest's 5: this shard collected nothing
+        return (f"has no records (and exit status {run.get('exit_status')!r}, not 5, the status of a shard that "
+                "collected nothing)")
+    return None
 
 
 def _exit_status(statuses: list[Any]) -> int | None:
@@ -197,11 +267,19 @@ def merge_results(paths: Iterable[Path | str], output: Path | str | None = None)
     records: dict[str, ItemRecord] = {}
     owner: dict[str, Path] = {}
     cases: dict[str, Any] = {}
+    incomplete: set[Path] = set()
     for shard, results in loaded:
         if results.run.get("status") != "complete":
+            incomplete.add(results.path)
             warnings.append(f"{results.path}: shard {shard} is {results.run.get('status')!r}, not complete "
                             f"({len(results.run.get('not_run') or [])} of its items not run): the merged run is "
                             "marked interrupted")
+        else:
+            short = _short_of_records(results)
+            if short:
+                incomplete.add(results.path)
+                warnings.append(f"{results.path}: shard {shard} says it is complete but {short}: the merged run is "
+                                "marked interrupted")
         for record in results.records:
             key = record["nodeid"]
             if key in records:
@@ -216,7 +294,7 @@ def merge_results(paths: Iterable[Path | str], output: Path | str | None = None)
     run: dict[str, Any] = {key: value for key, value in first.items()}
     run["id"] = uuid.UUID(bytes=hashlib.sha256(" ".join(str(r.get("id")) for r in runs).encode()).digest()[:16],
                           version=5).hex
-    run["status"] = "complete" if all(r.get("status") == "complete" for r in runs) else "interrupted"
+    run["status"] = "interrupted" if incomplete else "complete"
     interrupted_by = _joined(r.get("interrupted_by") for r in runs)
     run.pop("interrupted_by", None)
     if interrupted_by is not None:

@@ -513,10 +513,23 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's members, refusing a key given twice (Python's json keeps the last one silently:
+    an outcome "failed" then "passed" would read as passed)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        duplicate = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise NotStrictJSON(f"the key {duplicate[:80]!r} appears twice in one object (which one counts is up to "
+                            "the reader)")
+    return obj
+
+
 def parse_strict_json(text: str) -> Any:
-    """``json.loads`` that refuses bare NaN/Infinity and numbers out of float range (1e600);
-    ValueError says which, RecursionError is left to the caller."""
-    return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+    """``json.loads`` that refuses bare NaN/Infinity, numbers out of float range (1e600) and a key
+    given twice in one object; ValueError says which, RecursionError is left to the caller."""
+    return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float,
+                      object_pairs_hook=_unique_keys)
 
 
 def schema_problem(data: Any) -> str | None:

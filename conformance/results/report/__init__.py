@@ -82,10 +82,15 @@ def run_tag(index: int) -> str:
 
 def repro_command(record: ItemRecord, run: dict) -> str:
     """The command line that re-runs one item with the options of its run, from any directory
-    (``python -m conformance replay``): the record's ``rerun``, or rebuilt for an older record."""
+    (``python -m conformance replay``): rebuilt from the record's structured fields (node id, op,
+    seed, profile) and its run's options, each argument shell-quoted; never the record's free-text
+    ``rerun`` field, which a results file could make any command line at all."""
     from conformance.results.rerun import command_from_record
 
-    return command_from_record(record, run)
+    try:
+        return command_from_record({key: value for key, value in record.items() if key != "rerun"}, run)
+    except (TypeError, AttributeError, KeyError):  # a field of the wrong type (an int profile): no command
+        return ""
 
 
 def _expected_vs_got(message: str | None) -> list[dict[str, str]]:

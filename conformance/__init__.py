@@ -7,7 +7,16 @@ outputs --(compare)--> outcome --(plugin)--> pytest report.
 harness reports that example as unsupported instead of as a failure.
 """
 
-from conformance.types import Unsupported
-
 __version__ = "0.1.0"
 __all__ = ["Unsupported", "__version__"]
+
+
+def __getattr__(name: str):
+    """``conformance.Unsupported``, imported when first asked for: ``python -m conformance`` parses
+    its command line (and reports a usage error) before torch, which ``conformance.types`` imports,
+    is loaded."""
+    if name == "Unsupported":
+        from conformance.types import Unsupported
+
+        return Unsupported
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -107,14 +107,25 @@ def pytest_command(impls: list[str], *, results: Path, devices: str = "cpu", ext
     return command + list(extra)
 
 
-def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    from conformance.ops import OPS
+IMPL_HELP = ("your implementation of OP (one of: {ops}), e.g. adagrad=mypkg.optim:FusedAdagrad or "
+             "adagrad=path/to/file.py:FusedAdagrad")
 
+
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    """The command line of check. Building and parsing it imports neither torch nor the op records
+    (a usage error is reported at once); ``--help`` loads the op names when it is printed."""
     parser = parser or argparse.ArgumentParser(prog="conformance check", description=__doc__,
                                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("impl", nargs="+", metavar="OP=module:attr",
-                        help=f"your implementation of OP (one of: {', '.join(OPS)}), e.g. "
-                             "adagrad=mypkg.optim:FusedAdagrad or adagrad=path/to/file.py:FusedAdagrad")
+    impl = parser.add_argument("impl", nargs="+", metavar="OP=module:attr", help=IMPL_HELP.format(ops="see --help"))
+    format_help = parser.format_help
+
+    def help_with_the_op_names() -> str:
+        from conformance.ops import OPS
+
+        impl.help = IMPL_HELP.format(ops=", ".join(OPS))
+        return format_help()
+
+    parser.format_help = help_with_the_op_names
     parser.add_argument("--specs", nargs="+", metavar="PATH", default=None,
                         help="spec files or folders to run instead of the suite's own (e.g. your own cases)")
     parser.add_argument("--device", default="cpu", help="device(s) to run on, comma-separated (default: %(default)s)")

@@ -259,11 +259,19 @@ def build_parser() -> argparse.ArgumentParser:
     schema = sub.add_parser("schema", help="print the spec or results JSON Schema")
     schema.add_argument("which", nargs="?", choices=["spec", "results"], default="spec")
     schema.set_defaults(func=_schema)
+    for name, command_parser in sub.choices.items():
+        command_parser.set_defaults(command_parser=command_parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Parse, then run the command. Nothing heavy is imported before the arguments are parsed: a
+    usage error comes at once, torch unloaded. An option the command does not know is that
+    command's usage error (check's is 4), not the top-level parser's 2."""
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     return int(args.func(args))
 
 

@@ -434,3 +434,38 @@ def test_a_failing_verdict_names_each_crashed_and_failed_item_with_how_it_ended(
                                    "  crashed: s::hang[candidate-cpu-float32] (timed out in native code)",
                                    "  crashed: s::abort[candidate-cpu-float32] (killed by SIGABRT)",
                                    "  failed:  s::wrong[candidate-cpu-float32]"]
+
+
+# ------------------------------------------------------------------ errors before imports (issue 30, point 6)
+
+USAGE_ERRORS = [(["check", "--frobnicate", "adagrad=torch.optim:Adagrad"], 4), (["check"], 4),
+                (["check", "adagrad=x:y", "--examples", "-1"], 4), (["check", "adagrad=x:y", "--workers", "0"], 4),
+                (["gate", "--baseline", "a.json", "--candidate", "b.json", "--ratio", "nan"], 2),
+                (["merge", "a.json"], 2), (["report"], 2)]
+
+
+@pytest.mark.parametrize("argv, code", USAGE_ERRORS, ids=lambda v: " ".join(v) if isinstance(v, list) else str(v))
+def test_a_usage_error_is_reported_without_loading_torch_or_the_ops(monkeypatch, capsys, argv, code):
+    """The parser is built and run with torch and the op records unimportable: a usage error still
+    ends in its documented status (check: 4, the others: 2), so it cannot have needed them."""
+    from conformance.cli import main
+
+    for name in ("torch", "conformance.types", "conformance.ops"):
+        monkeypatch.setitem(sys.modules, name, None)  # `import torch` now raises ImportError
+    with pytest.raises(SystemExit) as raised:
+        main(argv)
+    assert raised.value.code == code
+    assert "error:" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_python_m_conformance_parses_before_it_imports_torch(tmp_path):
+    """In a fresh interpreter (-X importtime lists every module imported): a usage error of
+    ``python -m conformance`` comes before torch is imported, and ``check --frobnicate`` is 4."""
+    for argv, code in USAGE_ERRORS:
+        proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "conformance", *argv], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == code, (argv, proc.stderr[-2000:])
+        imported = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")]
+        assert "torch" not in imported and "conformance.ops" not in imported, argv
+        assert "error:" in proc.stderr

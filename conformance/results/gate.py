@@ -27,10 +27,12 @@ from typing import Iterable
 
 from conformance.record import ItemRecord
 from conformance.results.store import Results, item_key, key_label
-from conformance.types import Outcome
 
-PASSING = (Outcome.PASSED, Outcome.XPASS)
-BROKEN = (Outcome.FAILED, Outcome.ERROR)
+# the outcomes by name (conformance.types.Outcome is a str enum, equal to them): the gate's command
+# line is parsed before torch, which conformance.types imports, is loaded
+PASSING = ("passed", "xpass")
+BROKEN = ("failed", "error")
+UNSUPPORTED = "unsupported"
 
 DEFAULT_RATIO = 0.10
 DEFAULT_ALPHA = 0.01
@@ -277,7 +279,7 @@ def run_gate(base: Results, head: Results, *, ops: set[str] | None = None, scope
         reason = (not_run[0].head or {}).get("message") or "skipped"
         problems.append(f"{len(not_run)} item(s) that passed in the baseline were skipped in the candidate, "
                         f"e.g. {not_run[0].label}: {reason.splitlines()[0][:150]}")
-    lost = [c for c in diff.changed if c.base_outcome in PASSING and c.head_outcome == Outcome.UNSUPPORTED]
+    lost = [c for c in diff.changed if c.base_outcome in PASSING and c.head_outcome == UNSUPPORTED]
     if head.run.get("status") != "complete":
         not_run = len(head.run.get("not_run") or [])
         lines.append(f"  warning: the candidate run is {head.run.get('status')}"

@@ -401,7 +401,7 @@ def _load(path: Path) -> tuple[dict | None, str | None]:
     if not path.exists():
         return None, "pytest wrote no results file"
     try:
-        results = load_results(path)
+        results = load_results(path, max_bytes=None)  # this run's own file, however large its messages made it
     except ResultsError as exc:
         return None, f"the results file is unusable ({exc.message})"
     return {"run": results.run, "records": results.records}, None

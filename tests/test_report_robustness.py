@@ -188,3 +188,41 @@ def test_a_ratio_past_the_floats_draws_no_bar(tmp_path, capsys):
     assert "left out" not in capsys.readouterr().err
     text = out.read_text(encoding="utf-8")
     assert text.count("<svg") == 1 and "1e+300 s" in text and "size 4×2, density 0.5" in text
+
+
+# ------------------------------------------------------------------ bounded cost of input (issue 30, point 4)
+
+def test_labels_messages_and_values_shown_are_capped(tmp_path):
+    """A 1 MB label repeated on 300 chips, a 200,000-character message and a 50,000-element value:
+    the page shows the first characters of each and how much more the results file keeps."""
+    from conformance.results.report import LABEL_LIMIT, TEXT_LIMIT
+    from test_results_files import document, record
+
+    records = [record(f"c{i}") for i in range(300)]
+    records[0].update(outcome="failed", message="m" * 200_000, values={"x": {"got": list(range(50_000))}})
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(document(records, label="L" * 1_000_000)), encoding="utf-8")
+    out = tmp_path / "index.html"
+    assert main(["report", str(path), "-o", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert len(text) < 3_000_000, len(text)  # uncapped: over 300 MB
+    assert f"… ({1_000_000 - LABEL_LIMIT:,} more characters in the results file)" in text
+    item = json.loads(Page(text).data_text)["items"][0]
+    assert item["message"] == "m" * TEXT_LIMIT + f"… ({200_000 - TEXT_LIMIT:,} more characters in the results file)"
+    got = item["values"]["x"]["got"]
+    assert len(got) == 10_001 and got[-1] == "… (40,000 more items in the results file)"
+    assert len(json.loads(path.read_text())["records"][0]["message"]) == 200_000  # the file keeps it all
+
+
+def test_report_and_merge_refuse_an_input_beyond_the_documented_size(tmp_path, capsys, monkeypatch):
+    from conformance.results import store
+    from test_results_files import document, record
+
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(document([record("c", message="m" * 5000, options={"conformance_shard": "1/1"})])))
+    monkeypatch.setattr(store, "MAX_INPUT_BYTES", 4096)
+    assert main(["report", str(path), "-o", str(tmp_path / "r.html")]) == 1
+    assert f"left out {path}: larger than 4,096 bytes" in capsys.readouterr().err
+    assert main(["merge", str(path), "-o", str(tmp_path / "m.json")]) == 2
+    assert f"{path}: larger than 4,096 bytes" in capsys.readouterr().err
+    assert store.load_results(path, max_bytes=None).records  # a caller may read it all

@@ -560,16 +560,27 @@ def _decode(path: Path, raw: bytes) -> Any:
         raise ResultsError(path, f"not valid JSON (corrupt or truncated file): {exc}") from None
 
 
-def load_results(path: Path | str) -> Results:
+MAX_INPUT_BYTES = 64 * 1024 * 1024  # the largest results file report, merge and gate read (64 MiB)
+
+
+def load_results(path: Path | str, *, max_bytes: int | None = -1) -> Results:
     """Read and validate a results file; ResultsError names the file and what is wrong with it.
 
-    Strict JSON only (no bare NaN/Infinity, no number beyond a float), then the schema: types and
-    ranges, e.g. a negative timing or an int where a list of strings belongs."""
+    At most ``max_bytes`` are read (-1: :data:`MAX_INPUT_BYTES`, 64 MiB; None: no limit; a full run of the
+    suite writes a few MB; a larger file, or an endless one such as /dev/zero, is refused before it
+    is parsed). Strict JSON only (no bare NaN/Infinity, no number beyond a float, no key twice in
+    one object), then the schema: types and ranges, e.g. a negative timing or an int where a list
+    of strings belongs."""
     path = Path(path)
+    max_bytes = MAX_INPUT_BYTES if max_bytes == -1 else max_bytes
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as handle:
+            raw = handle.read() if max_bytes is None else handle.read(max_bytes + 1)
     except OSError as exc:
         raise ResultsError(path, f"cannot read: {exc.strerror or exc}") from None
+    if max_bytes is not None and len(raw) > max_bytes:
+        raise ResultsError(path, f"larger than {max_bytes:,} bytes ({max_bytes / 2 ** 20:g} MiB), the most report, "
+                                 "merge and gate read of a results file (docs/results-report-gate.md); not read")
     data = _decode(path, raw)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ResultsError(path, f"not a conformance results file (no \"format\": \"{FORMAT}\")")

@@ -35,6 +35,27 @@ BACKEND_ORDER = ("candidate", "coo", "masked", "dense", "reference", "kernel", "
 DEVICE_ORDER = ("cpu", "cuda", "xla")
 DTYPE_SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
 MAX_DIFF_RUNS = 6  # every ordered pair of runs up to this many runs; consecutive pairs beyond
+TEXT_LIMIT = 10_000  # characters of one message, value or name shown (the results file keeps it all)
+LABEL_LIMIT = 300  # characters of a run's label, repeated on every chip of its run
+ITEMS_LIMIT = 10_000  # elements of one list shown (a tensor's values)
+
+
+def capped(value: Any, limit: int = TEXT_LIMIT) -> Any:
+    """``value`` with every string cut to ``limit`` characters and every list to ITEMS_LIMIT
+    elements, each cut saying how much more the results file has: what a results file holds never
+    makes the page grow beyond a bound per item (a 50 MB label, a million-element value)."""
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return value
+        return value[:limit] + f"… ({len(value) - limit:,} more characters in the results file)"
+    if isinstance(value, dict):
+        return {capped(k, limit): capped(v, limit) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        shown = [capped(v, limit) for v in value[:ITEMS_LIMIT]]
+        if len(value) > ITEMS_LIMIT:
+            shown.append(f"… ({len(value) - ITEMS_LIMIT:,} more items in the results file)")
+        return shown
+    return value
 
 
 def _order(value: str | None, known: tuple[str, ...]) -> tuple:
@@ -155,6 +176,7 @@ def speed_charts(runs: list[Results], labels: list[str], baseline_backend: str) 
         for record in results.records:
             if record.get("kind") != "benchmark":
                 continue
+            record = capped(record, LABEL_LIMIT)  # names drawn in an SVG: short
             timing = record.get("timing") or {}
             median = timing.get("median")  # report_problem: None or a number >= 0
             key = (record["spec"], record["case"], record.get("device"), record.get("dtype"))
@@ -430,12 +452,12 @@ def _diffs(runs: list[Results], item_index: dict) -> tuple[list[dict], str | Non
 
             def ref(change, run_index):
                 record = change.head if run_index == b else change.base
-                return {"label": change.label, "i": item_index.get((run_index, change.key)),
+                return {"label": capped(change.label), "i": item_index.get((run_index, change.key)),
                         "from": change.base_outcome, "to": change.head_outcome,
-                        "message": (record or {}).get("message") or ""}
+                        "message": capped((record or {}).get("message") or "")}
 
             def timing(t):
-                return {"label": t.label, "i": item_index.get((b, t.key)), "ratio": t.ratio, "p": t.p_value,
+                return {"label": capped(t.label), "i": item_index.get((b, t.key)), "ratio": t.ratio, "p": t.p_value,
                         "base": _fmt_seconds(t.base_median), "head": _fmt_seconds(t.head_median)}
 
             diffs.append({
@@ -486,7 +508,7 @@ def build_report(paths: Iterable[str | Path], out: str | Path, *, title: str | N
     folder or a file that is not one of this suite's reports)."""
     out = check_output(output_path(out), "report")
     runs, problems = load_for_report(paths)
-    labels = run_labels(runs)
+    labels = [capped(label, LABEL_LIMIT) for label in run_labels(runs)]
 
     # --- the matrix: rows are spec/case, one column per implementation (backend) x device; inside a
     # cell one line per run (with two or more runs), a chip per dtype
@@ -497,9 +519,10 @@ def build_report(paths: Iterable[str | Path], out: str | Path, *, title: str | N
     for r_index, results in enumerate(runs):
         for key, context in (results.cases or {}).items():
             if key not in cases and isinstance(context, dict):
-                cases[key] = _case_context(context)
-        for record in results.records:
-            item_index[(r_index, item_key(record))] = len(items)
+                cases[capped(key)] = _case_context(capped(context))
+        for original in results.records:
+            item_index[(r_index, item_key(original))] = len(items)
+            record = capped(original)  # what the page shows of it
             items.append(_entry(record, results, r_index))
             kind, case = record.get("kind") or "case", record.get("case") or "(invalid spec)"
             row_key = (_group_of(record), record["spec"], kind, case)
@@ -519,7 +542,7 @@ def build_report(paths: Iterable[str | Path], out: str | Path, *, title: str | N
     page = env.get_template("template.html.j2").render(
         title=title or "Sparse & masked semantics: compatibility report",
         css=package.joinpath("report.css").read_text("utf-8"), js=package.joinpath("report.js").read_text("utf-8"),
-        data=data, runs=[_run_summary(r, labels[i], i) for i, r in enumerate(runs)], labels=labels,
+        data=data, runs=[capped(_run_summary(r, labels[i], i)) for i, r in enumerate(runs)], labels=labels,
         problems=problems, outcomes=outcomes.ALL, default_pair=default_pair, **matrix,
         charts=speed_charts(runs, labels, speed_baseline), speed_baseline=speed_baseline,
         diffs=diffs, default_diff=default_diff, generated=now(), total_items=len(items),

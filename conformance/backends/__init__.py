@@ -15,6 +15,7 @@ BUILTIN_BACKEND_MODULES = (
     "conformance.backends.masked",
     "conformance.backends.masked_mean_idioms",
     "conformance.backends.kernel",
+    "conformance.backends.torch_paths",
 )
 
 ENTRY_POINT_GROUP = "torch_sparse_conformance.backends"

@@ -304,6 +304,14 @@ class Adagrad(OptimizerOp):
                                  "maximize": True})
     long_trajectory_hyperparameters = ({"lr": 0.1, "lr_decay": 0.01},)
     stock_backend = "coo"
+    # torch's own implementations of the step beside its default (the for-loop, _single_tensor_adagrad on
+    # cpu): path -> the constructor keywords that select it (conformance/backends/torch_paths.py builds one
+    # backend per path). What a path does with a sparse gradient, where it does not run it (torch 2.13,
+    # torch/optim/adagrad.py): "for-loop" -- _multi_tensor_adagrad hands a device's tensors to
+    # _single_tensor_adagrad when one gradient is sparse; "refuses" -- _fused_adagrad raises RuntimeError
+    torch_paths = {"foreach": {"foreach": True}, "fused": {"fused": True}}
+    torch_paths_on_sparse = {"foreach": "for-loop", "fused": "refuses"}
+    torch_for_loop = {"foreach": False, "fused": False}  # the keywords of the for-loop step, the twins' other half
     summary = "torch.optim.Adagrad steps on sparse (masked) gradients"
     candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.Adagrad's constructor"
     mistakes = MISTAKES

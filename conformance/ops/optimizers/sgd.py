@@ -209,6 +209,14 @@ class SGD(OptimizerOp):
     buffer_layout = staticmethod(buffer_layout)
     long_trajectory_hyperparameters = ({"lr": 0.1, "momentum": 0.9},)
     stock_backend = "coo"
+    # torch's own implementations of the step beside its default (the for-loop, _single_tensor_sgd on cpu):
+    # path -> the constructor keywords that select it (conformance/backends/torch_paths.py). On a sparse
+    # gradient (torch 2.13, torch/optim/sgd.py) _multi_tensor_sgd runs: its foreach ops take the sparse
+    # tensors (their per-tensor fallback) and it adds the update into the parameter tensor by tensor;
+    # _fused_sgd "refuses" (RuntimeError)
+    torch_paths = {"foreach": {"foreach": True}, "fused": {"fused": True}}
+    torch_paths_on_sparse = {"fused": "refuses"}
+    torch_for_loop = {"foreach": False, "fused": False}  # the keywords of the for-loop step, the twins' other half
     summary = "torch.optim.SGD steps on sparse gradients (momentum, dampening, nesterov, maximize)"
     candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.SGD's constructor"
     mistakes = MISTAKES

@@ -207,6 +207,9 @@ class SparseAdam(OptimizerOp):
                                 {"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75), "maximize": True})
     long_trajectory_hyperparameters = ({"lr": 0.01, "betas": (0.9, 0.9999)},)
     stock_backend = "coo"
+    # torch's implementations beside the for-loop step: none (torch 2.13's SparseAdam takes neither foreach
+    # nor fused: TypeError), so the torch_paths backends have no sparse_adam items
+    torch_paths: dict = {}
     summary = "torch.optim.SparseAdam steps: moments and parameter updated only at specified entries"
     candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.SparseAdam's constructor"
     mistakes = MISTAKES

@@ -1,0 +1,130 @@
+"""``foreach``, ``fused``: torch's own optimizer code paths beside its default step, one backend per
+path, as the optimizer records declare them (``torch_paths``: path -> the constructor keywords that
+select it, e.g. ``{"foreach": {"foreach": True}, "fused": {"fused": True}}``).
+
+Each runs stock ``torch.optim`` (the record's ``torch_implementation``) through the record's candidate
+driving, constructed with the path's keywords. Where torch does not run the path on an input, the
+item is ``unsupported`` with torch's own reason, never a failure: a step with a sparse gradient on a
+path the record declares ``"for-loop"`` in ``torch_paths_on_sparse`` (torch runs its for-loop step
+there instead: the coo backend's items already run that), and a step torch refuses -- the path's
+RuntimeError on a sparse gradient (``"refuses"``), or fused's on a device or dtype it has no kernel
+for. The twins (``paths-agree``, conformance/cases/checks.py) run the path and torch's for-loop
+(the record's ``torch_for_loop`` keywords) on the same inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.backends.base import Backend, torch_kernels_missing_are_unsupported
+from conformance.ops import OPS
+from conformance.types import RunContext, Unsupported
+
+FOR_LOOP = "for-loop"  # torch_paths_on_sparse: torch runs its for-loop step on a sparse gradient
+REFUSES = "refuses"  # torch_paths_on_sparse: torch raises RuntimeError on a sparse gradient
+# fused's own refusal of a device or dtype (torch/optim/optimizer.py, _device_dtype_check_for_fused)
+UNSUPPORTED_DEVICE_OR_DTYPE = "requires all the params to be floating point Tensors of supported devices"
+
+
+def keywords_text(keywords: dict) -> str:
+    return ", ".join(f"{key}={value!r}" for key, value in keywords.items())
+
+
+def path_class(torch_class: type, path: str, keywords: dict, on_sparse: str | None) -> type:
+    """``torch_class`` constructed with ``keywords`` (whatever else it is given), whose ``step()``
+    raises Unsupported where torch does not run the path: a sparse gradient on a path that runs the
+    for-loop step instead (``on_sparse`` "for-loop"), torch's own RuntimeError on a sparse gradient
+    (``on_sparse`` "refuses") or on a device or dtype the path has no kernel for."""
+    name = f"{torch_class.__name__}({keywords_text(keywords)})"
+
+    class TorchPath(torch_class):  # type: ignore[misc, valid-type]
+        torch_path = path
+
+        def __init__(self, params, *args: Any, **kwargs: Any):
+            super().__init__(params, *args, **{**kwargs, **keywords})
+
+        def step(self, closure=None):
+            sparse = any(p.grad is not None and p.grad.is_sparse
+                         for group in self.param_groups for p in group["params"])
+            if sparse and on_sparse == FOR_LOOP:
+                raise Unsupported(f"torch's {path} path does not run on sparse gradients: {name} runs its "
+                                  "for-loop step on a device's tensors when one gradient is sparse (the coo "
+                                  "backend's items run that step)")
+            if sparse:
+                # a sparse gradient as autograd makes it, with storage of its own: the harness builds it
+                # from NumPy (torch.from_numpy: storage that cannot resize), and SGD's foreach step with
+                # nesterov adds the momentum buffer into p.grad in place (torch._foreach_add_), which
+                # resizes a sparse gradient's storage
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        if p.grad is not None and p.grad.is_sparse:
+                            p.grad = p.grad.clone()
+            try:
+                return super().step(closure)
+            except RuntimeError as exc:
+                if (sparse and on_sparse == REFUSES) or UNSUPPORTED_DEVICE_OR_DTYPE in str(exc):
+                    raise Unsupported(f"torch's {path} path: {name} raises: {exc}") from exc
+                raise
+
+    TorchPath.__name__ = TorchPath.__qualname__ = name
+    return TorchPath
+
+
+class TorchPathBackend(Backend):
+    """One of torch's code paths (``path``) of every optimizer whose record declares it."""
+
+    lists_unimplemented_ops = False  # an op without the path (SparseAdam: no foreach, no fused) gets no items
+
+    def __init__(self, path: str, classes: dict[str, type] | None = None, *, name: str | None = None,
+                 description: str | None = None):
+        """``classes``: op -> the optimizer class whose path runs (None: each record's
+        ``torch_implementation``, for every record that declares ``path`` in ``torch_paths``)."""
+        self.name = name or path
+        self.torch_path = path
+        if classes is None:
+            classes = {op: record.torch_implementation for op, record in OPS.items()
+                       if record.is_optimizer and path in getattr(record, "torch_paths", {})}
+        self.classes = {op: path_class(cls, path, OPS[op].torch_paths[path],
+                                       getattr(OPS[op], "torch_paths_on_sparse", {}).get(path))
+                        for op, cls in classes.items()}
+        # the other half of the twins: the same class's for-loop step
+        self.for_loop_classes = {op: path_class(cls, FOR_LOOP, getattr(OPS[op], "torch_for_loop", {"foreach": False}),
+                                                None) for op, cls in classes.items()}
+        self.description = description or (f"stock torch.optim's {path} step: "
+                                           + "; ".join(cls.__name__ for cls in self.classes.values()))
+        super().__init__({op: self._runner(op) for op in self.classes})
+
+    def _runner(self, op: str):
+        record = OPS[op]
+        return lambda inputs, ctx: record.run_candidate(self.classes[op], inputs, ctx)
+
+    def optimizer_class(self, op: str):
+        return self.classes.get(op)
+
+    def run_for_loop(self, op: str, inputs: Any, ctx: RunContext) -> dict[str, Any]:
+        """torch's for-loop step of the same optimizer on ``inputs`` (the twins' other half)."""
+        if op not in self.for_loop_classes:
+            raise Unsupported(f"backend {self.name!r} has no for-loop twin for {op!r}")
+        with torch_kernels_missing_are_unsupported(ctx.device, "torch's for-loop step"):
+            return OPS[op].run_candidate(self.for_loop_classes[op], inputs, ctx)
+
+    def run(self, op: str, inputs: Any, ctx: RunContext) -> dict[str, Any]:
+        with torch_kernels_missing_are_unsupported(ctx.device, f"torch's {self.torch_path} path"):
+            return super().run(op, inputs, ctx)
+
+    def drive_optimizer(self, op: str, ctx: RunContext, use):
+        with torch_kernels_missing_are_unsupported(ctx.device, f"torch's {self.torch_path} path"):
+            return super().drive_optimizer(op, ctx, use)
+
+
+def paths() -> list[str]:
+    """Every path some optimizer record declares, in the records' order."""
+    found: list[str] = []
+    for record in OPS.values():
+        for path in getattr(record, "torch_paths", {}) if record.is_optimizer else ():
+            if path not in found:
+                found.append(path)
+    return found
+
+
+BACKENDS = [TorchPathBackend(path) for path in paths()]

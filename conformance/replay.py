@@ -95,6 +95,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help="a generated item's examples, when the run's were not the profile's")
     parser.add_argument("--no-shrink", action="store_true", help="report the first failing example as drawn")
     parser.add_argument("--benchmark", action="store_true", help="the item is a benchmark (--conformance-benchmark)")
+    parser.add_argument("--counterexamples", default=None, metavar="DIR",
+                        help="where the run kept a generated item's failing example (default: reports/counterexamples "
+                             "here; the printed command names it when the run kept it elsewhere)")
     parser.add_argument("--pytest-args", default="", metavar="ARGS",
                         help="more pytest options, one string (e.g. \"--conformance-results reports/replay.json\")")
     parser.set_defaults(func=run)
@@ -115,20 +118,20 @@ def run(args: argparse.Namespace) -> int:
     if not item.generated or any(a.startswith("--conformance-results") for a in command):
         print("conformance replay:", shlex.join(command[1:]), flush=True)
         return subprocess.call(command)
+    kept = Path(args.counterexamples or Path("reports") / "counterexamples").absolute()
     with tempfile.TemporaryDirectory(prefix="conformance-replay-") as folder:
         results = Path(folder) / "replay.json"
         # the record says how the search went; the saved failing example is where the run left it
-        command += ["--conformance-results", str(results),
-                    "--conformance-counterexamples", str(Path.cwd() / "reports" / "counterexamples")]
+        command += ["--conformance-results", str(results), "--conformance-counterexamples", str(kept)]
         print("conformance replay:", shlex.join(command[1:]), flush=True)
         code = subprocess.call(command)
-        return _judged(item, code, results)
+        return _judged(item, code, results, kept)
 
 
 NOT_REPRODUCED = 6  # a generated item's search ran out of time before it could tell
 
 
-def _judged(item: ItemId, code: int, results: Path) -> int:
+def _judged(item: ItemId, code: int, results: Path, kept: Path) -> int:
     """A generated item's exit status: pytest's, except that a search cut short by its time budget,
     with no saved failing example still failing, is "not reproduced" (6), never a pass."""
     from conformance.cases.counterexamples import failing_example_path
@@ -140,7 +143,7 @@ def _judged(item: ItemId, code: int, results: Path) -> int:
     record = next((r for r in records if r.get("spec") == "generated"), None)
     if record is None or record.get("outcome") in ("failed", "error"):
         return code
-    saved = failing_example_path(Path.cwd() / "reports" / "counterexamples", item.name)
+    saved = failing_example_path(kept, item.name)
     said = {"passes now": f"the saved failing example ({saved}) passes now",
             None: f"no saved failing example at {saved} (run replay from the directory of the run)"}
     ran = f"{record.get('examples', 0)} examples ran"

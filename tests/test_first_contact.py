@@ -95,3 +95,28 @@ def test_long_trajectories_find_a_hyperparameter_rounded_once_per_step():
         code, document = _run(f"long-stock-{op}", op, stock, "-k", "long-trajectory", examples=1)
         outcomes = {key: r["outcome"] for key, r in by_case(document).items()}
         assert code == 0 and set(outcomes.values()) == {"passed"} and len(outcomes) == 2, outcomes
+
+
+def test_a_replay_cut_short_by_its_budget_is_not_reproduced_never_a_pass(tmp_path, capsys):
+    """replay's verdict on a generated item from the record its run wrote: a failure is 1; a search
+    stopped at its budget with no saved example still failing is 6 (NOT REPRODUCED, with how many
+    examples ran); a whole search that passed after the saved example passed is the failure gone."""
+    import json
+
+    from conformance.replay import NOT_REPRODUCED, _judged
+    from conformance.results.rerun import parse_item
+
+    item = parse_item("specs::generated::adagrad-agrees-with-reference[candidate-cpu-float32]")
+
+    def judged(record: dict, code: int) -> int:
+        results = tmp_path / "replay.json"
+        results.write_text(json.dumps({"records": [{"spec": "generated", **record}]}))
+        return _judged(item, code, results, tmp_path / "counterexamples")
+
+    assert judged({"outcome": "failed"}, 1) == 1
+    assert judged({"outcome": "passed", "examples": 3, "budget_reached": "budget reached after 3 examples"},
+                  0) == NOT_REPRODUCED == 6
+    said = capsys.readouterr().out
+    assert "NOT REPRODUCED" in said and "3 examples ran" in said and "no saved failing example" in said
+    assert judged({"outcome": "passed", "examples": 100, "saved_example": "passes now"}, 0) == 0
+    assert "passes now, and the whole search passed (100 examples ran)" in capsys.readouterr().out

@@ -15,8 +15,10 @@ import contextlib
 import io
 import json
 import os
+import shlex
 import runpy
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -125,7 +127,16 @@ def test_single_slip_mutants_are_flagged_with_a_counterexample_spec(tmp_path, mu
             with pytest.raises(SystemExit) as exited:
                 runpy.run_path(str(script), run_name="__main__")
             assert exited.value.code == 1, f"{script} does not reproduce the failure of {mutant}"
+            if record["case"] not in REPLAYED:  # each property's printed replay, once: it fails again
+                REPLAYED.add(record["case"])
+                replayed = subprocess.run(shlex.split(record["rerun"].replace("python", sys.executable, 1)), cwd=REPO,
+                                          env=clean_env(dict(os.environ)), capture_output=True, text=True, timeout=600)
+                assert replayed.returncode == 1, f"{record['rerun']}\n{replayed.stdout[-3000:]}{replayed.stderr[-2000:]}"
+                assert "the saved failing example, run first: still fails" in replayed.stdout, replayed.stdout[-3000:]
         assert "replay: python -m conformance replay 'specs::generated::" in output and "--seed 0" in output
+
+
+REPLAYED: set[str] = set()  # the properties whose printed replay a mutant round has run
 
 
 @pytest.mark.slow

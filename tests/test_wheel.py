@@ -136,3 +136,28 @@ def test_correct_implementations_written_the_common_way_pass_in_the_documented_i
                   "--examples", "20"], cwd=user, timeout=1800)
     output = check.stdout + check.stderr
     assert check.returncode == 0 and "RESULT: PASS" in output, output[-6000:]
+
+
+def test_a_one_percent_slip_fails_and_every_reproducer_it_prints_exits_1(tmp_path, documented_install):
+    """A 1% learning-rate slip in a user's Adagrad, checked at the defaults (float32 only, to keep
+    it to minutes): it fails, and each printed replay command and counterexample script exits 1
+    from the user's directory -- the saved failing example runs first, whatever the machine's load."""
+    python, _ = documented_install
+    user = tmp_path / "user"
+    user.mkdir()
+    shutil.copy(REPO / "tests" / "candidates" / "drift.py", user / "drift.py")
+    check = _run([python, "-m", "conformance", "check", "adagrad=drift.py:LrSlipAdagrad", "--pytest-args",
+                  "-k float32"], cwd=user, timeout=1800)
+    output = check.stdout + check.stderr
+    assert check.returncode == 1 and "RESULT: FAIL" in output, output[-5000:]
+    commands = sorted(set(re.findall(r"^replay: (python -m conformance replay .*)$", output, flags=re.M)))
+    assert any("specs::generated::" in c for c in commands) and any("specs/adagrad.yaml::" in c for c in commands), \
+        output[-5000:]
+    for command in commands:
+        rerun = _run(["bash", "-c", command.replace("python", shlex.quote(python), 1)], cwd=user)
+        assert rerun.returncode == 1, f"{command}\n{rerun.stdout[-3000:]}{rerun.stderr[-2000:]}"
+    scripts = sorted(set(re.findall(r"^counterexample script: (.+\.py)$", output, flags=re.M)))
+    assert scripts, output[-5000:]
+    for script in scripts:
+        reproduced = _run([python, script], cwd=user)
+        assert reproduced.returncode == 1, f"{script}\n{reproduced.stdout[-2000:]}{reproduced.stderr[-2000:]}"

@@ -108,8 +108,10 @@ def portable_id(path: Path, name: str, *, generated: bool, cwd: Path | None = No
 
 
 def command(item_id: str, *, impl: str | None = None, seed: int | None = None, profile: str | None = None,
-            examples: int | None = None, shrink: bool = True, benchmark: bool = False) -> str:
-    """The one re-run command line of an item."""
+            examples: int | None = None, shrink: bool = True, benchmark: bool = False,
+            counterexamples: str | None = None) -> str:
+    """The one re-run command line of an item (``counterexamples``: where the run kept a generated
+    item's failing example, when not ``./reports/counterexamples``)."""
     args = ["python", "-m", "conformance", "replay", item_id]
     if impl:
         args += ["--impl", impl]
@@ -123,6 +125,8 @@ def command(item_id: str, *, impl: str | None = None, seed: int | None = None, p
         args.append("--no-shrink")
     if benchmark:
         args.append("--benchmark")
+    if counterexamples:
+        args += ["--counterexamples", counterexamples]
     return shlex.join(args)
 
 

@@ -37,10 +37,20 @@ def command_for(item: pytest.Item) -> str | None:
     gen = config.stash.get(GENERATED_CONFIG, None)
     if gen is None:
         return command(item_id, impl=impl)
+    here = Path(config.invocation_params.dir)
+    kept = None if Path(gen.counterexamples) == here / "reports" / "counterexamples" else _shown(gen.counterexamples, here)
     return command(item_id, impl=impl, seed=gen.seed,
                    profile=gen.profile if gen.profile != DEFAULT_PROFILE else None,
                    examples=gen.examples if gen.examples != PROFILES[gen.profile]["examples"] else None,
-                   shrink=gen.shrink)
+                   shrink=gen.shrink, counterexamples=kept)
+
+
+def _shown(path: Path, here: Path) -> str:
+    """``path`` relative to ``here`` when inside it, else absolute."""
+    try:
+        return Path(path).resolve().relative_to(here.resolve()).as_posix()
+    except ValueError:
+        return str(Path(path).resolve())
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

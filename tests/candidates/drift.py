@@ -21,3 +21,10 @@ class Float32BetasSparseAdam(torch.optim.SparseAdam):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), *args, **kwargs):
         rounded = tuple(float(torch.tensor(b, dtype=torch.float32)) for b in betas)
         super().__init__(params, lr, rounded, *args, **kwargs)
+
+
+class LrSlipAdagrad(torch.optim.Adagrad):
+    """torch's Adagrad with a learning rate 1% too large: every step moves 1% too far."""
+
+    def __init__(self, params, lr=1e-2, *args, **kwargs):
+        super().__init__(params, lr * 1.01, *args, **kwargs)

@@ -225,22 +225,38 @@ def _check_outputs(report: Path, markdown: str | None) -> None:
             raise UsageError(f"{option} {path}: {problem}")
 
 
-def _set_aside(results: Path, report: Path) -> None:
-    from conformance.results.store import output_problem, previous_path, set_aside
+def _set_aside(results: Path, report: Path) -> list[str]:
+    """Move the previous check's results and report out of the way (to .previous/ beside them; an
+    incomplete run's results are removed); what was moved, one line each, to be said."""
+    from conformance.results.store import _complete_run_id, output_problem, previous_path, set_aside
 
     problem = output_problem(results, "results")
     if problem:
         raise UsageError(f"--results {results}: {problem}")
+    moved = []
     try:
         results.parent.mkdir(parents=True, exist_ok=True)
+        kept = results.is_file() and _complete_run_id(results) is not None  # set_aside keeps a complete run's
         set_aside(results, [results.with_name(f"{results.stem}.junit.xml")])
+        if kept:
+            moved.append(f"moved the previous results to {_shown(previous_path(results))}")
         if report.is_file():
             target = previous_path(report)
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(report, target)
+            moved.append(f"moved the previous report to {_shown(target)}")
     except OSError as exc:
         raise UsageError(f"cannot move the previous results aside ({exc.filename or results}): "
                          f"{exc.strerror or exc}") from None
+    return moved
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the current directory when inside it, else absolute."""
+    try:
+        return str(path.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 # ------------------------------------------------------------------ the run
@@ -416,10 +432,12 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--report and --results name the same file")
         _check_outputs(report, args.markdown)
         _probe(args.impl)
-        _set_aside(results, report)
+        moved = _set_aside(results, report)
     except UsageError as exc:
         print(f"conformance check: usage error: {exc}", file=sys.stderr)
         return USAGE
+    for line in moved:
+        print(f"conformance check: {line}", flush=True)
     run_id = uuid.uuid4().hex
     extra = ["--conformance-label", args.label or "candidate " + " ".join(args.impl)]
     extra += shlex.split(args.pytest_args or "")
@@ -438,7 +456,7 @@ def run(args: argparse.Namespace) -> int:
         from conformance.results.report import build_report
 
         try:
-            built = build_report([results], str(report)).path
+            built = build_report([results], str(report), verdict=verdict.lines()).path
             lines += [f"results: {results}", f"report:  {Path(built).resolve()}"]
         except Exception as exc:  # noqa: BLE001 - the verdict stands without its report
             lines += [f"results: {results}", f"report:  not written ({type(exc).__name__}: {exc})"]

@@ -469,3 +469,37 @@ def test_python_m_conformance_parses_before_it_imports_torch(tmp_path):
         imported = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")]
         assert "torch" not in imported and "conformance.ops" not in imported, argv
         assert "error:" in proc.stderr
+
+
+# ------------------------------------------------------------------ a report that says what it is (issue 30, point 7)
+
+def test_check_html_states_the_verdict_and_a_second_check_says_what_it_moved(tmp_path, monkeypatch, capsys):
+    """pytest itself stubbed: it writes a complete run of one passing candidate item."""
+    from conformance.cli import main
+    from test_results_files import document, record
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(check, "_probe", lambda impls: None)
+
+    def fake_pytest(command):
+        run_id = command[command.index("--conformance-run-id") + 1]
+        results = Path(command[command.index("--conformance-results") + 1])
+        results.write_text(json.dumps(document(
+            [record("c", op="adagrad", backend="candidate", nodeid="specs/adagrad.yaml::c[candidate-cpu-float32]")],
+            id=run_id, label="candidate adagrad=torch.optim:Adagrad", exit_status=0)))
+        return 0, None
+
+    monkeypatch.setattr(check, "run_pytest", fake_pytest)
+    assert main(["check", "adagrad=torch.optim:Adagrad"]) == 0
+    first = capsys.readouterr().out
+    assert "RESULT: PASS" in first and "moved the previous" not in first
+    page = (tmp_path / "reports" / "check.html").read_text(encoding="utf-8")
+    assert "<title>PASS · candidate adagrad=torch.optim:Adagrad · torch 2.13.0: adagrad on candidate (cpu)</title>" in page
+    assert '<div id="verdict" class="verdict v-pass"><strong>RESULT: PASS (1 passed)</strong>' in page
+    assert page.index('id="verdict"') < page.index('<section id="runs">')
+
+    assert main(["check", "adagrad=torch.optim:Adagrad"]) == 0
+    second = capsys.readouterr().out
+    assert "conformance check: moved the previous results to reports/.previous/candidate.json" in second, second
+    assert "conformance check: moved the previous report to reports/.previous/check.html" in second, second
+    assert (tmp_path / "reports" / ".previous" / "check.html").is_file()

@@ -181,3 +181,35 @@ def test_divergence_of_reads_the_xfail_reason():
     assert divergence_of({"outcome": "xfail", "message": "known divergence: no link"}) == {"reason": "no link", "link": None}
     assert divergence_of({"outcome": "failed", "message": "x"}) is None
     assert divergence_of({"outcome": "xfail", "divergence": {"reason": "r", "link": None}}) == {"reason": "r", "link": None}
+
+
+# ------------------------------------------------------------------ a report that says what it is (issue 30, point 7)
+
+def test_the_heading_and_title_name_the_run_not_an_item(tmp_path):
+    from test_results_files import document, record
+
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(document([record("only-case")], label="nightly", torch="2.13.0")))
+    out = tmp_path / "index.html"
+    build_report([path], out)
+    text = out.read_text(encoding="utf-8")
+    heading = "nightly · torch 2.13.0: coalesce on coo (cpu)"
+    assert f"<title>{heading}</title>" in text and f"<h1>{heading}</h1>" in text
+    build_report([path, path], out)
+    assert "<h1>2 runs: nightly (#1) vs nightly (#2) · torch 2.13.0: coalesce on coo (cpu)</h1>" in \
+        out.read_text(encoding="utf-8")
+
+
+def test_a_verdict_is_stated_at_the_top(tmp_path):
+    from test_results_files import document, record
+
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(document([record("c", backend="candidate", outcome="failed")], label="mine")))
+    out = tmp_path / "check.html"
+    build_report([path], out, verdict=["RESULT: FAIL (1 failed): 1 candidate item(s) failed or errored",
+                                       "  failed:  specs/x.yaml::c[candidate-cpu-float32]"])
+    text = out.read_text(encoding="utf-8")
+    assert "<title>FAIL · mine · torch 2.13.0: coalesce on candidate (cpu)</title>" in text
+    top = text[text.index("<body>"):text.index('<section id="runs">')]
+    assert '<div id="verdict" class="verdict v-fail"><strong>RESULT: FAIL (1 failed)' in top
+    assert "failed:  specs/x.yaml::c[candidate-cpu-float32]" in top

@@ -500,12 +500,48 @@ def output_path(out: str | Path) -> Path:
     return out / "index.html" if folder or out.is_dir() else out
 
 
+DEFAULT_TITLE = "Sparse & masked semantics: compatibility report"
+
+
+def _what_was_checked(runs: list[Results]) -> str:
+    """'adagrad, coalesce on coo, candidate (cpu)': the ops, backends and devices the runs' records have."""
+    def names(field: str) -> list[str]:
+        found = {str(r.get(field)) for results in runs for r in results.records if r.get(field)}
+        order = {"backend": BACKEND_ORDER, "device": DEVICE_ORDER}.get(field, ())
+        return sorted(found, key=lambda v: _order(v, order))
+
+    ops, backends, devices = names("op"), names("backend"), names("device")
+    if not ops and not backends:
+        return "no items"
+    text = ", ".join(ops) or "(no op)"
+    if backends:
+        text += " on " + ", ".join(backends)
+    return text + (f" ({', '.join(devices)})" if devices else "")
+
+
+def report_title(runs: list[Results], labels: list[str]) -> str:
+    """The page's heading and <title>: the run (its label), torch's version and what was checked;
+    for several runs, the runs compared. Never one item's name."""
+    if not runs:
+        return f"{DEFAULT_TITLE} (no readable results file)"
+    versions = list(dict.fromkeys(f"torch {r.run.get('torch')}" for r in runs))
+    what = capped(_what_was_checked(runs), LABEL_LIMIT)
+    if len(runs) == 1:
+        label = labels[0]
+        torch = "" if versions[0] in label else f" · {versions[0]}"
+        return f"{label}{torch}: {what}"
+    shown = " vs ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
+    return f"{len(runs)} runs: {shown} · {', '.join(versions[:4])}: {what}"
+
+
 def build_report(paths: Iterable[str | Path], out: str | Path, *, title: str | None = None,
-                 speed_baseline: str = "reference") -> ReportBuild:
+                 speed_baseline: str = "reference", verdict: list[str] | None = None) -> ReportBuild:
     """Render the report of ``paths`` into ``out`` (a file, or a folder for its index.html);
     unreadable files are listed, not fatal. OSError when ``out`` cannot be written
     (:class:`~conformance.results.store.UnsafeOutput`, before anything is read, when it is a device, a
-    folder or a file that is not one of this suite's reports)."""
+    folder or a file that is not one of this suite's reports). ``title``: the heading, by default the
+    run's (:func:`report_title`); ``verdict``: lines shown first, the first of them ``RESULT: WORD ...``
+    (``conformance check``'s verdict), which also leads the page's <title>."""
     out = check_output(output_path(out), "report")
     runs, problems = load_for_report(paths)
     labels = [capped(label, LABEL_LIMIT) for label in run_labels(runs)]
@@ -526,12 +562,12 @@ def build_report(paths: Iterable[str | Path], out: str | Path, *, title: str | N
             items.append(_entry(record, results, r_index))
             kind, case = record.get("kind") or "case", record.get("case") or "(invalid spec)"
             row_key = (_group_of(record), record["spec"], kind, case)
-            title = f"{record['spec']}::{case}"
+            case_key = f"{record['spec']}::{case}"  # not `title`: that is the page's heading
             row = rows.setdefault(row_key, {
                 "group": row_key[0], "spec": record["spec"], "kind": kind, "case": case, "op": record.get("op"),
                 "cells": defaultdict(list),
-                "title": title + (f" (line {cases[title].get('line')})" if isinstance(cases.get(title), dict)
-                                  and cases[title].get("line") else "")})
+                "title": case_key + (f" (line {cases[case_key].get('line')})"
+                                     if isinstance(cases.get(case_key), dict) and cases[case_key].get("line") else "")})
             row["cells"][(record.get("backend") or "-", record.get("device") or "-")].append(len(items) - 1)
     matrix = _matrix(runs, labels, items, rows)
     diffs, default_diff, default_pair = _diffs(runs, item_index)
@@ -539,8 +575,12 @@ def build_report(paths: Iterable[str | Path], out: str | Path, *, title: str | N
     env, package = _environment()
     data = {"items": items, "runs": labels, "tags": [run_tag(i) for i in range(len(runs))],
             "outcomes": list(outcomes.ALL), "cases": cases}
+    heading = capped(title, TEXT_LIMIT) if title else report_title(runs, labels)
+    verdict = [capped(line) for line in verdict or []]
+    word = verdict[0].removeprefix("RESULT: ").split(" (")[0].split(":")[0].strip() if verdict else ""
     page = env.get_template("template.html.j2").render(
-        title=title or "Sparse & masked semantics: compatibility report",
+        title=heading, page_title=(f"{word} · {heading}" if word else heading), verdict=verdict,
+        verdict_class=word.lower().replace(" ", "-"),
         css=package.joinpath("report.css").read_text("utf-8"), js=package.joinpath("report.js").read_text("utf-8"),
         data=data, runs=[capped(_run_summary(r, labels[i], i)) for i, r in enumerate(runs)], labels=labels,
         problems=problems, outcomes=outcomes.ALL, default_pair=default_pair, **matrix,

@@ -17,10 +17,16 @@ Verdict and exit status:
   RESULT: PASS             0  the run completed, at least one candidate item ran, none failed or errored
   RESULT: FAIL             1  a candidate item failed or errored (crashed, timed out); the items are named
   RESULT: COULD NOT JUDGE  2  no complete results file of this run (interrupted, killed, pytest error),
-                              no candidate item, or an item of the specs themselves errored
+                              no candidate item, or an item of the specs themselves errored; SIGINT or
+                              SIGTERM while the candidate is imported (its process is ended too)
   RESULT: UNSUPPORTED      3  every candidate item was unsupported: nothing was checked
-  usage error              4  an unknown op, a candidate that cannot be imported, an unusable path;
-                              nothing is run and no file is touched
+  usage error              4  an unknown option or op, a candidate that cannot be imported (or whose import
+                              takes longer than --import-timeout, 120 s), an unusable path (--results,
+                              --report, --markdown: a device, a folder, a file this suite did not write);
+                              nothing is run and no file is touched. Reported before torch is imported
+                              where the command line alone shows it
+
+A second check moves the first one's results and report to .previous/ beside them, and says so.
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ except CandidateError as exc:
 print({PROBE_OK!r})
 """
 KILL_AFTER = 60.0  # seconds a signalled pytest gets to write its results before it is killed
+PROBE_TIMEOUT = 120.0  # seconds the candidate's import may take (--import-timeout)
 
 
 def specs_dir() -> Path:
@@ -143,6 +150,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--workers", type=_workers, default=DEFAULT_WORKERS, metavar="N",
                         help="pytest-xdist worker processes, a number or 'auto' (default: %(default)s, one per CPU "
                              "core); each crashed or hung worker is replaced and costs one item")
+    parser.add_argument("--import-timeout", type=_positive_seconds, default=PROBE_TIMEOUT, metavar="SECONDS",
+                        help="how long importing the candidate (in a child process, before the run) may take "
+                             "(default: %(default)g); longer is a usage error")
     parser.add_argument("--pytest-args", default="", metavar="ARGS",
                         help="more pytest options, one string (e.g. \"-k 'not generated'\", \"-rx\" for the "
                              "reasons of xfail items, \"-n 0\" to run in one process without crash isolation)")
@@ -165,6 +175,16 @@ def _non_negative(text: str) -> int:
         value = -1
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (value > 0 and value != float("inf")):  # NaN fails too
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
     return value
 
 
@@ -200,17 +220,60 @@ def _validate(impls: list[str]) -> None:
             raise UsageError(f"{impl!r}: no such file {module}")
 
 
-def _probe(impls: list[str]) -> None:
+class Interrupted(Exception):
+    """SIGINT or SIGTERM reached check before pytest started (its children are already ended)."""
+
+
+def _kill_group(child: subprocess.Popen) -> None:
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except OSError:
+        try:
+            child.kill()
+        except OSError:
+            pass
+
+
+def _probe(impls: list[str], timeout: float = PROBE_TIMEOUT) -> None:
     """Import the candidates in a child process (an import that ends the process, os._exit(0)
-    included, cannot end this one) and check each against its op's contract."""
-    proc = subprocess.run([sys.executable, "-c", PROBE, *impls], capture_output=True, text=True)
-    if proc.returncode == 0 and PROBE_OK in proc.stdout:
+    included, cannot end this one) and check each against its op's contract. An import that takes
+    longer than ``timeout`` seconds is a usage error; SIGINT or SIGTERM to check ends the child (and
+    whatever it started) before check ends (:class:`Interrupted`)."""
+    child = subprocess.Popen([sys.executable, "-c", PROBE, *impls], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True, preexec_fn=_preexec)
+    received: list[str] = []
+
+    def stop(signum, frame):
+        received.append(signal.Signals(signum).name)
+        _kill_group(child)
+
+    previous = {}
+    try:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, stop)
+    except ValueError:  # not the main thread: no handlers, the timeout still holds
+        pass
+    try:
+        try:
+            stdout, stderr = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(child)
+            child.communicate()
+            raise UsageError(f"importing the candidate did not finish within {timeout:g} s (an import that hangs, "
+                             "or waits for input?); its process was ended (--import-timeout SECONDS to wait "
+                             "longer)") from None
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if received:
+        raise Interrupted(received[0])
+    if child.returncode == 0 and PROBE_OK in stdout:
         return
-    error = [line for line in proc.stderr.splitlines() if line.startswith("conformance check: ")]
+    error = [line for line in stderr.splitlines() if line.startswith("conformance check: ")]
     if error:
         raise UsageError(error[-1].removeprefix("conformance check: "))
-    tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
-    raise UsageError(f"importing the candidate ended the process (exit status {proc.returncode}) before it was "
+    tail = "\n".join((stdout + stderr).strip().splitlines()[-5:])
+    raise UsageError(f"importing the candidate ended the process (exit status {child.returncode}) before it was "
                      f"loaded{': ' + tail if tail else ''}")
 
 
@@ -431,11 +494,15 @@ def run(args: argparse.Namespace) -> int:
         if report == results:
             raise UsageError("--report and --results name the same file")
         _check_outputs(report, args.markdown)
-        _probe(args.impl)
+        _probe(args.impl, args.import_timeout)
         moved = _set_aside(results, report)
     except UsageError as exc:
         print(f"conformance check: usage error: {exc}", file=sys.stderr)
         return USAGE
+    except Interrupted as exc:
+        print(f"conformance check: RESULT: COULD NOT JUDGE: {exc} received while importing the candidate; its "
+              "process was ended and nothing was run", file=sys.stderr)
+        return COULD_NOT_JUDGE
     for line in moved:
         print(f"conformance check: {line}", flush=True)
     run_id = uuid.uuid4().hex

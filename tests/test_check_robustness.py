@@ -479,7 +479,7 @@ def test_check_html_states_the_verdict_and_a_second_check_says_what_it_moved(tmp
     from test_results_files import document, record
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(check, "_probe", lambda impls: None)
+    monkeypatch.setattr(check, "_probe", lambda *args: None)
 
     def fake_pytest(command):
         run_id = command[command.index("--conformance-run-id") + 1]
@@ -503,3 +503,61 @@ def test_check_html_states_the_verdict_and_a_second_check_says_what_it_moved(tmp
     assert "conformance check: moved the previous results to reports/.previous/candidate.json" in second, second
     assert "conformance check: moved the previous report to reports/.previous/check.html" in second, second
     assert (tmp_path / "reports" / ".previous" / "check.html").is_file()
+
+
+# ------------------------------------------------------------------ the import probe is bounded (issue 30, point 3)
+
+SLEEPY = """\
+import os, sys, time
+open(os.environ["PROBE_PID_FILE"], "w").write(str(os.getpid()))
+time.sleep(600)
+def x(tensor):
+    return tensor.coalesce()
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is ended
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1] != "Z"
+    except OSError:
+        return True
+
+
+def _sleepy_check(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, Path]:
+    (tmp_path / "sleepy.py").write_text(SLEEPY)
+    pid_file = tmp_path / "probe.pid"
+    env = {**os.environ, "PROBE_PID_FILE": str(pid_file)}
+    proc = subprocess.Popen([sys.executable, "-m", "conformance", "check", "coalesce=sleepy.py:x", *args],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return proc, pid_file
+
+
+@pytest.mark.slow
+def test_an_import_that_never_returns_is_a_usage_error_after_the_import_timeout(tmp_path):
+    proc, pid_file = _sleepy_check(tmp_path, "--import-timeout", "20")  # torch's import takes a few of them
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 4, err
+    assert "importing the candidate did not finish within 20 s" in err
+    assert pid_file.exists() and not _alive(int(pid_file.read_text()))
+    assert not (tmp_path / "reports").exists()  # nothing run, nothing written
+
+
+@pytest.mark.slow
+def test_sigterm_while_probing_ends_the_probe_too(tmp_path):
+    proc, pid_file = _sleepy_check(tmp_path)
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    probe = int(pid_file.read_text())
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2 and "SIGTERM received while importing the candidate" in err, err
+    deadline = time.monotonic() + 10
+    while _alive(probe) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(probe), "the probe was left running as an orphan"

@@ -8,8 +8,12 @@
   conformance check adagrad=mypkg:MyAdagrad        # gate your implementation against the specs and stock torch
   conformance replay 'specs/adagrad.yaml::tutorial-step-2[coo-cpu-float32]'  # re-run one item, from anywhere
 
-Exit codes: report 0 (1 when no results file could be read, 2 when the report cannot be written); gate 0 pass, 1 regression,
-2 not comparable or unusable input; select 0; merge 0 (2 when the files are not the shards of one run); check 0 pass, 1 fail, 2 could not judge, 3 all unsupported, 4 usage error; replay: pytest's (0 passes, 1 fails, 4 no such item).
+Exit codes: report 0 (1 when no results file could be read, 2 when the report cannot be written or -o is a device, a
+folder or a file that is not one of the suite's reports); gate 0 pass, 1 regression, 2 not comparable or unusable input
+(an option that is NaN or out of range, a --markdown path that is a device or a folder); select 0; merge 0 (2 when the
+files are not the shards of one run or -o may not be replaced); check 0 pass, 1 fail, 2 could not judge, 3 all
+unsupported, 4 usage error; replay: pytest's (0 passes, 1 fails, 4 no such item). A usage error is reported before
+torch is imported. Results files larger than 64 MiB are not read.
 """
 
 from __future__ import annotations

@@ -200,8 +200,44 @@ class UsageError(Exception):
     pass
 
 
+def declared_op_names() -> set[str] | None:
+    """The op names the records declare, read from their source without importing them (nor
+    torch): each module of ``conformance/ops`` that assigns ``OP = SomeOp()`` where ``SomeOp`` is a
+    class of that module with ``name = "<literal>"``. None when a record does not read so (then only
+    :data:`conformance.ops.OPS` knows)."""
+    import ast
+
+    names: set[str] = set()
+    try:
+        for path in sorted((Path(__file__).parent / "ops").rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            made = [node.value for node in tree.body if isinstance(node, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == "OP" for t in node.targets)]
+            if not made:
+                continue
+            if len(made) != 1 or not (isinstance(made[0], ast.Call) and isinstance(made[0].func, ast.Name)):
+                return None
+            classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+            cls = classes.get(made[0].func.id)
+            literal = [node.value.value for node in (cls.body if cls else []) if isinstance(node, ast.Assign)
+                       and any(isinstance(t, ast.Name) and t.id == "name" for t in node.targets)
+                       and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)]
+            if len(literal) != 1:
+                return None
+            names.add(literal[0])
+    except (OSError, SyntaxError, ValueError):
+        return None
+    return names or None
+
+
 def _validate(impls: list[str]) -> None:
-    """What can be checked without running the candidate's code: syntax, op names, files."""
+    """What can be checked without running the candidate's code: syntax, op names, files. An op
+    name no record declares is reported before torch is imported (:func:`declared_op_names`)."""
+    declared = declared_op_names()
+    for impl in impls:
+        op, sep, target = impl.partition("=")
+        if sep and ":" in target and declared is not None and op.strip() not in declared:
+            raise UsageError(f"{impl!r}: unknown op {op.strip()!r}; known ops: {', '.join(sorted(declared))}")
     from conformance.ops import OPS
 
     seen = set()

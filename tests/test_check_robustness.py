@@ -458,17 +458,28 @@ def test_a_usage_error_is_reported_without_loading_torch_or_the_ops(monkeypatch,
     assert "error:" in capsys.readouterr().err
 
 
+def test_a_mistyped_op_is_a_usage_error_without_loading_torch_or_the_ops(monkeypatch, capsys):
+    from conformance.cli import main
+    from conformance.ops import OPS
+
+    assert check.declared_op_names() == set(OPS)  # the records' names as read from their source
+    for name in ("torch", "conformance.types", "conformance.ops"):
+        monkeypatch.setitem(sys.modules, name, None)
+    assert main(["check", "adagrd=torch.optim:Adagrad"]) == 4
+    assert "unknown op 'adagrd'; known ops: adagrad, coalesce" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_python_m_conformance_parses_before_it_imports_torch(tmp_path):
     """In a fresh interpreter (-X importtime lists every module imported): a usage error of
     ``python -m conformance`` comes before torch is imported, and ``check --frobnicate`` is 4."""
-    for argv, code in USAGE_ERRORS:
+    for argv, code in [*USAGE_ERRORS, (["check", "adagrd=torch.optim:Adagrad"], 4)]:
         proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "conformance", *argv], cwd=tmp_path,
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == code, (argv, proc.stderr[-2000:])
         imported = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")]
         assert "torch" not in imported and "conformance.ops" not in imported, argv
-        assert "error:" in proc.stderr
+        assert "error:" in proc.stderr or "usage error:" in proc.stderr
 
 
 # ------------------------------------------------------------------ a report that says what it is (issue 30, point 7)

@@ -14,10 +14,14 @@ for. The twins (``paths-agree``, conformance/cases/checks.py) run the path and t
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
 
 from conformance.backends.base import Backend, torch_kernels_missing_are_unsupported
 from conformance.ops import OPS
+from conformance.divergences import STOCK_TORCH, Divergence, register
 from conformance.types import RunContext, Unsupported
 
 FOR_LOOP = "for-loop"  # torch_paths_on_sparse: torch runs its for-loop step on a sparse gradient
@@ -128,3 +132,77 @@ def paths() -> list[str]:
 
 
 BACKENDS = [TorchPathBackend(path) for path in paths()]
+
+
+# ---------------------------------------------------------------- what the twins found (docs/findings.md)
+
+PATHS_AGREE = "paths-agree"  # the twin property (conformance/cases/checks.py)
+HALF = ("float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class PathDivergence(Divergence):
+    """A divergence of one of torch's paths from its for-loop step, with the test of whether it accounts
+    for a difference the twin found: ``explains(inputs, path_outputs, for_loop_outputs, agrees)`` (NumPy
+    outputs by name; ``agrees()``: whether the path's outputs agree with the NumPy reference within the
+    tolerance of a correct implementation in the dtype)."""
+
+    explains: Callable[..., bool] | None = None
+
+
+def _rounds_otherwise(inputs, got, for_loop, agrees) -> bool:
+    return agrees()
+
+
+FOREACH_HALF_ROUNDING = register(PathDivergence(
+    "torch-foreach-half-rounding",
+    "torch's foreach step in float16/bfloat16 rounds its intermediates otherwise than the for-loop step, so the "
+    "two differ by a few ulps (both within the tolerance of a correct implementation): Adagrad's "
+    "_multi_tensor_adagrad stores -clr * grad in the dtype (torch._foreach_mul) before torch._foreach_addcdiv_, "
+    "where _single_tensor_adagrad divides and scales in one addcdiv_(grad, std, value=-clr); SGD's momentum "
+    "step goes through torch._foreach_mul_/_foreach_add_ (torch/optim/sgd.py, _multi_tensor_sgd). In "
+    "float32/float64 the two are bit for bit the same on cpu",
+    "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/optim/adagrad.py",
+    ops=("adagrad", "sgd"), backends=("foreach",), dtypes=HALF, properties=(PATHS_AGREE,), behaviour=STOCK_TORCH,
+    explains=_rounds_otherwise,
+))
+
+FUSED_ROUNDING = register(PathDivergence(
+    "torch-fused-rounding",
+    "torch's fused step computes the whole update in one kernel (float32 arithmetic for a float16/bfloat16 "
+    "parameter, rounded once when stored; another order of the same operations in float32/float64), where the "
+    "for-loop step rounds each intermediate it stores: the two differ by a few ulps, and by more relative to a "
+    "result that cancels (param close to the update), both within the tolerance of a correct implementation",
+    "https://github.com/pytorch/pytorch/blob/v2.13.0/aten/src/ATen/native/cpu/FusedAdagradKernel.cpp",
+    ops=("adagrad", "sgd"), backends=("fused",), properties=(PATHS_AGREE,), behaviour=STOCK_TORCH,
+    explains=_rounds_otherwise,
+))
+
+VECTOR = 16  # a multiple of Vectorized<Half>'s length on this build (16 with AVX2, 32 with AVX-512)
+
+
+def _vectorized_entries_unmoved(inputs, got, for_loop, agrees) -> bool:
+    """The parameter keeps its starting value at a leading block of its flattened entries whose length is
+    a multiple of 16 (the kernel's vectorized part) and has the for-loop's value (within a few ulps) after it."""
+    if "param" not in got:
+        return False
+    start = np.asarray(inputs.param, dtype=np.float64).reshape(-1)
+    path, loop = got["param"].reshape(-1), for_loop["param"].reshape(-1)
+    for block in range(len(path) - len(path) % VECTOR, 0, -VECTOR):
+        if np.array_equal(path[:block], start[:block]) and np.allclose(
+                path[block:], loop[block:], rtol=2.0 ** -6, atol=2.0 ** -6 * float(np.abs(start).max(initial=0.0))):
+            return not np.array_equal(path, loop)
+    return False
+
+
+FUSED_SGD_HALF_VECTOR = register(PathDivergence(
+    "torch-fused-sgd-half-skips-vectorized-entries",
+    "torch 2.13's fused SGD step on cpu (SGD(fused=True), torch._fused_sgd_) leaves a float16/bfloat16 parameter "
+    "unchanged at its vectorized entries -- the leading multiple of the vector length (16 here), e.g. every entry "
+    "of a 16- or 32-entry parameter -- and updates only the scalar tail (15 entries or fewer: all of them move): "
+    "SGD(lr=1, fused=True) on ones(16) with gradient ones(16) keeps 1.0 where the documented step "
+    "(param - lr * grad, the for-loop step) gives 0.0; float32/float64 are updated everywhere",
+    "https://github.com/pytorch/pytorch/blob/v2.13.0/aten/src/ATen/native/cpu/FusedSGDKernel.cpp",
+    ops=("sgd",), backends=("fused",), dtypes=HALF, properties=(PATHS_AGREE,), behaviour=STOCK_TORCH,
+    explains=_vectorized_entries_unmoved,
+))

@@ -314,6 +314,93 @@ def check_deterministic(trial: Trial, inputs: Any) -> None:
                        + _runs_side_by_side(first, second), mismatch.max_abs_error, mismatch.max_rel_error) from None
 
 
+PATHS_AGREE = "paths-agree"  # the twins of torch's own code paths (registered divergences name it)
+
+
+def _is_torch_path(backend) -> bool:
+    """A backend that runs one of torch's own code paths (conformance/backends/torch_paths.py): it
+    names the path (``torch_path``) and runs torch's for-loop step beside it (``run_for_loop``)."""
+    return getattr(backend, "torch_path", None) is not None and callable(getattr(backend, "run_for_loop", None))
+
+
+def check_paths_agree(trial: Trial, inputs: OptimizerInputs) -> None:
+    """The differential twin of one of torch's code paths: the path (the trial's backend: foreach,
+    fused) and torch's for-loop step of the same optimizer, on the same inputs, give the same outputs
+    -- bit for bit for foreach in float32/float64 on cpu (the same arithmetic, tensor by tensor), else
+    within the agreement tolerance (:func:`conformance.verdict.agreement_tolerance`: another order of
+    the same arithmetic). A path torch does not run on these inputs is Unsupported (torch's reason).
+    Where they differ and a registered divergence of the path applies (stock torch's rounding of its
+    intermediates), the difference is that divergence when the path's outputs still agree with the
+    NumPy reference within the tolerance of a correct implementation in this dtype."""
+    backend, op = trial.backend, trial.op
+    ctx = RunContext(trial.device, torch_dtype(trial.dtype))
+    path = backend.torch_path
+    got = trial.run(inputs)
+    try:
+        want = backend.run_for_loop(op.name, inputs, ctx)
+    except Unsupported:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the path ran where the for-loop step raises
+        raise Mismatch(f"torch's {path} step ran, but its for-loop step raises {exception_text(exc)} on the "
+                       f"same inputs") from exc
+    against = f"torch's for-loop step on the same inputs ({path} twin)"
+    names = [name for name in want if hasattr(want[name], "shape")]
+    try:
+        missing = [name for name in names if name not in got]
+        if missing:
+            raise Mismatch(f"torch's {path} step did not produce {', '.join(missing)}")
+        if path == "foreach" and trial.device == "cpu" and trial.dtype not in HALF_DTYPES:
+            for name in names:
+                assert_bits_equal(name, got[name], want[name], None, against=against)
+        else:
+            tolerance = agreement_tolerance(trial.dtype)
+            compare_outputs({n: got[n] for n in names}, {n: want[n] for n in names},
+                            {n: tolerance for n in names}, against=against)
+    except Mismatch as mismatch:
+        divergence = _path_divergence(trial, inputs, got, want, names)
+        if divergence is None:
+            raise
+        raise DivergenceObserved(divergence, str(mismatch).splitlines()[0]) from None
+
+
+def _path_divergence(trial: Trial, inputs: OptimizerInputs, got: dict, want: dict,
+                     names: list[str]) -> Divergence | None:
+    """The registered divergence of this path here that accounts for the difference: each declares
+    how (``explains(inputs, got, for_loop, agrees_with_reference)``, conformance/backends/torch_paths.py;
+    the last: whether the path's outputs agree with the NumPy reference); None if none does."""
+    def agrees() -> bool:
+        return path_agrees_with_reference(trial, inputs, got, names)
+
+    for entry in lookup(op=trial.op.name, backend=trial.backend.name, device=trial.device, dtype=trial.dtype,
+                        property=PATHS_AGREE):
+        explains = getattr(entry, "explains", None)
+        if explains is not None and explains(inputs, {n: to_numpy(got[n]) for n in names},
+                                             {n: to_numpy(want[n]) for n in names}, agrees):
+            return entry
+    return None
+
+
+def path_agrees_with_reference(trial: Trial, inputs: OptimizerInputs, got: dict, names: list[str]) -> bool:
+    """Whether a path's outputs agree with the NumPy reference within the tolerance of a correct
+    implementation in this dtype (what a path that only rounds its intermediates otherwise than the
+    for-loop step keeps)."""
+    reference = trial.reference(inputs)
+    wanted = [name for name in names if name in reference]
+    try:
+        compare_outputs({n: got[n] for n in wanted}, {n: reference[n] for n in wanted},
+                        tolerances(trial.op, inputs, trial.dtype, reference), against="the NumPy reference")
+    except Mismatch:
+        return False
+    return True
+
+
+class _PathTwin(Property):
+    """A property whose items are the torch path backends' only (:func:`_is_torch_path`)."""
+
+    def accepts(self, backend) -> bool:
+        return _is_torch_path(backend) and super().accepts(backend)
+
+
 def _member_cases(inputs: ParamGroupsInputs, dtype: str):
     return [(f"param-{index}", member) for index, member in enumerate(inputs.members)]
 
@@ -342,6 +429,9 @@ CHECKS: dict[str, Property] = {
     "sparse-equals-dense": unbound(check_sparse_equals_dense, to_cases=_dense_cases),
     PARAM_GROUPS: unbound(check_param_groups, to_cases=_member_cases, skip_backends=OPTIMIZER_OBJECT_TWINS,
                           needs_optimizer_object=True, observe=observe_param_groups),
+    # the twins of torch's own code paths: on the torch path backends only (foreach, fused), against torch's
+    # for-loop step on the same inputs
+    PATHS_AGREE: _PathTwin("", "", "", None, check_paths_agree, skips_oracle=True),
     "state-dict-resume": unbound(check_state_dict_resume,
                                  to_cases=lambda example, dtype: _member_cases(example[0], dtype),
                                  skip_backends=OPTIMIZER_OBJECT_TWINS, needs_optimizer_object=True,

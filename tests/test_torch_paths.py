@@ -1,0 +1,104 @@
+"""torch's own optimizer code paths as backends (``foreach``, ``fused``: conformance/backends/torch_paths.py)
+and their differential twins (``paths-agree``), in this process (issue 28)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from conformance_runs import load, run_inprocess
+from conformance.backends import builtin_backends
+from conformance.backends.torch_paths import FUSED_SGD_HALF_VECTOR, TorchPathBackend
+from conformance.cases.checks import check_paths_agree
+from conformance.cases.trial import DivergenceObserved, Trial
+from conformance.ops import OPS
+from conformance.ops.optimizers.inputs import OptimizerInputs
+from conformance.tensors import CooArray
+from conformance.types import Mismatch, RunContext, Unsupported
+
+SPARSE = CooArray(np.array([[2, 0, 2]], dtype=np.int64), np.array([1.0, -0.5, 0.5]), (4,))
+DENSE = np.array([1.0, -0.5, 0.25, 2.0])
+PARAM = np.array([1.0, -2.0, 0.5, 3.0])
+
+
+def _inputs(*grads, **hyper) -> OptimizerInputs:
+    return OptimizerInputs(PARAM.copy(), list(grads), {"lr": 0.5, **hyper})
+
+
+def test_foreach_and_fused_items_pass_for_adagrad_and_sgd_on_cpu():
+    """The spec items of both paths (float64): the dense-gradient cases pass on both, the sparse ones
+    pass on SGD's foreach step, and every other item is unsupported with torch's reason, never failed."""
+    code, path = run_inprocess("torch-paths", "specs", "--conformance-backend", "foreach,fused", "--conformance-dtype",
+                               "float64", "-k", "not generated and (adagrad or sgd)")
+    records = load(path)["records"]
+    assert code == 0, [(r["case"], r["backend"], r["outcome"]) for r in records if r["outcome"] not in
+                       ("passed", "unsupported", "xfailed")]
+    passed = {(r["op"], r["backend"]) for r in records if r["outcome"] == "passed"}
+    assert passed >= {("adagrad", "foreach"), ("adagrad", "fused"), ("sgd", "foreach"), ("sgd", "fused")}, passed
+    assert not {r["op"] for r in records} - {"adagrad", "sgd"}  # SparseAdam has no foreach or fused step
+    unsupported = [r for r in records if r["outcome"] == "unsupported"]
+    assert unsupported and all(r["backend"] != "foreach" or r["op"] == "adagrad" for r in unsupported)
+
+
+@pytest.mark.parametrize("path, op, reason", [
+    ("fused", "adagrad", "`fused` does not support sparse grad or complex param"),
+    ("fused", "sgd", "`_fused_sgd` does not support sparse gradients"),
+    ("foreach", "adagrad", "runs its for-loop step"),
+])
+def test_a_sparse_gradient_a_path_does_not_run_is_unsupported_with_torchs_reason(path, op, reason):
+    backend = builtin_backends()[path]
+    with pytest.raises(Unsupported, match="(?s)" + reason.replace("(", r"\(").replace("`", "`")):
+        backend.run(op, _inputs(SPARSE), RunContext("cpu", torch.float64))
+    backend.run(op, _inputs(DENSE), RunContext("cpu", torch.float64))  # a dense gradient runs
+
+
+def test_torchs_foreach_adagrad_on_a_sparse_gradient_is_its_for_loop_step():
+    """What makes Adagrad's foreach items on sparse gradients unsupported: torch 2.13 runs the for-loop
+    step there (_multi_tensor_adagrad hands the tensors to _single_tensor_adagrad), bit for bit."""
+    results = []
+    for foreach in (True, False):
+        param = torch.tensor(PARAM, dtype=torch.float32)
+        optimizer = torch.optim.Adagrad([param], lr=0.5, foreach=foreach)
+        for _ in range(2):
+            param.grad = SPARSE.to_torch(torch.float32)
+            optimizer.step()
+        results.append((param.clone(), optimizer.state[param]["sum"].clone()))
+    assert all(torch.equal(a, b) for a, b in zip(*results))
+
+
+def test_sgds_foreach_step_takes_sparse_gradients_and_equals_the_for_loop():
+    foreach, coo = builtin_backends()["foreach"], builtin_backends()["coo"]
+    inputs = _inputs(SPARSE, SPARSE, momentum=0.9, nesterov=True)
+    ctx = RunContext("cpu", torch.float32)
+    assert torch.equal(foreach.run("sgd", inputs, ctx)["param"], coo.run("sgd", inputs, ctx)["param"])
+
+
+@pytest.mark.parametrize("op, name", [("adagrad", "SlipForeachAdagrad"), ("sgd", "SlipForeachSGD")])
+def test_the_twin_fails_for_a_foreach_step_with_a_slip(op, name):
+    """paths-agree can fail: a foreach step with a 1% larger learning rate differs from the for-loop step."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("paths_candidates", Path(__file__).parent / "candidates" / "paths.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    wrong = TorchPathBackend("foreach", {op: getattr(module, name)}, name="slipped-foreach")
+    right = builtin_backends()["foreach"]
+    inputs = _inputs(DENSE, DENSE)
+    check_paths_agree(Trial(OPS[op], right, "cpu", "float64"), inputs)  # torch's own: bit for bit
+    with pytest.raises(Mismatch, match="for-loop step"):
+        check_paths_agree(Trial(OPS[op], wrong, "cpu", "float64"), inputs)
+
+
+def test_fused_sgd_leaves_a_half_parameters_vectorized_entries_unmoved():
+    """torch 2.13's fused SGD on cpu in float16: a 16-entry parameter does not move (the registered
+    divergence explains it); 15 entries move as the for-loop step moves them."""
+    fused = builtin_backends()["fused"]
+    ones = OptimizerInputs(np.ones(16), [np.ones(16)], {"lr": 1.0})
+    assert np.array_equal(fused.run("sgd", ones, RunContext("cpu", torch.float16))["param"].numpy(), np.ones(16))
+    with pytest.raises(DivergenceObserved) as observed:
+        check_paths_agree(Trial(OPS["sgd"], fused, "cpu", "float16"), ones)
+    assert observed.value.divergence is FUSED_SGD_HALF_VECTOR
+    short = OptimizerInputs(np.ones(15), [np.ones(15)], {"lr": 1.0})
+    check_paths_agree(Trial(OPS["sgd"], fused, "cpu", "float16"), short)

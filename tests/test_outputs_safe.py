@@ -131,3 +131,16 @@ def test_check_refuses_an_unusable_output_before_running_anything(tmp_path, caps
     err = _err(capsys)
     assert f"usage error: {option} {target}: " in err, err
     assert not (tmp_path / "reports" / ".previous").exists()
+
+
+def test_a_report_of_an_older_version_is_still_replaced(tmp_path, capsys):
+    """Reports written before the generator line existed are recognised by their first lines and
+    navigation, so upgrading the suite does not make reports/index.html unwritable."""
+    from conformance.results.store import REPORT_MARK
+
+    results, out = str(good(tmp_path)), tmp_path / "index.html"
+    assert main(["report", results, "-o", str(out)]) == 0
+    out.write_text(out.read_text(encoding="utf-8").replace(REPORT_MARK + "\n", ""), encoding="utf-8")
+    assert REPORT_MARK not in out.read_text(encoding="utf-8")
+    assert main(["report", results, "-o", str(out)]) == 0, _err(capsys)
+    assert REPORT_MARK in out.read_text(encoding="utf-8")

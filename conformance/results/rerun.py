@@ -151,4 +151,5 @@ def command_from_record(record: ItemRecord, run: dict | None = None) -> str:
     return command(item_id, impl=impl, seed=record.get("seed", options.get("conformance_seed")),
                    profile=profile if profile and profile != DEFAULT_PROFILE else None,
                    examples=options.get("conformance_examples"),
-                   shrink=not options.get("conformance_no_shrink"))
+                   shrink=not options.get("conformance_no_shrink"),
+                   counterexamples=options.get("conformance_counterexamples") or None)

@@ -102,3 +102,25 @@ def test_fused_sgd_leaves_a_half_parameters_vectorized_entries_unmoved():
     assert observed.value.divergence is FUSED_SGD_HALF_VECTOR
     short = OptimizerInputs(np.ones(15), [np.ones(15)], {"lr": 1.0})
     check_paths_agree(Trial(OPS["sgd"], fused, "cpu", "float16"), short)
+
+
+@pytest.mark.parametrize("slipped, fails", [("_multi_tensor_adagrad", "foreach"), ("_fused_adagrad", "fused")])
+def test_a_slip_planted_in_torchs_own_path_fails_that_paths_twin_only(monkeypatch, slipped, fails):
+    """Issue 28's planted slip: a 1% larger learning rate in torch's own _multi_tensor_adagrad (or
+    _fused_adagrad) fails the twin of that path only; the other path's twin still passes."""
+    import torch.optim.adagrad as adagrad_module
+
+    original = getattr(adagrad_module, slipped)
+
+    def with_slip(*args, lr, **kwargs):
+        return original(*args, lr=lr * 1.01, **kwargs)
+
+    monkeypatch.setattr(adagrad_module, slipped, with_slip)
+    inputs = _inputs(DENSE, DENSE)
+    for path in ("foreach", "fused"):
+        trial = Trial(OPS["adagrad"], builtin_backends()[path], "cpu", "float64")
+        if path == fails:
+            with pytest.raises(Mismatch, match="for-loop step"):
+                check_paths_agree(trial, inputs)
+        else:
+            check_paths_agree(trial, inputs)

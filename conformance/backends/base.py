@@ -25,6 +25,8 @@ class Backend:
     lists_unimplemented_ops: bool = True  # items for ops it lacks, reported unsupported
     judged_against_torch: bool = False  # also compared with stock torch on every item (conformance.verdict)
     is_oracle: bool = False  # the independent oracle (the NumPy reference): what the others are checked against
+    # the generated properties this backend gets items of (None: every property that accepts it)
+    generated_properties: tuple[str, ...] | None = None
 
     def __init__(self, runners: Mapping[str, Runner] | None = None):
         self.runners: dict[str, Runner] = dict(runners or {})

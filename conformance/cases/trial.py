@@ -213,6 +213,8 @@ class Property:
         the others): the oracle, a backend without an optimizer object, one not judged against torch."""
         if self.skips_oracle and backend.is_oracle:
             return False
+        if backend.generated_properties is not None and self.name not in backend.generated_properties:
+            return False
         if self.needs_optimizer_object and backend.optimizer_class(self.op) is None:
             return False
         return not self.candidates_only or backend.judged_against_torch

@@ -10,7 +10,10 @@ def pytest_configure(config: pytest.Config) -> None:
     remove the modules first imported during them, and triton's native module aborts the process
     when it is initialised a second time ("refusing to add duplicate key"). A run of the suite's
     own imports it at its start (``import_the_whole_suite``); this run of the harness's tests is
-    not one (``is_conformance_run``), so it does the same here."""
+    not one (``is_conformance_run``), so it does the same here -- in each process that runs tests:
+    an xdist controller runs none, and its workers start only after it is configured."""
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        return
     from conformance.run.generated_plugin import import_the_whole_suite
 
     import_the_whole_suite()

@@ -75,6 +75,7 @@ def _replay(cwd: Path, *args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=300)
 
 
+@pytest.mark.slow  # child processes: the replay command itself
 def test_replay_from_an_empty_directory_exits_with_the_items_verdict(tmp_path):
     (tmp_path / "my_adagrad.py").write_text(wrong_adagrad_source(), encoding="utf-8")
     failing = _replay(tmp_path, "specs/adagrad.yaml::duplicates-cancel[candidate-cpu-float32]", "--impl", WRONG)
@@ -111,6 +112,7 @@ def test_the_help_is_plain_text():
 
 
 
+@pytest.mark.slow  # child processes: the replay command itself
 def test_replay_runs_an_item_of_a_spec_file_of_your_own(tmp_path):
     (tmp_path / "mine.yaml").write_text(OWN_COALESCE_SPEC, encoding="utf-8")
     passing = _replay(tmp_path, "./mine.yaml::one-duplicate[coo-cpu-float32]")

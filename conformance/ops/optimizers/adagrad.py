@@ -313,19 +313,6 @@ class Adagrad(OptimizerOp):
     torch_paths_on_sparse = {"foreach": "for-loop", "fused": "refuses"}
     torch_for_loop = {"foreach": False, "fused": False}  # the keywords of the for-loop step, the twins' other half
 
-    def all_properties(self) -> tuple[GeneratedProperty, ...]:
-        """The twins of torch's own code paths besides the rest: ``paths-agree`` (each path of
-        :attr:`torch_paths` against the for-loop step, conformance/cases/checks.py), on the drawn
-        trajectories and the same densified (what the fused steps, which refuse sparse gradients, run)."""
-        return (*super().all_properties(), GeneratedProperty(
-            "paths-agree", "torch's foreach and fused Adagrad steps equal its for-loop step on the same trajectories "
-            "(sparse, mixed and all-dense)", self.paths_inputs_strategy))
-
-    def paths_inputs_strategy(self, dtype: str) -> Any:
-        from conformance.ops.optimizers.reference import densified
-
-        drawn = self.inputs_strategy(dtype)
-        return st.one_of(drawn, drawn.map(lambda inputs: densified(inputs, dtype)))
     summary = "torch.optim.Adagrad steps on sparse (masked) gradients"
     candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.Adagrad's constructor"
     mistakes = MISTAKES

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from hypothesis import strategies as st
 
 from conformance.types import RunContext, Unsupported
 from conformance.ops.base import GeneratedProperty, Op
@@ -33,6 +34,12 @@ class OptimizerOp(Op):
     # hyperparameters of the long-trajectory property's explicit examples: where a hyperparameter
     # rounded to float32 once per step drifts past the tolerance (see long_trajectory_examples)
     long_trajectory_hyperparameters: tuple[dict, ...] = ()
+    # torch's own implementations of the step beside its default for-loop step: path -> the constructor
+    # keywords that select it (conformance/backends/torch_paths.py builds one backend per path); what a
+    # path does with a sparse gradient where it does not run it ("for-loop", "refuses"); the for-loop's keywords
+    torch_paths: dict[str, dict] = {}
+    torch_paths_on_sparse: dict[str, str] = {}
+    torch_for_loop: dict = {"foreach": False}
 
     @property
     def is_optimizer(self) -> bool:
@@ -203,6 +210,23 @@ class OptimizerOp(Op):
                               "once per step drifts)", self.long_trajectories_strategy, dtypes=("float32", "float64"),
                               examples=self.long_trajectory_examples, max_examples=LONG_EXAMPLES),
         )
+
+    def all_properties(self) -> tuple[GeneratedProperty, ...]:
+        """Besides the rest, where the record declares :attr:`torch_paths`, their twins:
+        ``paths-agree`` (each path against torch's for-loop step, conformance/cases/checks.py) on
+        the drawn trajectories and the same densified (what the fused steps, which refuse sparse
+        gradients, run)."""
+        if not self.torch_paths:
+            return super().all_properties()
+        return (*super().all_properties(), GeneratedProperty(
+            "paths-agree", f"torch's {' and '.join(self.torch_paths)} {self.title} steps equal its for-loop step on "
+            "the same trajectories (sparse, mixed and all-dense)", self.paths_inputs_strategy))
+
+    def paths_inputs_strategy(self, dtype: str) -> Any:
+        from conformance.ops.optimizers.reference import densified
+
+        drawn = self.inputs_strategy(dtype)
+        return st.one_of(drawn, drawn.map(lambda inputs: densified(inputs, dtype)))
 
     def long_trajectories_strategy(self, dtype: str) -> Any:
         return long_trajectories(self, dtype)

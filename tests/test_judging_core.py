@@ -207,7 +207,10 @@ def test_check_at_its_default_settings_runs_100_examples_per_property_of_a_restr
     candidate = [r for r in load(results)["records"] if r["backend"] == "candidate"]
     assert len(candidate) >= 7, candidate  # every generated adagrad property
     for record in candidate:
-        assert record["outcome"] == "passed", record
+        # conforming: passed, or xfail where an example shows a known divergence of stock torch's
+        # (the draws reach lr 1e4 and beta2 0.999999)
+        assert record["outcome"] == "passed" or (record["outcome"] == "xfail" and record.get("known_divergences")), \
+            record
         # a property that caps its drawn examples (long-trajectory: 100+ steps each) runs its cap and its explicit ones
         cap = next(p.max_examples for p in PROPERTIES if p.id == record["case"]) or 100
         assert record["examples"] + record["unsupported_examples"] >= min(100, cap), record

@@ -13,10 +13,10 @@ __all__ = ["Unsupported", "__version__"]
 
 def __getattr__(name: str):
     """``conformance.Unsupported``, imported when first asked for: ``python -m conformance`` parses
-    its command line (and reports a usage error) before torch, which ``conformance.types`` imports,
+    its command line (and reports a usage error) before torch, which ``conformance.core.types`` imports,
     is loaded."""
     if name == "Unsupported":
-        from conformance.types import Unsupported
+        from conformance.core.types import Unsupported
 
         return Unsupported
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,6 +2,6 @@
 
 import sys
 
-from conformance.cli import main
+from conformance.entry_points.cli import main
 
 sys.exit(main())

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance import cli
+from conformance.entry_points import cli
 from conformance.results.store import (FORMAT, SCHEMA_VERSION, ResultsError, ResultsWriter, load_results,
                                        lock_path, previous_path, results_lock, run_metadata)
 from conformance.run import crashes, outcomes, plugin, transfer

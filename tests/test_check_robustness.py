@@ -57,7 +57,7 @@ import time
 import types
 from collections import Counter
 
-from conformance import check
+from conformance.entry_points import check
 from conformance.results.store import FORMAT, SCHEMA_VERSION, previous_path
 from conformance_runs import REPO, SMALL_SPEC, base_args, by_case, load, run_inprocess
 
@@ -448,9 +448,9 @@ USAGE_ERRORS = [(["check", "--frobnicate", "adagrad=torch.optim:Adagrad"], 4), (
 def test_a_usage_error_is_reported_without_loading_torch_or_the_ops(monkeypatch, capsys, argv, code):
     """The parser is built and run with torch and the op records unimportable: a usage error still
     ends in its documented status (check: 4, the others: 2), so it cannot have needed them."""
-    from conformance.cli import main
+    from conformance.entry_points.cli import main
 
-    for name in ("torch", "conformance.types", "conformance.ops"):
+    for name in ("torch", "conformance.core.types", "conformance.ops"):
         monkeypatch.setitem(sys.modules, name, None)  # `import torch` now raises ImportError
     with pytest.raises(SystemExit) as raised:
         main(argv)
@@ -459,11 +459,11 @@ def test_a_usage_error_is_reported_without_loading_torch_or_the_ops(monkeypatch,
 
 
 def test_a_mistyped_op_is_a_usage_error_without_loading_torch_or_the_ops(monkeypatch, capsys):
-    from conformance.cli import main
+    from conformance.entry_points.cli import main
     from conformance.ops import OPS
 
     assert check.declared_op_names() == set(OPS)  # the records' names as read from their source
-    for name in ("torch", "conformance.types", "conformance.ops"):
+    for name in ("torch", "conformance.core.types", "conformance.ops"):
         monkeypatch.setitem(sys.modules, name, None)
     assert main(["check", "adagrd=torch.optim:Adagrad"]) == 4
     assert "unknown op 'adagrd'; known ops: adagrad, coalesce" in capsys.readouterr().err
@@ -486,7 +486,7 @@ def test_python_m_conformance_parses_before_it_imports_torch(tmp_path):
 
 def test_check_html_states_the_verdict_and_a_second_check_says_what_it_moved(tmp_path, monkeypatch, capsys):
     """pytest itself stubbed: it writes a complete run of one passing candidate item."""
-    from conformance.cli import main
+    from conformance.entry_points.cli import main
     from test_results_files import document, record
 
     monkeypatch.chdir(tmp_path)

@@ -1,7 +1,7 @@
 """Contract errors named as contract errors (issue 23, point 6): a candidate whose numbers are right
 but whose result is of the wrong type (a MaskedTensor gradient or result, a dense coalesce), device
 or shape, or that rewrites its input, gets a ``failed`` item whose message is one line naming the
-clause -- never an error with a traceback from the harness (``conformance/tensors.py:to_numpy``)."""
+clause -- never an error with a traceback from the harness (``conformance/core/tensors.py:to_numpy``)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 the suite as a candidate, fails with its own mistake named -- in the console message, the results
 record's ``looks_like`` and the report; correct implementations (torch's own classes, the clean
 re-implementations, the built-in backends) never get one; and the matching rules of
-:func:`conformance.diagnosis.diagnose` hold on hand-made examples."""
+:func:`conformance.core.diagnosis.diagnose` hold on hand-made examples."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-from conformance import diagnosis
+from conformance.core import diagnosis
 from conformance.ops import OPS
 from conformance.ops.masked_mean import MaskedMeanInputs
 from conformance.ops.optimizers import OptimizerInputs
-from conformance.tensors import CooArray
-from conformance.types import RunContext
+from conformance.core.tensors import CooArray
+from conformance.core.types import RunContext
 from tests.candidates import mutants
 from tests.conformance_runs import MUTANTS, load, run_inprocess
 
@@ -199,7 +199,7 @@ def test_an_error_is_named_only_where_its_trigger_is_and_the_control_runs():
 
 
 def test_looks_like_adds_the_line_and_the_record_field():
-    from conformance.compare import Mismatch
+    from conformance.core.compare import Mismatch
 
     op = OPS["masked_mean"]
     inputs = MaskedMeanInputs(np.array([1.0, 3.0]), np.array([True, False]))

@@ -18,8 +18,8 @@ import types
 
 import pytest
 
-from conformance import check, replay
-from conformance.cli import main as cli_main
+from conformance.entry_points import check, replay
+from conformance.entry_points.cli import main as cli_main
 from conformance_runs import MUTANTS, REPO, SMALL_SPEC, by_case, wrong_adagrad_source
 
 

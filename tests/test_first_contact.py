@@ -47,7 +47,7 @@ def test_narrowing_keeps_an_example_only_while_the_documented_contract_rejects_i
     from conformance.cases.narrowing import Narrowing
     from conformance.ops import OPS
     from conformance.ops.optimizers.inputs import OptimizerInputs
-    from conformance.tensors import CooArray
+    from conformance.core.tensors import CooArray
 
     sgd = OPS["sgd"]
     sparse = CooArray(np.array([[0]]), np.array([1.0]), (2,))
@@ -103,7 +103,7 @@ def test_a_replay_cut_short_by_its_budget_is_not_reproduced_never_a_pass(tmp_pat
     examples ran); a whole search that passed after the saved example passed is the failure gone."""
     import json
 
-    from conformance.replay import NOT_REPRODUCED, _judged
+    from conformance.entry_points.replay import NOT_REPRODUCED, _judged
     from conformance.results.rerun import parse_item
 
     item = parse_item("specs::generated::adagrad-agrees-with-reference[candidate-cpu-float32]")

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conformance.cli import main
+from conformance.entry_points.cli import main
 from conformance.results.gate import diff_runs
 from conformance.ops import OPS
 from conformance.results.store import Results
@@ -164,7 +164,7 @@ EVERY_OP = set(OPS)
     ("conformance/ops/masked_mean.py", {"masked_mean", "masked_mean_compiles"}),
     ("conformance/backends/masked_mean_idioms.py", EVERY_OP),  # conformance/backends/**
     ("conformance/masked_mean_approaches.py", EVERY_OP),  # conformance/*.py
-    ("conformance/runner.py", EVERY_OP),
+    ("conformance/judging/runner.py", EVERY_OP),
     ("conformance/backends/coo.py", EVERY_OP),
     ("README.md", set()),
     ("conformance/results/report/report.js", set()),
@@ -219,7 +219,7 @@ def test_changed_files_from_git_and_lists(tmp_path):
 def test_select_prints_pytest_options(capsys):
     assert main(["select", "--changed-files", "conformance/ops/optimizers/adagrad.py", "specs/coalesce.yaml"]) == 0
     assert capsys.readouterr().out.strip() == "--conformance-op adagrad,coalesce"
-    assert main(["select", "--changed-files", "conformance/runner.py", "--format", "json"]) == 0
+    assert main(["select", "--changed-files", "conformance/judging/runner.py", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["pytest_args"] == []  # everything
 
 

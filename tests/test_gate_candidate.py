@@ -13,7 +13,7 @@ import subprocess
 import pytest
 import yaml
 
-from conformance.check import pytest_command, specs_dir
+from conformance.entry_points.check import pytest_command, specs_dir
 
 from conformance_runs import REPO
 

@@ -427,7 +427,7 @@ def test_a_seeded_search_keeps_the_profile_s_example_database_one_key_per_item(m
     from conformance.cases import search
     from conformance.cases.drawn import DrawnExamples
     from conformance.cases.trial import Property
-    from conformance.compare import Mismatch
+    from conformance.core.compare import Mismatch
 
     monkeypatch.setattr(search, "DRAWN", DrawnExamples())
     database = InMemoryExampleDatabase()

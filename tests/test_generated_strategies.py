@@ -8,12 +8,12 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 
 from conformance.cases import strategies as cst
 from conformance.backends import builtin_backends
-from conformance.compare import Mismatch
+from conformance.core.compare import Mismatch
 from conformance.cases.checks import check_agrees_with_reference
 from conformance.cases.trial import DivergenceObserved, Trial
 from conformance.ops import OPS
 from conformance.ops.coalesce import coalesce_reference
-from conformance.tensors import CooArray, quantize, torch_dtype
+from conformance.core.tensors import CooArray, quantize, torch_dtype
 
 # reaching an input is the claim; shrinking the one found to a minimal one would only cost time
 SEARCH = settings(max_examples=1500, database=None, deadline=None, suppress_health_check=list(HealthCheck),

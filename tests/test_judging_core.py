@@ -1,4 +1,4 @@
-"""The judging core (conformance.verdict) and the generated search around it, on real runs: the
+"""The judging core (conformance.judging.verdict) and the generated search around it, on real runs: the
 properties read every state from the implementation, and outside-like candidates that are right
 (tests/candidates/outside_like.py) pass."""
 
@@ -74,7 +74,7 @@ def _coalesce_property(check, name="agrees-with-reference"):
 def test_hypothesis_flaky_is_reported_as_nondeterministic_never_as_an_internal_error():
     from conformance.backends import builtin_backends
     from conformance.cases.search import Nondeterministic, run_property
-    from conformance.compare import Mismatch
+    from conformance.core.compare import Mismatch
 
     calls = []
 
@@ -113,7 +113,7 @@ def test_the_budget_stops_the_search_between_examples():
 def test_a_failure_found_before_the_budget_ran_out_stands():
     from conformance.backends import builtin_backends
     from conformance.cases.search import run_property
-    from conformance.compare import Mismatch
+    from conformance.core.compare import Mismatch
 
     def always_wrong(trial, example):
         import time as _time

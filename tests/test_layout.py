@@ -30,17 +30,16 @@ from conformance.ops import OPS
 
 PACKAGE = Path(__file__).resolve().parents[1] / "conformance"
 
-STAGES = (  # bottom first: (stage, module prefixes relative to conformance/)
-    ("shared", ("__init__", "types", "dtypes", "tensors", "compare", "rounding", "devices", "xla_support",
-                "diagnosis", "outcomes", "divergences", "record")),
+STAGES = (  # bottom first: (stage, module prefixes relative to conformance/); one folder per stage
+    ("shared", ("__init__", "core")),
     ("op records", ("ops",)),
     ("implementations", ("kernels", "backends")),
     ("loading", ("specs",)),
-    ("judging", ("verdict", "runner")),
+    ("judging", ("judging",)),
     ("generated cases", ("cases",)),
     ("results", ("results",)),
     ("running", ("run",)),
-    ("entry points", ("check", "replay", "cli", "plugin", "__main__")),
+    ("entry points", ("entry_points", "__main__")),
 )
 MAX_LEVELS = 6
 
@@ -173,7 +172,7 @@ def test_nothing_outside_run_imports_run():
                for module, imported in import_graph(module_level_only=False).items()
                if not module.startswith("conformance.run.")}
     outside = {module: others for module, others in outside.items() if others}
-    assert not outside, f"run/ is the plugin: only conformance.plugin names it (as pytest_plugins): {outside}"
+    assert not outside, f"run/ is the plugin: only conformance.entry_points.plugin names it (as pytest_plugins): {outside}"
 
 
 def test_no_import_cycle():
@@ -183,6 +182,43 @@ def test_no_import_cycle():
 def test_the_package_stands_on_few_levels():
     level_of = levels()
     assert max(level_of.values()) <= MAX_LEVELS, f"{max(level_of.values())} levels: {' -> '.join(longest_chain())}"
+
+
+MAX_FLOORS = 8
+DATA_FOLDERS = ("specs_data",)
+
+
+def room_of(module: str) -> str:
+    """A top-level module or folder of conformance/ (``__init__`` for the package itself)."""
+    return module.split(".")[1] if "." in module else "__init__"
+
+
+def floors() -> dict[str, int]:
+    """Each room's floor: 1 + the highest floor among the rooms it imports (any import counts)."""
+    graph = import_graph(module_level_only=False)
+    rooms = {}
+    for module, imported in graph.items():
+        rooms.setdefault(room_of(module), set()).update(room_of(other) for other in imported)
+    rooms.pop("__init__", None)  # the package's own __init__ re-exports Unsupported; not a room
+
+    @lru_cache(maxsize=None)
+    def floor(room: str) -> int:
+        return 1 + max((floor(other) for other in rooms[room] - {room, "__init__"}), default=0)
+
+    return {room: floor(room) for room in rooms}
+
+
+def test_the_root_shows_the_stages():
+    """One folder per stage, at most 10 entries besides __init__, __main__ and data folders, on at most
+    8 floors when each top-level module or folder is one room (../shared/tools/floors.py's measure)."""
+    entries = sorted(path.name for path in PACKAGE.iterdir()
+                     if path.name not in ("__init__.py", "__main__.py", "__pycache__", *DATA_FOLDERS))
+    assert len(entries) <= 10, entries
+    assert all((PACKAGE / name).is_dir() for name in entries), f"loose modules at the root: {entries}"
+    staged = {prefix for _, prefixes in STAGES for prefix in prefixes}
+    assert set(entries) <= staged, f"root entries with no stage: {set(entries) - staged}"
+    floor_of = floors()
+    assert max(floor_of.values()) <= MAX_FLOORS, sorted(floor_of.items(), key=lambda item: -item[1])
 
 
 def test_no_op_name_outside_the_op_records():

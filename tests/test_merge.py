@@ -17,7 +17,7 @@ import pytest
 import torch
 import yaml
 
-from conformance.cli import main as cli_main
+from conformance.entry_points.cli import main as cli_main
 from conformance.results.store import load_results
 from conformance.run.shard import parse_shard, shard_of
 from conformance_runs import REPO, sharded_runs

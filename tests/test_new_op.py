@@ -35,7 +35,7 @@ import torch
 from hypothesis import strategies as st
 
 from conformance.ops import draw as d
-from conformance.tensors import TENSOR
+from conformance.core.tensors import TENSOR
 from conformance.ops.optimizers.base import OptimizerOp
 from conformance.ops.optimizers.drive import optimizer_problem
 from conformance.ops.optimizers.inputs import OptimizerInputs, optimizer_inputs_schema

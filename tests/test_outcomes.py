@@ -114,7 +114,7 @@ def _fnmatch_escape(text: str) -> str:
 
 
 def test_unavailable_device_is_skipped_with_the_reason(spec_dir):
-    from conformance.devices import DEVICES
+    from conformance.core.devices import DEVICES
 
     # a device that is really unavailable on this machine (cuda without a GPU, xla without torch_xla)
     unavailable = {name: DEVICES[name].probe() for name in ("cuda", "xla")}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.cli import main
+from conformance.entry_points.cli import main
 from conformance.results.store import load_results, output_problem, write_output
 from test_results_files import document, good, record, write
 
@@ -118,7 +118,7 @@ def test_write_output_append_keeps_bytes_that_are_not_utf8(tmp_path):
 def test_check_refuses_an_unusable_output_before_running_anything(tmp_path, capsys, monkeypatch, option):
     """A usage error (4), before the candidate is imported or anything is moved aside."""
     monkeypatch.chdir(tmp_path)
-    import conformance.check as check
+    import conformance.entry_points.check as check
 
     monkeypatch.setattr(check, "_probe", lambda *args: pytest.fail("probed before the outputs were checked"))
     (tmp_path / "reports").mkdir()

@@ -1,10 +1,10 @@
-"""The typed record (conformance.record) and the results schema say the same: they cannot drift."""
+"""The typed record (conformance.core.record) and the results schema say the same: they cannot drift."""
 
 from __future__ import annotations
 
 from typing import get_type_hints
 
-from conformance.record import REQUIRED, BenchmarkInstance, ItemRecord, LooksLike, Record, Timing
+from conformance.core.record import REQUIRED, BenchmarkInstance, ItemRecord, LooksLike, Record, Timing
 from conformance.results.store import results_schema
 
 SCHEMA = results_schema()["$defs"]["record"]

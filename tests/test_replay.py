@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.check import specs_dir
+from conformance.entry_points.check import specs_dir
 from conformance.results.rerun import ReplayError, command, command_from_record, parse_item, portable_id
 from conformance_runs import OWN_COALESCE_SPEC, wrong_adagrad_source
 
@@ -101,7 +101,7 @@ def test_replay_from_an_empty_directory_exits_with_the_items_verdict(tmp_path):
 
 
 def test_the_help_is_plain_text():
-    from conformance.cli import build_parser
+    from conformance.entry_points.cli import build_parser
 
     parser = build_parser()
     replay = parser._subparsers._group_actions[0].choices["replay"]  # argparse keeps subparsers there

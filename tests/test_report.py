@@ -6,7 +6,7 @@ import json
 import re
 from html.parser import HTMLParser
 
-from conformance.cli import main
+from conformance.entry_points.cli import main
 from conformance.results.report import build_report, divergence_of, repro_command, run_labels
 from conformance.results.store import load_results
 from conformance_runs import adagrad_run, benchmark_run, builtin_run, fixture_copy, load

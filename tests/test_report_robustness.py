@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.cli import main
+from conformance.entry_points.cli import main
 from conformance.results.report import build_report, divergence_of, http_url
 from conformance_runs import builtin_run, load
 from test_report import Page

@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conformance.cli import main
-from conformance.compare import Mismatch, assert_output_close, format_values
-from conformance.dtypes import Tolerance
+from conformance.entry_points.cli import main
+from conformance.core.compare import Mismatch, assert_output_close, format_values
+from conformance.core.dtypes import Tolerance
 from conformance.results.gate import markdown
 from conformance.results.store import FORMAT, SCHEMA_VERSION, ResultsError, load_many, load_results
-from conformance.verdict import format_side_by_side, side_by_side
+from conformance.judging.verdict import format_side_by_side, side_by_side
 from conformance_runs import REPO, SMALL_SPEC, by_case, load, run_inprocess
 
 NONFINITE = "tests/candidates/nonfinite.py"

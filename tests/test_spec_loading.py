@@ -139,7 +139,7 @@ def test_error_text_has_file_and_line(tmp_path):
     ("{indices: [], values: {fill: 0.0, shape: [0, 2]}, size: [3, 2]}", 1, 0),  # empty hybrid
 ])
 def test_empty_indices_take_their_shape_from_size_and_values(tmp_path, tensor, sparse_dim, nnz):
-    from conformance.tensors import CooArray, encode_coo
+    from conformance.core.tensors import CooArray, encode_coo
 
     spec = load_spec(write(tmp_path, GOOD_CASE.replace("{indices: [[0, 1]], values: [1.0, 2.0], size: [2]}", tensor)))
     coo = OPS["coalesce"].decode_inputs(spec.cases[0].inputs, "float64")

@@ -14,8 +14,8 @@ from conformance.cases.checks import check_paths_agree
 from conformance.cases.trial import DivergenceObserved, Trial
 from conformance.ops import OPS
 from conformance.ops.optimizers.inputs import OptimizerInputs
-from conformance.tensors import CooArray
-from conformance.types import Mismatch, RunContext, Unsupported
+from conformance.core.tensors import CooArray
+from conformance.core.types import Mismatch, RunContext, Unsupported
 
 SPARSE = CooArray(np.array([[2, 0, 2]], dtype=np.int64), np.array([1.0, -0.5, 0.5]), (4,))
 DENSE = np.array([1.0, -0.5, 0.25, 2.0])

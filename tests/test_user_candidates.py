@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 import torch
 
-from conformance import diagnosis
+from conformance.core import diagnosis
 from conformance.cases.checks import check_rejects_invalid
 from conformance.cases.trial import Trial
 from conformance.ops import OPS
 from conformance.ops.optimizers import OptimizerInputs
-from conformance.runner import expected_error_problem
+from conformance.judging.runner import expected_error_problem
 from conformance.specs.load import load_spec
-from conformance.tensors import CooArray
-from conformance.types import Mismatch, RunContext, exception_text
+from conformance.core.tensors import CooArray
+from conformance.core.types import Mismatch, RunContext, exception_text
 from tests.candidates import users
 from tests.conformance_runs import REPO, load, run_inprocess
 

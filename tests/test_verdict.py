@@ -243,10 +243,10 @@ def test_a_sparse_only_optimizer_declares_it_and_gets_unsupported_not_errors():
 
 def test_a_missing_kernel_is_told_apart_from_torch_rejecting_the_inputs():
     """Only torch's dispatcher saying it has no kernel on a non-cpu device lets cpu stand in for
-    stock torch (conformance.verdict.run_stock_torch); a real dispatcher error, from the meta device."""
+    stock torch (conformance.judging.verdict.run_stock_torch); a real dispatcher error, from the meta device."""
     import torch
 
-    from conformance.types import missing_kernel
+    from conformance.core.types import missing_kernel
 
     tensor = torch.sparse_coo_tensor(torch.tensor([[0, 0]]), torch.tensor([1.0, 2.0]), (3,), device="meta")
     with pytest.raises(NotImplementedError) as raised:

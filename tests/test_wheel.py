@@ -69,7 +69,7 @@ def documented_install(tmp_path_factory) -> tuple[str, Path]:
     extras = _run([python, "-c", "import importlib.util as u; print([m for m in ('triton', 'ninja') if u.find_spec(m)])"],
                   cwd=tmp_path)
     assert extras.stdout.strip() == "[]", f"the venv is not the documented install: {extras.stdout}{extras.stderr}"
-    where = _run([python, "-c", "import conformance, conformance.check as c; print(conformance.__file__); "
+    where = _run([python, "-c", "import conformance, conformance.entry_points.check as c; print(conformance.__file__); "
                                 "print(c.specs_dir())"], cwd=tmp_path)
     assert where.returncode == 0 and len(where.stdout.splitlines()) == 2, \
         f"the installed suite does not import:\n{where.stdout}{where.stderr}"

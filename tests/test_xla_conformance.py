@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from conformance import devices, xla_support
+from conformance.core import devices, xla_support
 from conformance.backends import Unsupported, builtin_backends
 from conformance.backends.base import Backend
 from conformance.backends.masked_mean_idioms import APPROACHES, _masked_mean_runner
-from conformance.compare import Mismatch
+from conformance.core.compare import Mismatch
 from conformance.ops.masked_mean_compiles import run_series
-from conformance.runner import run_item
+from conformance.judging.runner import run_item
 from conformance.specs.load import load_spec
 
 SPECS = Path(__file__).resolve().parent.parent / "specs"
@@ -123,7 +123,7 @@ def test_compile_spec_records_per_mask_compiles():
 def test_torch_on_cpu_stands_in_where_torch_has_no_xla_kernel(backend):
     """Stock torch's sparse Adagrad cannot run on XLA; torch on cpu stands in, and a backend that
     shows torch's recorded float16 behaviour is xfail "same as torch", saying so."""
-    from conformance.verdict import SameAsTorch
+    from conformance.judging.verdict import SameAsTorch
 
     record: dict = {}
     with pytest.raises(SameAsTorch, match=r"same as torch \(on cpu; on xla torch has no kernel for .*SparseXLA"):

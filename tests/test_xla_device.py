@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from conformance.backends import masked_mean_idioms as A
-from conformance import xla_support
+from conformance.core import xla_support
 
 XLA_REASON = xla_support.xla_unavailable_reason()
 pytestmark = pytest.mark.skipif(XLA_REASON is not None, reason=f"XLA device: {XLA_REASON}")

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from conformance.backends import masked_mean_idioms as A
-from conformance import xla_support
+from conformance.core import xla_support
 
 XLA_REASON = xla_support.xla_unavailable_reason()
 needs_xla = pytest.mark.skipif(XLA_REASON is not None, reason=f"XLA device: {XLA_REASON}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from importlib.metadata import entry_points
 
-from conformance.types import RunContext, Unsupported
+from conformance.core.types import RunContext, Unsupported
 from conformance.backends.base import Backend
 
 BUILTIN_BACKEND_MODULES = (

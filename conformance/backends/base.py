@@ -5,7 +5,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Callable, Collection, Mapping
 
-from conformance.types import RunContext, Unsupported, missing_dtype_kernel, missing_kernel
+from conformance.core.types import RunContext, Unsupported, missing_dtype_kernel, missing_kernel
 
 
 Runner = Callable[[Any, RunContext], dict[str, Any]]
@@ -23,7 +23,7 @@ class Backend:
     description: str = ""
     devices: tuple[str, ...] | None = None
     lists_unimplemented_ops: bool = True  # items for ops it lacks, reported unsupported
-    judged_against_torch: bool = False  # also compared with stock torch on every item (conformance.verdict)
+    judged_against_torch: bool = False  # also compared with stock torch on every item (conformance.judging.verdict)
     is_oracle: bool = False  # the independent oracle (the NumPy reference): what the others are checked against
     # the generated properties this backend gets items of (None: every property that accepts it)
     generated_properties: tuple[str, ...] | None = None

@@ -2,7 +2,7 @@
 backend of its own through that op's candidate contract.
 
 Every call is checked against the contract beyond the numbers (a violation is a
-:class:`~conformance.compare.Mismatch`, outcome ``failed``, one line naming the clause:
+:class:`~conformance.core.compare.Mismatch`, outcome ``failed``, one line naming the clause:
 ``contract violated (<op>: <clause>): got ...``), before the harness reads any output. The clauses
 are the op record's (``Op.watch_candidate`` wraps the candidate, ``Op.check_candidate_outputs``
 reads what it returned: the result's layout, dtype, device and size, the tensors handed to it left
@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from conformance.types import RunContext, exception_text
+from conformance.core.types import RunContext, exception_text
 from conformance.backends.base import Backend, torch_kernels_missing_are_unsupported
 from conformance.ops import OPS
 

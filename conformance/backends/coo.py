@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from conformance.types import RunContext
+from conformance.core.types import RunContext
 from conformance.backends.base import Backend, torch_kernels_missing_are_unsupported
 from conformance.ops import OPS
 from conformance.ops.masked_mean import MaskedMeanInputs, differentiate

@@ -11,12 +11,12 @@ import math
 
 import torch
 
-from conformance.types import RunContext, Unsupported
+from conformance.core.types import RunContext, Unsupported
 from conformance.backends.base import Backend
 from conformance.ops.masked_mean import MaskedMeanInputs, differentiate
 from conformance.ops import OPS  # the optimizer records, looked up by name (docs/architecture.md)
 from conformance.ops.optimizers.inputs import OptimizerInputs
-from conformance.tensors import CooArray, to_torch
+from conformance.core.tensors import CooArray, to_torch
 
 
 DENSE_LIMIT = 10_000_000  # elements a densified sparse tensor may have (the spec loader's ELEMENT_BUDGET)

@@ -13,10 +13,10 @@ import os
 import sys
 from typing import Any, Iterator
 
-from conformance.types import RunContext, Unsupported
+from conformance.core.types import RunContext, Unsupported
 from conformance.backends.base import Backend
-from conformance.divergences import Divergence, register
-from conformance.rounding import TOWARD_ZERO
+from conformance.core.divergences import Divergence, register
+from conformance.core.rounding import TOWARD_ZERO
 from conformance.ops import OPS
 
 import torch

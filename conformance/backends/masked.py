@@ -10,13 +10,13 @@ import warnings
 
 import torch
 
-from conformance.types import RunContext, Unsupported
+from conformance.core.types import RunContext, Unsupported
 from conformance.backends.base import Backend
 from conformance.backends.dense import adagrad_outputs, sgd_gradient, specified_values, step_gradient
 from conformance.ops.masked_mean import MaskedMeanInputs
 from conformance.ops import OPS  # the optimizer records, looked up by name (docs/architecture.md)
 from conformance.ops.optimizers.inputs import OptimizerInputs
-from conformance.tensors import CooArray, to_torch
+from conformance.core.tensors import CooArray, to_torch
 
 
 def masked(data: torch.Tensor, mask: torch.Tensor, requires_grad: bool = False):

@@ -6,7 +6,7 @@ Every approach is a function ``(values, mask) -> (value, grad)``: ``value`` is
 the mean of ``values`` where ``mask`` is True, ``grad`` is d(value)/d(values)
 obtained through autograd *in that approach's own idiom*. Inputs may live on
 any device (cpu, cuda, xla); outputs stay on that device and, on XLA, are lazy
-until :func:`conformance.xla_support.sync`.
+until :func:`conformance.core.xla_support.sync`.
 
 Spec semantics: value = mean(values[mask]); grad = mask / count(mask), zero at
 every invalid entry; values under the mask (NaN/inf included) affect neither.
@@ -38,8 +38,8 @@ import torch
 from conformance.backends.base import Backend
 from conformance.ops.masked_mean import MaskedMeanInputs, masked_mean_reference
 from conformance.ops.masked_mean_compiles import run_series
-from conformance.tensors import to_torch
-from conformance.divergences import Divergence, register
+from conformance.core.tensors import to_torch
+from conformance.core.divergences import Divergence, register
 
 Approach = Callable[[torch.Tensor, torch.Tensor], "tuple[torch.Tensor, torch.Tensor]"]
 
@@ -167,7 +167,7 @@ def run_approach(name: str, values: torch.Tensor, mask: torch.Tensor,
     On XLA the whole forward+backward is one lazy graph, executed by a single
     sync before the results are copied back.
     """
-    from conformance import xla_support
+    from conformance.core import xla_support
 
     info = APPROACHES[name]
     device = torch.device(device)
@@ -262,7 +262,7 @@ def compile_experiment(name: str, masks: list[torch.Tensor], values: torch.Tenso
     Values are fresh per run (same shape, different data) so that only the
     mask's structure - not constant folding of data - could change the graph.
     """
-    from conformance import xla_support
+    from conformance.core import xla_support
 
     device = torch.device(device) if device is not None else xla_support.xla_device()
     import time
@@ -358,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shape", type=int, nargs="+", default=[64, 64])
     ap.add_argument("--approach", help="run just this one, in this process")
     args = ap.parse_args(argv)
-    from conformance import xla_support
+    from conformance.core import xla_support
 
     if args.approach:
         masks = distinct_count_masks(tuple(args.shape), args.masks, seed=0)

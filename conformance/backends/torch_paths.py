@@ -21,8 +21,8 @@ import numpy as np
 
 from conformance.backends.base import Backend, torch_kernels_missing_are_unsupported
 from conformance.ops import OPS
-from conformance.divergences import STOCK_TORCH, Divergence, register
-from conformance.types import RunContext, Unsupported
+from conformance.core.divergences import STOCK_TORCH, Divergence, register
+from conformance.core.types import RunContext, Unsupported
 
 FOR_LOOP = "for-loop"  # torch_paths_on_sparse: torch runs its for-loop step on a sparse gradient
 REFUSES = "refuses"  # torch_paths_on_sparse: torch raises RuntimeError on a sparse gradient

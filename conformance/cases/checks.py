@@ -16,18 +16,18 @@ import numpy as np
 
 from conformance.cases import lowprec
 from conformance.cases.trial import DivergenceObserved, Property, Trial, same_as_torch, tolerances, unbound
-from conformance.compare import assert_bits_equal, compare_outputs
-from conformance.divergences import Divergence, lookup
-from conformance.dtypes import DTYPES, HALF_DTYPES
+from conformance.core.compare import assert_bits_equal, compare_outputs
+from conformance.core.divergences import Divergence, lookup
+from conformance.core.dtypes import DTYPES, HALF_DTYPES
 from conformance.ops.base import Op
 # the machinery's own modules, not the package (which imports the records): one level less
 from conformance.ops.optimizers.drive import run_optimizer, run_param_groups
 from conformance.ops.optimizers.inputs import OptimizerInputs, ParamGroupsInputs
 from conformance.ops.optimizers.reference import dense_grad_and_mask, densified
-from conformance.rounding import check_rounding
-from conformance.tensors import CooArray, quantize, to_numpy, torch_dtype
-from conformance.types import Mismatch, RunContext, Unsupported, exception_text, safe_text
-from conformance.verdict import StockTorch, agreement_tolerance
+from conformance.core.rounding import check_rounding
+from conformance.core.tensors import CooArray, quantize, to_numpy, torch_dtype
+from conformance.core.types import Mismatch, RunContext, Unsupported, exception_text, safe_text
+from conformance.judging.verdict import StockTorch, agreement_tolerance
 
 def check_agrees_with_reference(trial: Trial, inputs: Any) -> None:
     outputs = trial.run(inputs)
@@ -87,7 +87,7 @@ def check_sparse_equals_dense(trial: Trial, inputs: OptimizerInputs) -> None:
 
 def check_rounds_correctly(trial: Trial, inputs: Any) -> None:
     """float16/bfloat16 outputs are the exact result rounded to nearest even, give or take the
-    float32 arithmetic before it (:mod:`conformance.rounding`); stock torch's own known
+    float32 arithmetic before it (:mod:`conformance.core.rounding`); stock torch's own known
     half-precision arithmetic is reported as its divergence, not as a failure."""
     dtype = trial.dtype
     outputs = trial.run(inputs)
@@ -186,7 +186,7 @@ def check_rejects_invalid(trial: Trial, inputs: Any) -> None:
 
 
 def _assert_same_runs(trial: Trial, name: str, got, want, against: str) -> None:
-    """Bit for bit on cpu; within :func:`conformance.verdict.agreement_tolerance` on other devices,
+    """Bit for bit on cpu; within :func:`conformance.judging.verdict.agreement_tolerance` on other devices,
     whose kernels may sum in a different order from run to run (atomics)."""
     if trial.device == "cpu":
         assert_bits_equal(name, got, want, None, against=against)
@@ -327,7 +327,7 @@ def check_paths_agree(trial: Trial, inputs: OptimizerInputs) -> None:
     """The differential twin of one of torch's code paths: the path (the trial's backend: foreach,
     fused) and torch's for-loop step of the same optimizer, on the same inputs, give the same outputs
     -- bit for bit for foreach in float32/float64 on cpu (the same arithmetic, tensor by tensor), else
-    within the agreement tolerance (:func:`conformance.verdict.agreement_tolerance`: another order of
+    within the agreement tolerance (:func:`conformance.judging.verdict.agreement_tolerance`: another order of
     the same arithmetic). A path torch does not run on these inputs is Unsupported (torch's reason).
     Where they differ and a registered divergence of the path applies (stock torch's rounding of its
     intermediates), the difference is that divergence when the path's outputs still agree with the

@@ -26,7 +26,7 @@ from conformance.backends.base import Backend
 from conformance.backends.reference import GOLDEN_SOURCE
 from conformance.cases.trial import DivergenceObserved, Property, Trial, safe_name, tolerances, widest
 from conformance.ops import OPS
-from conformance.verdict import first_line
+from conformance.judging.verdict import first_line
 
 if TYPE_CHECKING:  # annotations only: records are found in the OPS registry
     from conformance.ops.base import Op
@@ -218,7 +218,7 @@ def write_counterexample(directory: Path, prop: Property, backend: Backend, devi
                          others: dict[str, Backend] | None = None) -> Counterexample:
     """Write ``<property>-<backend>-<device>-<dtype>-<hash>.yaml`` and ``.py``; load the spec back
     and run each case through the suite's runner on the failing backend."""
-    from conformance.runner import run_item
+    from conformance.judging.runner import run_item
     from conformance.specs.load import load_spec
 
     document, digest = build_spec(prop, backend, device, dtype, example, failure, seed=seed, replay=replay,
@@ -268,8 +268,8 @@ def _other_backends_on(spec, others: dict[str, Backend], exclude: str, dtype: st
     """Built-in backends the committed spec would flag (beyond its known divergences): worth
     knowing before committing it -- e.g. the runner's reference cross-check uses the dtype's
     default tolerance scaled by the op, not the case's tolerance."""
-    from conformance.types import Unsupported
-    from conformance.runner import run_item
+    from conformance.core.types import Unsupported
+    from conformance.judging.runner import run_item
 
     notes = []
     for name, other in others.items():

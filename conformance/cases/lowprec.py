@@ -13,7 +13,7 @@ precision, departs from that in documented ways that are not bugs of the code un
 :func:`emulate` replays torch's algorithm (each op record's ``half_precision_model``: torch's
 coalesce, torch/optim/adagrad.py and torch/optim/_functional.py ``sparse_adam``, sparse branches)
 rounding to the dtype where torch stores a tensor. A backend output that misses the reference but matches this model is reported
-as the registered :class:`~conformance.divergences.Divergence` :func:`explain` names (xfail with reason), not as a failure.
+as the registered :class:`~conformance.core.divergences.Divergence` :func:`explain` names (xfail with reason), not as a failure.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from conformance.divergences import STOCK_TORCH, Divergence, register
-from conformance.dtypes import HALF_DTYPES
+from conformance.core.divergences import STOCK_TORCH, Divergence, register
+from conformance.core.dtypes import HALF_DTYPES
 
 if TYPE_CHECKING:  # annotations only: the judging and cases stages take any op record
     from conformance.ops.base import Op

@@ -39,7 +39,7 @@ def main(*, property_id: str, backend: str, device: str, dtype: str, impl: str |
     from conformance.backends.candidate import CandidateBackend, CandidateError, load_object
     from conformance.cases.properties import PROPERTIES
     from conformance.cases.search import judge_example
-    from conformance.types import Unsupported
+    from conformance.core.types import Unsupported
 
     prop = next((p for p in PROPERTIES if p.id == property_id), None)
     if prop is None:

@@ -21,15 +21,15 @@ from typing import Any, Callable, Iterable
 
 from hypothesis.database import ExampleDatabase
 
-from conformance import diagnosis
+from conformance.core import diagnosis
 from conformance.backends.base import Backend
 from conformance.cases.drawn import DRAWN, derive_seed
 from conformance.cases.narrowing import Narrowing, declared_unsupported_options
 from conformance.cases.trial import SAME_AS_TORCH, DivergenceObserved, Property, Trial, same_as_torch
-from conformance.compare import format_error
+from conformance.core.compare import format_error
 from conformance.ops import OPS
-from conformance.types import Mismatch, Unsupported
-from conformance.verdict import (Judgement, SameAsTorch, StockTorch, Verdict, agreement_tolerance, agrees, differs,
+from conformance.core.types import Mismatch, Unsupported
+from conformance.judging.verdict import (Judgement, SameAsTorch, StockTorch, Verdict, agreement_tolerance, agrees, differs,
                                  distance, judge, torch_opinion)
 
 UNSUPPORTED_BUDGET = 25  # examples drawn before an item on which none can run is reported unsupported
@@ -76,7 +76,7 @@ class PropertyResult:
     failure: BaseException | None = None
     failing_example: Any = None
     seed: int | None = None
-    looks_like: Any = None  # the known mistake (conformance.diagnosis.Mistake) the failing example shows
+    looks_like: Any = None  # the known mistake (conformance.core.diagnosis.Mistake) the failing example shows
     budget: float | None = None  # seconds the search may take (None: no limit)
     budget_reached: bool = False  # the search stopped between two examples when the budget ran out
     last_failure: BaseException | None = None  # what the latest failing example raised (shrinking: the smallest)
@@ -94,7 +94,7 @@ class PropertyResult:
 
 def _agreement(prop: Property, trial: Trial, torch_trial: Trial, example: Any, seen: dict) -> bool:
     """Whether the backend's outputs on ``example`` are stock torch's (within
-    :func:`conformance.verdict.agreement_tolerance`): the property's own observation (``observe``),
+    :func:`conformance.judging.verdict.agreement_tolerance`): the property's own observation (``observe``),
     else each of the example's cases run alone. Leaves in ``seen`` what the verdict's messages
     need: the outputs compared and their tolerances, or how far apart they are."""
     tolerance = agreement_tolerance(trial.dtype)
@@ -120,11 +120,11 @@ def _agreement(prop: Property, trial: Trial, torch_trial: Trial, example: Any, s
 
 
 def three_way(prop: Property, trial: Trial, torch_trial: Trial, example: Any, failure: Mismatch | None) -> Judgement:
-    """The three-way verdict (:func:`conformance.verdict.judge`, the one judging core) on one
+    """The three-way verdict (:func:`conformance.judging.verdict.judge`, the one judging core) on one
     generated example: stock torch runs the same property on the same example
-    (:func:`conformance.verdict.torch_opinion`). Returns the judgement (``improvement`` where the
+    (:func:`conformance.judging.verdict.torch_opinion`). Returns the judgement (``improvement`` where the
     backend has the property and torch does not); raises DivergenceObserved when the backend misses
-    the property exactly as torch does, and the failure (:func:`conformance.verdict.differs`, torch's
+    the property exactly as torch does, and the failure (:func:`conformance.judging.verdict.differs`, torch's
     account beside it) when it differs."""
     torch_run = torch_opinion(lambda: prop.check(torch_trial, example))
     seen: dict = {}

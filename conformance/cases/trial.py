@@ -5,7 +5,7 @@ runs.
 Tolerances (:func:`tolerances`) scale with the work done: with the dtype's unit roundoff, the
 number of steps and duplicates, the magnitudes involved, and how far the same formulas evaluated
 in the dtype land from the float64 reference. An output outside them is checked against models of
-known divergences (:mod:`conformance.divergences`) -- stock torch's half-precision arithmetic
+known divergences (:mod:`conformance.core.divergences`) -- stock torch's half-precision arithmetic
 (:mod:`conformance.cases.lowprec`) and particular backends' documented idioms and rounding modes;
 when it matches one, the example is recorded as that divergence with its reason
 (:class:`DivergenceObserved`) -- never a silent pass and never a failure -- and the search goes on.
@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 
 from conformance.backends.base import Backend
 from conformance.cases import lowprec
-from conformance.compare import Tolerance, compare_outputs
-from conformance.divergences import STOCK_TORCH, Divergence, lookup
-from conformance.tensors import torch_dtype
-from conformance.types import Mismatch, RunContext
+from conformance.core.compare import Tolerance, compare_outputs
+from conformance.core.divergences import STOCK_TORCH, Divergence, lookup
+from conformance.core.tensors import torch_dtype
+from conformance.core.types import Mismatch, RunContext
 
 if TYPE_CHECKING:  # annotations only: the judging and cases stages take any op record
     from conformance.ops.base import Op

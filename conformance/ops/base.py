@@ -11,9 +11,9 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from conformance.dtypes import OPMATH_ROUNDOFF
-from conformance.tensors import encode_array
-from conformance.types import RunContext
+from conformance.core.dtypes import OPMATH_ROUNDOFF
+from conformance.core.tensors import encode_array
+from conformance.core.types import RunContext
 
 
 def _quiet_numpy(reference: Callable) -> Callable:
@@ -31,7 +31,7 @@ class GeneratedProperty:
     """A generated property an op declares (``Op.properties``), run as the item
     ``generated::<op>-<name>`` on every backend, device and dtype.
 
-    ``check(trial, example)`` raises ``conformance.compare.Mismatch`` where the backend misses the
+    ``check(trial, example)`` raises ``conformance.core.compare.Mismatch`` where the backend misses the
     property; None means the suite's generic check of this name (``conformance.cases.checks.CHECKS``:
     agrees-with-reference, rounds-correctly, rejects-invalid, and the optimizers'
     unspecified-unchanged, sparse-equals-dense, param-groups, state-dict-resume). An op's own check
@@ -58,7 +58,7 @@ class GeneratedProperty:
 class Op:
     """Base class of the ops under test; one subclass per module in ``conformance.ops``. Every
     method takes a dtype by its spec name (``"float16"``; facts and the torch dtype:
-    :mod:`conformance.dtypes`)."""
+    :mod:`conformance.core.dtypes`)."""
 
     name: str = ""
     summary: str = ""
@@ -80,7 +80,7 @@ class Op:
     stock_backend: str | None = None
     # whether decode_expected reads an empty multi-dim output's {fill, shape} (else encode_expected leaves it out)
     decodes_empty_expected: bool = False
-    # known mistakes in implementing the op (conformance.diagnosis.Mistake): what a failing output
+    # known mistakes in implementing the op (conformance.core.diagnosis.Mistake): what a failing output
     # "looks like", named in the failure, its record and the report
     mistakes: tuple = ()
 
@@ -175,14 +175,14 @@ class Op:
                         accumulation_unit: float = OPMATH_ROUNDOFF) -> dict[str, tuple[Any, Any, Any]]:
         """For float16/bfloat16: per output, ``(exact, low, high)`` -- the float64 result and the
         interval a correct implementation's value lies in before its last rounding to ``dtype``
-        (see :mod:`conformance.rounding`), with sums accumulated at ``accumulation_unit`` (float32's
+        (see :mod:`conformance.core.rounding`), with sums accumulated at ``accumulation_unit`` (float32's
         unit roundoff; the dtype's own models torch's half-precision accumulation). Empty where the
         op, or these inputs, have no such model."""
         return {}
 
     def generated_tolerances(self, inputs: Any, dtype: str,
                              sensitivity: Callable[[], dict[str, float]]) -> dict[str, Any]:
-        """Per-output tolerance (``conformance.compare.Tolerance``; None: exact) for a ``dtype``
+        """Per-output tolerance (``conformance.core.compare.Tolerance``; None: exact) for a ``dtype``
         backend against the float64 reference on generated ``inputs``: the usual bounds of the
         arithmetic a correct implementation does in ``dtype`` (storage roundoff; sums accumulated
         in float32 for half dtypes) times a small safety factor, never below assert_close's

@@ -14,13 +14,13 @@ import torch
 
 from hypothesis import strategies as st
 
-from conformance.types import Mismatch, Mistake, RunContext
-from conformance.compare import assert_bits_equal, at_least_default, finite_abs_max
-from conformance.dtypes import DTYPES, OPMATH_ROUNDOFF
+from conformance.core.types import Mismatch, Mistake, RunContext
+from conformance.core.compare import assert_bits_equal, at_least_default, finite_abs_max
+from conformance.core.dtypes import DTYPES, OPMATH_ROUNDOFF
 from conformance.ops import draw as d
 from conformance.ops.base import GeneratedProperty, Op
 from conformance.ops.contract import changed, same_device, snapshot, violation
-from conformance.tensors import COO, CooArray, encode_coo, not_plain_tensor, random_coo, rounder, TENSOR, to_numpy
+from conformance.core.tensors import COO, CooArray, encode_coo, not_plain_tensor, random_coo, rounder, TENSOR, to_numpy
 
 
 def coalesce_reference(coo: CooArray) -> dict[str, np.ndarray]:
@@ -173,7 +173,7 @@ def check_dense_sum(trial, coo: CooArray) -> None:
                   against="the dense sum of the input's entries", model=model)
 
 
-# ---------------------------------------------------------------- known mistakes (conformance.diagnosis)
+# ---------------------------------------------------------------- known mistakes (conformance.core.diagnosis)
 
 
 def _outputs(indices: np.ndarray, values: np.ndarray, coo: CooArray) -> dict[str, np.ndarray]:
@@ -310,7 +310,7 @@ class Coalesce(Op):
         return CooArray.decode(raw["tensor"]).quantized(dtype)
 
     def decode_expected(self, raw: dict) -> dict[str, np.ndarray]:
-        from conformance.tensors import decode_array
+        from conformance.core.tensors import decode_array
 
         decoded = {}
         for name, value in raw.items():

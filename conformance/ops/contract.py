@@ -1,5 +1,5 @@
 """What the op records' candidate contract checks share (``Op.watch_candidate``): the one form of a
-violation -- a :class:`~conformance.compare.Mismatch` ``contract violated (<op>: <clause>): <detail>``,
+violation -- a :class:`~conformance.core.compare.Mismatch` ``contract violated (<op>: <clause>): <detail>``,
 outcome ``failed`` -- and the bit-for-bit comparison of a tensor handed to a candidate with a copy
 taken before the call."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from conformance.types import Mismatch
+from conformance.core.types import Mismatch
 
 
 def violation(op_name: str, clause: str, detail: str) -> Mismatch:

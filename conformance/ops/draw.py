@@ -16,8 +16,8 @@ from typing import Sequence
 import numpy as np
 from hypothesis import strategies as st
 
-from conformance.dtypes import DTYPES, FLOAT_DTYPES
-from conformance.tensors import CooArray
+from conformance.core.dtypes import DTYPES, FLOAT_DTYPES
+from conformance.core.tensors import CooArray
 
 
 @dataclass(frozen=True)
@@ -250,7 +250,7 @@ def trajectories(draw, dtype: str, size: Sequence[int], sparse_dim: int, *, min_
 
 
 # ---------------------------------------------------------------- inputs that expose rounding
-# For the float16/bfloat16 "rounds-correctly" properties (conformance/rounding.py): sums whose
+# For the float16/bfloat16 "rounds-correctly" properties (conformance/core/rounding.py): sums whose
 # exact value is far from what truncation, double rounding or a half-precision accumulator give.
 
 ROUNDING_VALUES = Magnitudes(-6, 3)  # |v| in [2**-6, 16): 64 duplicates stay below 1024

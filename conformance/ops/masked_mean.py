@@ -17,14 +17,14 @@ import torch
 
 from hypothesis import strategies as st
 
-from conformance.types import Mismatch, Mistake, RunContext
-from conformance.compare import assert_bits_equal, at_least_default, finite_abs_max, first_index
+from conformance.core.types import Mismatch, Mistake, RunContext
+from conformance.core.compare import assert_bits_equal, at_least_default, finite_abs_max, first_index
 from conformance.ops import draw as d
 from conformance.ops.base import GeneratedProperty, Op
 from conformance.ops.contract import changed, same_device, snapshot, violation
-from conformance.dtypes import DTYPES, OPMATH_ROUNDOFF, is_half
-from conformance.rounding import rounded
-from conformance.tensors import (TENSOR, decode_array, encode_array, not_plain_tensor, quantize, rounder, to_numpy,
+from conformance.core.dtypes import DTYPES, OPMATH_ROUNDOFF, is_half
+from conformance.core.rounding import rounded
+from conformance.core.tensors import (TENSOR, decode_array, encode_array, not_plain_tensor, quantize, rounder, to_numpy,
                                  to_torch)
 
 
@@ -175,7 +175,7 @@ def pair_cases(pair, dtype: str):
     return [("masked-out-a", pair[0]), ("masked-out-b", pair[1])]
 
 
-# ---------------------------------------------------------------- known mistakes (conformance.diagnosis)
+# ---------------------------------------------------------------- known mistakes (conformance.core.diagnosis)
 
 
 def _count_and_grad(inputs: MaskedMeanInputs, count: float | None = None) -> tuple[float, np.ndarray] | None:

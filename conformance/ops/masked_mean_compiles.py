@@ -21,10 +21,10 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from conformance.types import RunContext, Unsupported
+from conformance.core.types import RunContext, Unsupported
 from conformance.ops.base import Op
 from conformance.ops.masked_mean import MaskedMeanInputs, differentiate, masked_mean_reference, watch_masked_mean
-from conformance.tensors import quantize, TENSOR
+from conformance.core.tensors import quantize, TENSOR
 
 COMPILES_RECORD_KEY = "compiles_per_mask"
 
@@ -42,7 +42,7 @@ class MaskSeriesInputs:
 def run_series(idiom: Callable[[MaskedMeanInputs, RunContext], dict[str, Any]],
                inputs: MaskSeriesInputs, ctx: RunContext) -> dict[str, Any]:
     """Run ``idiom`` (a masked_mean runner) once per mask on XLA, counting each run's compiles."""
-    from conformance import xla_support
+    from conformance.core import xla_support
 
     if not xla_support.is_xla(ctx.torch_device):
         raise Unsupported(f"compile counts exist on the xla device only, not on {ctx.device}")

@@ -25,11 +25,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from conformance.record import ItemRecord
+from conformance.core.record import ItemRecord
 from conformance.results.store import Results, item_key, key_label
 
-# the outcomes by name (conformance.types.Outcome is a str enum, equal to them): the gate's command
-# line is parsed before torch, which conformance.types imports, is loaded
+# the outcomes by name (conformance.core.types.Outcome is a str enum, equal to them): the gate's command
+# line is parsed before torch, which conformance.core.types imports, is loaded
 PASSING = ("passed", "xpass")
 BROKEN = ("failed", "error")
 UNSUPPORTED = "unsupported"

@@ -30,7 +30,7 @@ from typing import Any, Iterable
 
 from conformance.results.store import (FORMAT, SCHEMA_VERSION, Results, ResultsError, UnsafeOutput, load_results,
                                        now, output_problem, schema_problem, write_output)
-from conformance.record import ItemRecord
+from conformance.core.record import ItemRecord
 from conformance.results.shards import OPTION, Shard, parse_shard
 
 DESCRIPTION = """\

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from conformance.cases.profiles import DEFAULT_PROFILE
-from conformance.record import ItemRecord
+from conformance.core.profiles import DEFAULT_PROFILE
+from conformance.core.record import ItemRecord
 
 SUITE_SPECS = "specs"  # an item id whose path starts with specs/ names the suite's own specs
 GENERATED = "generated"  # the collector of the generated properties under the specs root

@@ -33,7 +33,7 @@ from importlib import metadata, resources
 from pathlib import Path
 from typing import Any, Iterable
 
-from conformance.record import ItemRecord
+from conformance.core.record import ItemRecord
 
 FORMAT = "torch-sparse-conformance-results"
 SCHEMA_VERSION = 1
@@ -147,7 +147,7 @@ def suite_git() -> dict[str, Any]:
 
 def device_info(names: Iterable[str]) -> dict[str, dict[str, str | None]]:
     """For each device: its hardware name, or the reason it is unavailable."""
-    from conformance.devices import DEVICES, unavailable_reason
+    from conformance.core.devices import DEVICES, unavailable_reason
 
     info: dict[str, dict[str, str | None]] = {}
     for name in names:

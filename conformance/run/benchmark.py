@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 
 from conformance.run.items import ConformanceItem, placements
-from conformance.types import RunContext
+from conformance.core.types import RunContext
 from conformance.backends.base import Backend
-from conformance.compare import Tolerance, compare_outputs, default_tolerance
+from conformance.core.compare import Tolerance, compare_outputs, default_tolerance
 from conformance.specs.benchmark import Benchmark
-from conformance.tensors import CooArray, torch_dtype
+from conformance.core.tensors import CooArray, torch_dtype
 
 
 # ------------------------------------------------------------------ inputs
@@ -56,7 +56,7 @@ def _sync(device: str) -> None:
 
 
 def _measure(device: str, record: dict):
-    from conformance import devices
+    from conformance.core import devices
 
     measure = getattr(devices, "measure", None)  # XLA: sync and compile counts, when available
     return measure(device, record) if measure is not None else contextlib.nullcontext()

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from conformance.record import ItemRecord
+from conformance.core.record import ItemRecord
 from conformance.run import outcomes
 from conformance.run.state import is_conformance_run
 from conformance.run.timeouts import WATCH, WorkerEnding

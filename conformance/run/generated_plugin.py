@@ -33,11 +33,11 @@ from conformance.run.items import ConformanceItem, placements
 from conformance.run.rerun import command_for
 from conformance.run.state import (BUDGET_SHARE, GENERATED, SELECTION, WORKER_FLAG, GeneratedConfig, is_conformance_run,
                                    timeout_user_set)
-from conformance.cases.profiles import DEFAULT_PROFILE, PROFILES
-from conformance.types import Mismatch, safe_text, Unsupported
-from conformance.devices import unavailable_reason
+from conformance.core.profiles import DEFAULT_PROFILE, PROFILES
+from conformance.core.types import Mismatch, safe_text, Unsupported
+from conformance.core.devices import unavailable_reason
 from conformance.cases.drawn import DRAWN
-from conformance.dtypes import FLOAT_DTYPES
+from conformance.core.dtypes import FLOAT_DTYPES
 
 if TYPE_CHECKING:  # annotations only
     from conformance.cases.trial import Property
@@ -308,7 +308,7 @@ class GeneratedItem(ConformanceItem):
             self.record["narrowed"] = result.narrowed
         if self.backend.judged_against_torch:
             self.record["improvements"] = result.improvements
-        if getattr(result, "looks_like", None) is not None:  # conformance.diagnosis
+        if getattr(result, "looks_like", None) is not None:  # conformance.core.diagnosis
             self.record["looks_like"] = result.looks_like.record
         if result.unsupported is not None:
             raise outcomes.UnsupportedSkip(f"unsupported: {result.unsupported} (on all {result.unsupported_examples} "

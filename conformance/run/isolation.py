@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conformance.types import safe_text
+from conformance.core.types import safe_text
 
 class CandidateExit(Exception):
     """``pytest.exit()`` called from an implementation's code: that item's error, not the run's end."""

@@ -18,10 +18,10 @@ from typing import Any, Callable, Collection, Iterable, Iterator
 import pytest
 
 from conformance.backends.base import Backend
-from conformance.devices import unavailable_reason
-from conformance.record import ItemRecord
+from conformance.core.devices import unavailable_reason
+from conformance.core.record import ItemRecord
 from conformance.run import outcomes
-from conformance.types import Unsupported
+from conformance.core.types import Unsupported
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def first_calls_made(items: list[pytest.Item], seconds: float) -> str | None:
     timeout. Uses the op's first explicit example in float32 on cpu; what it raises is left to the
     items to report. Returns a one-line error when the calls took longer than ``seconds`` (0: no limit)."""
     from conformance.ops import OPS
-    from conformance.types import RunContext
+    from conformance.core.types import RunContext
 
     firsts: dict[tuple[str, str], Backend] = {}
     for item in items:

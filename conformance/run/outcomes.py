@@ -1,13 +1,13 @@
-"""How a pytest report maps onto the outcomes (:mod:`conformance.outcomes`), and the record a
+"""How a pytest report maps onto the outcomes (:mod:`conformance.core.outcomes`), and the record a
 report carries."""
 
 from __future__ import annotations
 
 import pytest
 
-from conformance.outcomes import ALL, ERROR, FAILED, PASSED, SKIPPED, UNSUPPORTED, XFAIL, XPASS
-from conformance.record import ItemRecord
-from conformance.types import Outcome
+from conformance.core.outcomes import ALL, ERROR, FAILED, PASSED, SKIPPED, UNSUPPORTED, XFAIL, XPASS
+from conformance.core.record import ItemRecord
+from conformance.core.types import Outcome
 
 __all__ = ["ALL", "ERROR", "FAILED", "PASSED", "SKIPPED", "UNSUPPORTED", "XFAIL", "XPASS", "Outcome",
            "PROPERTY", "UnsupportedSkip", "classify", "record_of"]
@@ -29,7 +29,7 @@ class UnsupportedSkip(pytest.skip.Exception):
 
 def classify(report, excinfo) -> Outcome | None:
     """The outcome decided by this report, or None when the phase decides nothing."""
-    from conformance.compare import Mismatch
+    from conformance.core.compare import Mismatch
 
     if hasattr(report, "wasxfail"):
         return XPASS if report.passed else XFAIL

@@ -18,17 +18,17 @@ from conformance.run import outcomes
 from conformance.backends import builtin_backends
 from conformance.run.benchmark import benchmark_items
 from conformance.backends.candidate import CandidateBackend, CandidateError, parse_impl_options
-from conformance.devices import DEFAULT_DEVICES, DEVICES
+from conformance.core.devices import DEFAULT_DEVICES, DEVICES
 from conformance.ops import OPS
-from conformance.record import ItemRecord
+from conformance.core.record import ItemRecord
 from conformance.run.items import ConformanceItem, first_calls_made, placements, warmed_up_last
 from conformance.run.state import (SELECTION, SPEC_SUFFIXES, Selection, is_conformance_run, is_conformance_spec,
                                    relative_spec)
-from conformance.runner import run_item
+from conformance.judging.runner import run_item
 from conformance.specs.load import Case, SpecError, load_spec
-from conformance.dtypes import DTYPES
-from conformance.types import Mismatch, exception_text, safe_text
-from conformance.verdict import SameAsTorch
+from conformance.core.dtypes import DTYPES
+from conformance.core.types import Mismatch, exception_text, safe_text
+from conformance.judging.verdict import SameAsTorch
 
 
 # options of results, progress, timeouts and benchmarks (first: --help lists them in this order);

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.cases.profiles import DEFAULT_PROFILE, PROFILES
-from conformance.record import ItemRecord
+from conformance.core.profiles import DEFAULT_PROFILE, PROFILES
+from conformance.core.record import ItemRecord
 from conformance.results.rerun import GENERATED, ItemId, ReplayError, command, parse_item, portable_id
 from conformance.run.state import GENERATED as GENERATED_CONFIG
 

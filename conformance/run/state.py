@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from conformance.backends.base import Backend
-from conformance.cases.profiles import PROFILES
-from conformance.record import ItemRecord
+from conformance.core.profiles import PROFILES
+from conformance.core.record import ItemRecord
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conformance.record import ItemRecord
+from conformance.core.record import ItemRecord
 from conformance.run.state import is_controller
 
 CASE_PROPERTY = "conformance_case"  # user property: {"key": "<spec>::<case>", "context": case_context(case)}

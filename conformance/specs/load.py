@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 import jsonschema
 import yaml
 
-from conformance.compare import Tolerance
-from conformance.divergences import Divergence, lookup
+from conformance.core.compare import Tolerance
+from conformance.core.divergences import Divergence, lookup
 from conformance.ops import OPS
 
 if TYPE_CHECKING:  # annotations only: records are found in the OPS registry
@@ -64,7 +64,7 @@ TORCH_LIMITATION = "torch-limitation"
 class ExpectedError:
     """An error a case expects: ``kind`` says whether it is the documented contract (every
     implementation must raise it) or a limitation of torch (raising it is same-as-torch; computing
-    the documented algorithm's value is an improvement: conformance.runner)."""
+    the documented algorithm's value is an improvement: conformance.judging.runner)."""
 
     type: str
     match: str | None = None
@@ -418,8 +418,8 @@ def known_backends() -> tuple[str, ...]:
 
 def _check_names(path: Path, lines: dict, data: dict) -> None:
     """Typos are errors: a device, backend or dtype no one knows would silently drop a case."""
-    from conformance.devices import DEVICES
-    from conformance.dtypes import DTYPES
+    from conformance.core.devices import DEVICES
+    from conformance.core.dtypes import DTYPES
 
     kinds = {"devices": ("device", tuple(DEVICES)), "dtypes": ("dtype", tuple(DTYPES))}
 

@@ -17,11 +17,11 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from conformance.divergences import STOCK_TORCH, Divergence, register
-from conformance.compare import at_least_default
-from conformance.dtypes import OPMATH_ROUNDOFF, is_half
-from conformance.diagnosis import STEP_DOES_NOTHING
-from conformance.types import Mistake
+from conformance.core.divergences import STOCK_TORCH, Divergence, register
+from conformance.core.compare import at_least_default
+from conformance.core.dtypes import OPMATH_ROUNDOFF, is_half
+from conformance.core.diagnosis import STEP_DOES_NOTHING
+from conformance.core.types import Mistake
 from conformance.ops import draw as d
 from conformance.ops.base import GeneratedProperty
 from conformance.ops.coalesce import accumulation_differs, coalesce_sequential, round_toward_zero
@@ -30,7 +30,7 @@ from conformance.ops.optimizers.drive import optimizer_problem
 from conformance.ops.optimizers.inputs import negated, optimizer_inputs_schema, OptimizerInputs, ParamGroupsInputs
 from conformance.ops.optimizers.reference import dense_grad_and_mask, single_step_param_bounds, trajectory_tolerances
 from conformance.ops.optimizers.strategies import drawn_inputs, NEGATIVE, with_sparse_weight_decay
-from conformance.tensors import CooArray, quantize, rounder, TENSOR
+from conformance.core.tensors import CooArray, quantize, rounder, TENSOR
 
 WEIGHT_DECAY_ERROR = "weight_decay option is not compatible with sparse gradients"
 DEFAULTS = {"lr": 1e-2, "lr_decay": 0.0, "weight_decay": 0.0, "initial_accumulator_value": 0.0,
@@ -143,7 +143,7 @@ def invalid_inputs(draw, dtype: str = "float64") -> OptimizerInputs:
     return OptimizerInputs(inputs.param, inputs.grads, hyper)
 
 
-# ---------------------------------------------------------------- known mistakes (conformance.diagnosis)
+# ---------------------------------------------------------------- known mistakes (conformance.core.diagnosis)
 
 
 def _rows(array: np.ndarray) -> np.ndarray:

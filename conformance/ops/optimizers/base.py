@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from conformance.types import RunContext, Unsupported
+from conformance.core.types import RunContext, Unsupported
 from conformance.ops.base import GeneratedProperty, Op
 from conformance.ops.coalesce import coalesce_reference
 from conformance.ops.optimizers.contract import check_optimizer_outputs, watch_optimizer
@@ -18,7 +18,7 @@ from conformance.ops.optimizers.drive import run_optimizer
 from conformance.ops.optimizers.inputs import OptimizerInputs, ParamGroupsInputs, optimizer_benchmark_inputs
 from conformance.ops.optimizers.strategies import (LONG_EXAMPLES, LONG_STEPS, drawn_inputs, long_trajectories, param_groups,
                                                    resume_points, rounding_inputs)
-from conformance.tensors import CooArray, encode_array, encode_coo, quantize
+from conformance.core.tensors import CooArray, encode_array, encode_coo, quantize
 
 
 class OptimizerOp(Op):

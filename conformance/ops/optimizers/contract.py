@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 
-from conformance.types import RunContext
+from conformance.core.types import RunContext
 from conformance.ops.contract import changed, same_device, snapshot, violation
-from conformance.tensors import is_masked_tensor, not_plain_tensor
+from conformance.core.tensors import is_masked_tensor, not_plain_tensor
 
 
 def watch_optimizer(op: Any, candidate: Any):

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from conformance.types import Mismatch, RunContext, Unsupported
+from conformance.core.types import Mismatch, RunContext, Unsupported
 from conformance.ops.optimizers.inputs import OptimizerInputs, ParamGroupsInputs, grad_to_torch
-from conformance.tensors import to_torch
+from conformance.core.tensors import to_torch
 
 
 SPARSE_ONLY_ATTRIBUTE = "sparse_gradients_only"

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from conformance.types import RunContext
-from conformance.tensors import COO, CooArray, decode_array, quantize, random_coo, TENSOR, to_torch
+from conformance.core.types import RunContext
+from conformance.core.tensors import COO, CooArray, decode_array, quantize, random_coo, TENSOR, to_torch
 
 
 GRADIENT_SCHEMA = {

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from conformance.compare import Tolerance, at_least_default, finite_abs_max
-from conformance.dtypes import DTYPES, OPMATH_ROUNDOFF
+from conformance.core.compare import Tolerance, at_least_default, finite_abs_max
+from conformance.core.dtypes import DTYPES, OPMATH_ROUNDOFF
 from conformance.ops.optimizers.inputs import OptimizerInputs
-from conformance.tensors import CooArray, quantize
+from conformance.core.tensors import CooArray, quantize
 
 
 def dense_grad_and_mask(grad: CooArray | np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:

@@ -19,9 +19,9 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from conformance.dtypes import OPMATH_ROUNDOFF
-from conformance.diagnosis import STEP_DOES_NOTHING
-from conformance.types import Mistake
+from conformance.core.dtypes import OPMATH_ROUNDOFF
+from conformance.core.diagnosis import STEP_DOES_NOTHING
+from conformance.core.types import Mistake
 from conformance.ops import draw as d
 from conformance.ops.base import GeneratedProperty
 from conformance.ops.optimizers.base import OptimizerOp
@@ -29,7 +29,7 @@ from conformance.ops.optimizers.drive import optimizer_problem
 from conformance.ops.optimizers.inputs import negated, optimizer_inputs_schema, OptimizerInputs
 from conformance.ops.optimizers.reference import dense_grad_and_mask, single_step_param_bounds, trajectory_tolerances
 from conformance.ops.optimizers.strategies import drawn_inputs, NEGATIVE, with_sparse_weight_decay
-from conformance.tensors import CooArray, rounder, TENSOR
+from conformance.core.tensors import CooArray, rounder, TENSOR
 
 SPARSE_DENSE_ADD_ERROR = "add(sparse, dense) is not supported. Use add(dense, sparse) instead."
 NESTEROV_ERROR = "Nesterov momentum requires a momentum and zero dampening"
@@ -98,7 +98,7 @@ def sgd_reference(inputs: OptimizerInputs, *, torch_limitations: bool = True) ->
     return {"param": param}
 
 
-# ---------------------------------------------------------------- known mistakes (conformance.diagnosis)
+# ---------------------------------------------------------------- known mistakes (conformance.core.diagnosis)
 
 
 def no_maximize_model(inputs: OptimizerInputs):

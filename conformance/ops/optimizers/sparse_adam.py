@@ -18,12 +18,12 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from conformance.dtypes import OPMATH_ROUNDOFF
-from conformance.compare import at_least_default
-from conformance.diagnosis import STEP_DOES_NOTHING
-from conformance.types import Mistake
+from conformance.core.dtypes import OPMATH_ROUNDOFF
+from conformance.core.compare import at_least_default
+from conformance.core.diagnosis import STEP_DOES_NOTHING
+from conformance.core.types import Mistake
 from conformance.ops import draw as d
-from conformance.tensors import CooArray, rounder, TENSOR
+from conformance.core.tensors import CooArray, rounder, TENSOR
 from conformance.ops.coalesce import accumulation_differs, coalesce_sequential
 from conformance.ops.optimizers.base import OptimizerOp
 from conformance.ops.optimizers.drive import optimizer_problem
@@ -109,7 +109,7 @@ def invalid_inputs(draw, dtype: str = "float64") -> OptimizerInputs:
     return OptimizerInputs(inputs.param, inputs.grads, hyper)
 
 
-# ---------------------------------------------------------------- known mistakes (conformance.diagnosis)
+# ---------------------------------------------------------------- known mistakes (conformance.core.diagnosis)
 
 
 def sparse_adam_with_slip(inputs: OptimizerInputs, *, ignore_maximize: bool = False, dense_moments: bool = False,

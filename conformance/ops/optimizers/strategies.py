@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from conformance.dtypes import DTYPES
+from conformance.core.dtypes import DTYPES
 from conformance.ops import draw as d
 from conformance.ops.optimizers.inputs import OptimizerInputs, ParamGroupsInputs, empty_gradient
-from conformance.tensors import CooArray
+from conformance.core.tensors import CooArray
 
 
 @st.composite

@@ -24,11 +24,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
 
-from conformance import outcomes
-from conformance.record import ItemRecord
+from conformance.core import outcomes
+from conformance.core.record import ItemRecord
 from conformance.results.store import (Results, ResultsError, check_output, item_key, load_results, now,
                                        write_output)
-from conformance.types import Outcome
+from conformance.core.types import Outcome
 
 # the candidate first (the column a reader of a gate looks for), then stock torch's backends
 BACKEND_ORDER = ("candidate", "coo", "masked", "dense", "reference", "kernel", "kernel-triton")

@@ -241,13 +241,13 @@ def build_parser() -> argparse.ArgumentParser:
     select.add_argument("--format", choices=["pytest", "ops", "json"], default="pytest")
     select.set_defaults(func=_select)
 
-    from conformance import check
+    from conformance.entry_points import check
 
     check.build_parser(sub.add_parser("check", help="gate your implementation (OP=module:attr) against the specs "
                                                     "and stock torch; writes results and its HTML report",
                                       description=check.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
 
-    from conformance import replay
+    from conformance.entry_points import replay
 
     replay.build_parser(sub.add_parser("replay", help="re-run one item (its id as printed), from any directory",
                                        description=replay.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))

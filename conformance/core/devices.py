@@ -32,19 +32,19 @@ def _probe_cuda() -> str | None:
 
 
 def _probe_xla() -> str | None:
-    from conformance.xla_support import xla_unavailable_reason
+    from conformance.core.xla_support import xla_unavailable_reason
 
     return xla_unavailable_reason()
 
 
 def _make_xla() -> torch.device:
-    from conformance.xla_support import xla_device
+    from conformance.core.xla_support import xla_device
 
     return xla_device()
 
 
 def _measure_xla(record: dict[str, Any]) -> ContextManager[Any]:
-    from conformance.xla_support import record_compiles
+    from conformance.core.xla_support import record_compiles
 
     return record_compiles(record)
 

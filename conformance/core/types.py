@@ -1,7 +1,7 @@
 """What ops, backends and the harness all use, kept below all of them: where an item runs
 (:class:`RunContext`), how an implementation says it cannot run it (:class:`Unsupported`), how a
 check says an output is wrong (:class:`Mismatch`) and how an op record declares a known mistake
-(:class:`Mistake`; :mod:`conformance.diagnosis` tells which one a failure looks like)."""
+(:class:`Mistake`; :mod:`conformance.core.diagnosis` tells which one a failure looks like)."""
 
 from __future__ import annotations
 
@@ -121,7 +121,7 @@ class RunContext:
 
     @property
     def torch_device(self) -> torch.device:
-        from conformance.devices import torch_device
+        from conformance.core.devices import torch_device
 
         return torch_device(self.device)
 

@@ -25,10 +25,10 @@ import numpy as np
 import torch as _torch
 
 from conformance.backends.base import Backend
-from conformance.compare import Tolerance, compare_outputs, format_values
-from conformance.dtypes import info
-from conformance.tensors import to_numpy
-from conformance.types import Mismatch, missing_kernel, RunContext, safe_text, Unsupported
+from conformance.core.compare import Tolerance, compare_outputs, format_values
+from conformance.core.dtypes import info
+from conformance.core.tensors import to_numpy
+from conformance.core.types import Mismatch, missing_kernel, RunContext, safe_text, Unsupported
 
 if TYPE_CHECKING:  # annotations only: the judging and cases stages take any op record
     from conformance.ops.base import Op
@@ -83,7 +83,7 @@ class Judgement:
 
 
 def agreement_tolerance(dtype: str | _torch.dtype) -> Tolerance:
-    """How close to stock torch's result counts as "the same as torch" (:mod:`conformance.dtypes`):
+    """How close to stock torch's result counts as "the same as torch" (:mod:`conformance.core.dtypes`):
     anything further is a different behaviour."""
     return info(dtype).agreement_tolerance
 

@@ -16,7 +16,7 @@ The failure's message then ends with ``looks like: <name> -- <explanation>``, th
 implementations never fail, so they never get a diagnosis; a failure no model explains gets none.
 
 This module is a lower layer: it imports only ``compare``, ``tensors`` and ``types``, and takes the
-op record as an argument. Op records declare their mistakes with :class:`conformance.types.Mistake`.
+op record as an argument. Op records declare their mistakes with :class:`conformance.core.types.Mistake`.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 import torch
 
-from conformance.compare import Tolerance, compare_outputs, default_tolerance, same_bits
-from conformance.tensors import quantize, to_numpy
-from conformance.types import MISTAKE_DASH as DASH, Mismatch, Mistake, Unsupported  # noqa: F401 - re-exported
+from conformance.core.compare import Tolerance, compare_outputs, default_tolerance, same_bits
+from conformance.core.tensors import quantize, to_numpy
+from conformance.core.types import MISTAKE_DASH as DASH, Mismatch, Mistake, Unsupported  # noqa: F401 - re-exported
 
 RECORD_FIELD = "looks_like"
 

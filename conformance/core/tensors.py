@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from conformance.dtypes import info, torch_dtype  # noqa: F401 - torch_dtype re-exported
+from conformance.core.dtypes import info, torch_dtype  # noqa: F401 - torch_dtype re-exported
 
 
 def decode_array(node: Any, dtype=np.float64) -> np.ndarray:

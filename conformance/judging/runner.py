@@ -1,6 +1,6 @@
 """The item-execution core of a spec case: run one case on one backend, device and dtype, check
 it against the golden values, the op's invariants and the NumPy reference, and judge it
-(:mod:`conformance.verdict`). The plugin's items and counterexample replay both use it."""
+(:mod:`conformance.judging.verdict`). The plugin's items and counterexample replay both use it."""
 
 from __future__ import annotations
 
@@ -8,17 +8,17 @@ import re
 import time
 from typing import Any, Callable
 
-from conformance import diagnosis
+from conformance.core import diagnosis
 from conformance.backends.base import Backend
 from conformance.backends.reference import GOLDEN_SOURCE
-from conformance.types import Mismatch, RunContext, Unsupported, exception_text, safe_text
-from conformance.verdict import (SameAsTorch, TorchRun, Verdict, agreement_tolerance, agrees, differs, distance,
+from conformance.core.types import Mismatch, RunContext, Unsupported, exception_text, safe_text
+from conformance.judging.verdict import (SameAsTorch, TorchRun, Verdict, agreement_tolerance, agrees, differs, distance,
                                  judge, run_stock_torch, side_by_side)
-from conformance.compare import Tolerance, compare_outputs, default_tolerance
-from conformance.devices import measure
-from conformance.divergences import STOCK_TORCH, Divergence
+from conformance.core.compare import Tolerance, compare_outputs, default_tolerance
+from conformance.core.devices import measure
+from conformance.core.divergences import STOCK_TORCH, Divergence
 from conformance.specs.load import TORCH_LIMITATION, Case
-from conformance.tensors import torch_dtype
+from conformance.core.tensors import torch_dtype
 
 
 class ReferenceFailure(RuntimeError):
@@ -130,7 +130,7 @@ def run_item(case: Case, backend: Backend, device: str, dtype_name: str,
     ``record``, when given, becomes the context's record, so what the run measured (timings, XLA
     compile counts) is kept also when the item fails. A backend judged against torch (a
     candidate), and any backend that misses the spec or meets a recorded divergence of torch, is
-    compared with stock torch on the same inputs (:mod:`conformance.verdict`).
+    compared with stock torch on the same inputs (:mod:`conformance.judging.verdict`).
     Raises Unsupported, SameAsTorch (outcome ``xfail``), Mismatch (``failed``), or whatever the
     backend raised (``error``).
     """

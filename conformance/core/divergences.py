@@ -10,7 +10,7 @@ documented idioms, stock torch's half-precision arithmetic (conformance.cases.lo
 Triton interpreter's rounding. :func:`lookup` is the one way to find those that apply.
 
 A divergence of stock torch (``behaviour: stock-torch``) applies to whatever returns torch's
-result on the same inputs, judged on the outputs (conformance.verdict); one that torch no longer
+result on the same inputs, judged on the outputs (conformance.judging.verdict); one that torch no longer
 shows is reported as stale.
 """
 

@@ -8,13 +8,13 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from conformance.dtypes import Tolerance, info
-from conformance.tensors import to_numpy
-from conformance.types import Mismatch  # noqa: F401 - re-exported: a check's failure
+from conformance.core.dtypes import Tolerance, info
+from conformance.core.tensors import to_numpy
+from conformance.core.types import Mismatch  # noqa: F401 - re-exported: a check's failure
 
 
 def default_tolerance(dtype: str | torch.dtype) -> Tolerance:
-    """torch.testing.assert_close's default for ``dtype`` (conformance.dtypes)."""
+    """torch.testing.assert_close's default for ``dtype`` (conformance.core.dtypes)."""
     return info(dtype).default_tolerance
 
 

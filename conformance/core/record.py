@@ -25,7 +25,7 @@ Values = Any  # one side of a small output: a list of values, one value, or None
 
 
 class LooksLike(TypedDict):
-    """The known mistake a failing item's output matches (:mod:`conformance.diagnosis`)."""
+    """The known mistake a failing item's output matches (:mod:`conformance.core.diagnosis`)."""
 
     name: str
     explanation: str
@@ -94,7 +94,7 @@ class Record(TypedDict, total=False):
     known_divergences: dict[str, int]  # a divergence's key -> examples that matched its model
     counterexample: str  # the written counterexample spec and script
     counterexample_script: str
-    # judging (conformance.runner, conformance.verdict)
+    # judging (conformance.judging.runner, conformance.judging.verdict)
     verdict: str
     improvement: str
     divergence: dict[str, str | None]  # the recorded known divergence: {reason, link}

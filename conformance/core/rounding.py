@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from conformance.types import Mismatch
-from conformance.dtypes import info, is_half
-from conformance.tensors import quantize, to_numpy
+from conformance.core.types import Mismatch
+from conformance.core.dtypes import info, is_half
+from conformance.core.tensors import quantize, to_numpy
 
 def ulp(x, dtype: str | torch.dtype) -> np.ndarray:
     """The spacing of ``dtype`` values at ``x`` (at its binade's lower end; subnormal spacing near 0)."""

@@ -12,7 +12,7 @@ skipped      the device is not available here (the reason says why)
 
 from __future__ import annotations
 
-from conformance.types import Outcome
+from conformance.core.types import Outcome
 
 PASSED, FAILED, ERROR, UNSUPPORTED, XFAIL, XPASS, SKIPPED = Outcome
 ALL = tuple(Outcome)

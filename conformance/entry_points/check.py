@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from conformance.record import ItemRecord
+from conformance.core.record import ItemRecord
 
 PASS, FAIL, COULD_NOT_JUDGE, UNSUPPORTED, USAGE = 0, 1, 2, 3, 4
 PROBE_OK = "conformance-check-probe: ok"
@@ -209,7 +209,7 @@ def declared_op_names() -> set[str] | None:
 
     names: set[str] = set()
     try:
-        for path in sorted((Path(__file__).parent / "ops").rglob("*.py")):
+        for path in sorted((Path(__file__).resolve().parents[1] / "ops").rglob("*.py")):
             tree = ast.parse(path.read_text(encoding="utf-8"))
             made = [node.value for node in tree.body if isinstance(node, ast.Assign)
                     and any(isinstance(t, ast.Name) and t.id == "OP" for t in node.targets)]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conformance.core.target import CandidateTarget
 from conformance.specs.load import SpecError, load_spec
 
 SPEC = textwrap.dedent("""\
@@ -127,10 +128,10 @@ def test_a_bad_check_option_is_a_usage_error_not_could_not_judge(tmp_path, monke
 
 
 def test_check_runs_100_examples_on_one_worker_per_core_unless_told():
-    command = check.pytest_command(["adagrad=m:A"], results=Path("r.json"))
+    command = check.pytest_command([CandidateTarget.parse("adagrad=m:A")], results=Path("r.json"))
     assert command[command.index("--conformance-examples") + 1] == "100"
     assert command[command.index("-n") + 1] == "auto"
-    command = check.pytest_command(["adagrad=m:A"], results=Path("r.json"), examples=3, workers="2")
+    command = check.pytest_command([CandidateTarget.parse("adagrad=m:A")], results=Path("r.json"), examples=3, workers="2")
     assert command[command.index("--conformance-examples") + 1] == "3" and command[command.index("-n") + 1] == "2"
 
 

@@ -13,6 +13,7 @@ import subprocess
 import pytest
 import yaml
 
+from conformance.core.target import CandidateTarget
 from conformance.entry_points.check import pytest_command, specs_dir
 
 from conformance_runs import REPO
@@ -32,7 +33,7 @@ def test_the_specs_ship_inside_the_package():
     # the wheel's package data holds them (pyproject's package-data names specs_data/specs/*.yaml)
     found = sorted(p.name for p in specs_dir().glob("*.yaml"))
     assert found == sorted(p.name for p in (REPO / "specs").glob("*.yaml")) and "adagrad.yaml" in found
-    command = pytest_command(["adagrad=mypkg:MyAdagrad"], results=REPO / "r.json")
+    command = pytest_command([CandidateTarget.parse("adagrad=mypkg:MyAdagrad")], results=REPO / "r.json")
     assert command[command.index("--conformance-backend") + 1] == "candidate,coo"  # stock torch beside it
     assert command[command.index("--conformance-op") + 1] == "adagrad"
 

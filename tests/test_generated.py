@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from conformance.core.target import CandidateTarget
 from conformance.specs.load import load_spec
 
 REPO = Path(__file__).resolve().parents[1]
@@ -321,7 +322,7 @@ def test_a_backend_that_fails_a_replayed_example_gets_the_verdict_hypothesis_giv
     from conformance.cases.drawn import DrawnExamples
 
     prop, settings = _property("adagrad-agrees-with-reference"), _ci_settings()
-    mutant = CandidateBackend("candidate", {"adagrad": load_object(f"{REPO / MUTANTS}:EpsInsideSqrtAdagrad")})
+    mutant = CandidateBackend("candidate", {"adagrad": load_object(CandidateTarget.parse(f"adagrad={REPO / MUTANTS}:EpsInsideSqrtAdagrad"))})
     results = []
     for replay in (True, False):
         drawn = DrawnExamples()
@@ -359,7 +360,7 @@ def test_an_ops_explicit_examples_find_its_known_mistakes_whatever_the_seed_draw
     assert explicit
     one_draw = settings(max_examples=1, database=None, deadline=None, derandomize=False,
                         phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
-    backend = CandidateBackend("candidate", {op: load_object(f"{REPO / MUTANTS}:{mutant}")})
+    backend = CandidateBackend("candidate", {op: load_object(CandidateTarget.parse(f"{op}={REPO / MUTANTS}:{mutant}"))})
     for seed in range(3):
         result = search.run_property(prop, backend, "cpu", "float64", settings=one_draw, base_seed=seed)
         assert result.failure is not None, (seed, result)

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from conformance.core.target import CandidateTarget, TargetError, parse_targets
 from conformance.core.types import RunContext, exception_text
 from conformance.backends.base import Backend, torch_kernels_missing_are_unsupported
 from conformance.ops import OPS
@@ -29,35 +30,33 @@ class CandidateError(ValueError):
     """A ``--conformance-impl`` value that cannot be turned into a candidate backend."""
 
 
-def load_object(target: str) -> Any:
-    """Import ``module:attr`` (dotted attr allowed) or ``path/to/file.py:attr``."""
-    module_name, sep, attr = target.partition(":")
-    if not sep or not module_name or not attr:
-        raise CandidateError(f"{target!r} is not of the form module:attr or path/to/file.py:attr")
-    if module_name.endswith(".py"):
-        path = Path(module_name)
+def load_object(target: CandidateTarget) -> Any:
+    """Import the target's module (dotted, or a ``path/to/file.py``) and get its (dotted) attribute."""
+    where = repr(target.target)
+    if target.is_file:
+        path = Path(target.module)
         if not path.is_file():
-            raise CandidateError(f"{target!r}: no such file {path}")
+            raise CandidateError(f"{where}: no such file {path}")
         spec = importlib.util.spec_from_file_location(f"conformance_candidate_{path.stem}", path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         try:
             spec.loader.exec_module(module)
         except Exception as exc:
-            raise CandidateError(f"{target!r}: importing {path} raised {exception_text(exc)}") from exc
+            raise CandidateError(f"{where}: importing {path} raised {exception_text(exc)}") from exc
     else:
         if "" not in sys.path and str(Path.cwd()) not in sys.path:
             sys.path.insert(0, str(Path.cwd()))
         try:
-            module = importlib.import_module(module_name)
+            module = importlib.import_module(target.module)
         except Exception as exc:
-            raise CandidateError(f"{target!r}: importing {module_name} raised {exception_text(exc)}") from exc
+            raise CandidateError(f"{where}: importing {target.module} raised {exception_text(exc)}") from exc
     obj: Any = module
-    for part in attr.split("."):
+    for part in target.attribute.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise CandidateError(f"{target!r}: {module_name} has no attribute {attr!r}") from None
+            raise CandidateError(f"{where}: {target.module} has no attribute {target.attribute!r}") from None
     return obj
 
 
@@ -114,23 +113,29 @@ def checked_runner(op_name: str, candidate: Any) -> Callable[[Any, RunContext], 
     return run
 
 
-def parse_impl_options(values: list[str]) -> dict[str, tuple[str, Any]]:
-    """``["adagrad=pkg.mod:MyAdagrad", ...]`` -> {op: (target, object)}, with clear errors."""
-    candidates: dict[str, tuple[str, Any]] = {}
-    for value in values:
-        op_name, sep, target = value.partition("=")
-        op_name = op_name.strip()
-        if not sep:
-            raise CandidateError(f"--conformance-impl {value!r}: expected OP=module:attr")
-        if op_name not in OPS:
-            raise CandidateError(f"--conformance-impl {value!r}: unknown op {op_name!r}; "
+def load_candidates(targets: list[CandidateTarget], *, option: str = "--conformance-impl") -> dict[str, tuple[CandidateTarget, Any]]:
+    """Each target's op checked against the records, its object imported and checked against the
+    op's candidate contract: {op: (target, object)}, or a :class:`CandidateError` naming the value."""
+    candidates: dict[str, tuple[CandidateTarget, Any]] = {}
+    for target in targets:
+        if target.op not in OPS:
+            raise CandidateError(f"{option} {str(target)!r}: unknown op {target.op!r}; "
                                  f"known ops: {', '.join(sorted(OPS))}")
-        if op_name in candidates:
-            raise CandidateError(f"--conformance-impl given twice for op {op_name!r}")
-        obj = load_object(target.strip())
-        problem = OPS[op_name].candidate_problem(obj)
+        if target.op in candidates:
+            raise CandidateError(f"{option} given twice for op {target.op!r}")
+        obj = load_object(target)
+        problem = OPS[target.op].candidate_problem(obj)
         if problem:
-            raise CandidateError(f"--conformance-impl {value!r}: {problem}; "
-                                 f"{op_name} needs {OPS[op_name].candidate_contract}")
-        candidates[op_name] = (target.strip(), obj)
+            raise CandidateError(f"{option} {str(target)!r}: {problem}; "
+                                 f"{target.op} needs {OPS[target.op].candidate_contract}")
+        candidates[target.op] = (target, obj)
     return candidates
+
+
+def parse_impl_options(values: list[str], *, option: str = "--conformance-impl") -> dict[str, tuple[CandidateTarget, Any]]:
+    """``["adagrad=pkg.mod:MyAdagrad", ...]`` parsed (:func:`parse_targets`) and loaded (:func:`load_candidates`)."""
+    try:
+        targets = parse_targets(values)
+    except TargetError as exc:
+        raise CandidateError(f"{option} {exc}") from None
+    return load_candidates(targets, option=option)

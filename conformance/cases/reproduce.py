@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import pickle
 import sys
-from pathlib import Path
 from typing import Any
 
 PASSES, FAILS, UNSUPPORTED, CANNOT_LOAD = 0, 1, 3, 4
@@ -39,6 +38,7 @@ def main(*, property_id: str, backend: str, device: str, dtype: str, impl: str |
     from conformance.backends.candidate import CandidateBackend, CandidateError, load_object
     from conformance.cases.properties import PROPERTIES
     from conformance.cases.search import judge_example
+    from conformance.core.target import CandidateTarget, TargetError
     from conformance.core.types import Unsupported
 
     prop = next((p for p in PROPERTIES if p.id == property_id), None)
@@ -47,14 +47,11 @@ def main(*, property_id: str, backend: str, device: str, dtype: str, impl: str |
         return CANNOT_LOAD
     try:
         if impl:
-            target = impl
-            module, sep, attr = impl.partition(":")
-            if module.endswith(".py") and not Path(module).is_absolute() and not Path(module).is_file():
-                target = f"{Path(root) / module}{sep}{attr}"  # as the run found it, from the run's directory
+            target = CandidateTarget.parse(f"{prop.op}={impl}").resolved_from(root)  # as the run found it
             chosen = CandidateBackend("candidate", {prop.op: load_object(target)}, description=impl)
         else:
             chosen = builtin_backends()[backend]
-    except (CandidateError, KeyError) as exc:
+    except (CandidateError, TargetError, KeyError) as exc:
         print(f"cannot load the implementation under test: {exc}")
         return CANNOT_LOAD
     try:

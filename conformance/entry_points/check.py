@@ -47,6 +47,7 @@ from importlib import resources
 from pathlib import Path
 
 from conformance.core.record import ItemRecord
+from conformance.core.target import CandidateTarget, TargetError, parse_targets
 
 PASS, FAIL, COULD_NOT_JUDGE, UNSUPPORTED, USAGE = 0, 1, 2, 3, 4
 PROBE_OK = "conformance-check-probe: ok"
@@ -70,13 +71,8 @@ def specs_dir() -> Path:
     return Path(str(resources.files("conformance").joinpath("specs_data", "specs"))).resolve()
 
 
-def _ops_of(impls: list[str]) -> list[str]:
-    ops = []
-    for impl in impls:
-        op = impl.partition("=")[0].strip()
-        if op and op not in ops:
-            ops.append(op)
-    return ops
+def _ops_of(targets: list[CandidateTarget]) -> list[str]:
+    return list(dict.fromkeys(target.op for target in targets))
 
 
 DEFAULT_EXAMPLES = 100  # Hypothesis examples per generated item: a gate looks harder than CI's 8
@@ -91,11 +87,11 @@ def isolation_args(workers: str = DEFAULT_WORKERS) -> list[str]:
     return ["-n", str(workers), "-p", "no:benchmark"]
 
 
-def pytest_command(impls: list[str], *, results: Path, devices: str = "cpu", extra: list[str] = (),
+def pytest_command(targets: list[CandidateTarget], *, results: Path, devices: str = "cpu", extra: list[str] = (),
                    run_id: str | None = None, specs: list[str] | None = None, examples: int = DEFAULT_EXAMPLES,
                    workers: str = DEFAULT_WORKERS) -> list[str]:
     """The ``python -m pytest`` command line that :func:`main` runs."""
-    ops = _ops_of(impls)
+    ops = _ops_of(targets)
     from conformance.ops import OPS  # stock torch's backend beside the candidate: Op.stock_backend
 
     backends = ["candidate"] + sorted({OPS[op].stock_backend for op in ops if op in OPS and OPS[op].stock_backend})
@@ -109,8 +105,8 @@ def pytest_command(impls: list[str], *, results: Path, devices: str = "cpu", ext
         command += ["--conformance-run-id", run_id]
     if ops:
         command += ["--conformance-op", ",".join(ops)]
-    for impl in impls:
-        command += ["--conformance-impl", impl]
+    for target in targets:
+        command += ["--conformance-impl", str(target)]
     return command + list(extra)
 
 
@@ -230,30 +226,25 @@ def declared_op_names() -> set[str] | None:
     return names or None
 
 
-def _validate(impls: list[str]) -> None:
-    """What can be checked without running the candidate's code: syntax, op names, files. An op
-    name no record declares is reported before torch is imported (:func:`declared_op_names`)."""
+def _validate(impls: list[str]) -> list[CandidateTarget]:
+    """What can be checked without running the candidate's code: syntax, op names, files; the parsed
+    targets. An op name no record declares is reported before torch is imported
+    (:func:`declared_op_names`)."""
+    try:
+        targets = parse_targets(impls)
+    except TargetError as exc:
+        raise UsageError(str(exc)) from None
     declared = declared_op_names()
-    for impl in impls:
-        op, sep, target = impl.partition("=")
-        if sep and ":" in target and declared is not None and op.strip() not in declared:
-            raise UsageError(f"{impl!r}: unknown op {op.strip()!r}; known ops: {', '.join(sorted(declared))}")
-    from conformance.ops import OPS
+    if declared is None:
+        from conformance.ops import OPS
 
-    seen = set()
-    for impl in impls:
-        op, sep, target = impl.partition("=")
-        op = op.strip()
-        if not sep or ":" not in target:
-            raise UsageError(f"{impl!r}: expected OP=module:attr or OP=path/to/file.py:attr")
-        if op not in OPS:
-            raise UsageError(f"{impl!r}: unknown op {op!r}; known ops: {', '.join(OPS)}")
-        if op in seen:
-            raise UsageError(f"{impl!r}: op {op!r} given twice")
-        seen.add(op)
-        module = target.partition(":")[0].strip()
-        if module.endswith(".py") and not Path(module).is_file():
-            raise UsageError(f"{impl!r}: no such file {module}")
+        declared = set(OPS)
+    for target in targets:
+        if target.op not in declared:
+            raise UsageError(f"{str(target)!r}: unknown op {target.op!r}; known ops: {', '.join(sorted(declared))}")
+        if target.is_file and not Path(target.module).is_file():
+            raise UsageError(f"{str(target)!r}: no such file {target.module}")
+    return targets
 
 
 class Interrupted(Exception):
@@ -270,12 +261,12 @@ def _kill_group(child: subprocess.Popen) -> None:
             pass
 
 
-def _probe(impls: list[str], timeout: float = PROBE_TIMEOUT) -> None:
+def _probe(targets: list[CandidateTarget], timeout: float = PROBE_TIMEOUT) -> None:
     """Import the candidates in a child process (an import that ends the process, os._exit(0)
     included, cannot end this one) and check each against its op's contract. An import that takes
     longer than ``timeout`` seconds is a usage error; SIGINT or SIGTERM to check ends the child (and
     whatever it started) before check ends (:class:`Interrupted`)."""
-    child = subprocess.Popen([sys.executable, "-c", PROBE, *impls], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    child = subprocess.Popen([sys.executable, "-c", PROBE, *map(str, targets)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, start_new_session=True, preexec_fn=_preexec)
     received: list[str] = []
 
@@ -526,11 +517,11 @@ def run(args: argparse.Namespace) -> int:
     results = Path(args.results).resolve()
     report = Path(args.report).resolve()
     try:
-        _validate(args.impl)
+        targets = _validate(args.impl)
         if report == results:
             raise UsageError("--report and --results name the same file")
         _check_outputs(report, args.markdown)
-        _probe(args.impl, args.import_timeout)
+        _probe(targets, args.import_timeout)
         moved = _set_aside(results, report)
     except UsageError as exc:
         print(f"conformance check: usage error: {exc}", file=sys.stderr)
@@ -542,9 +533,10 @@ def run(args: argparse.Namespace) -> int:
     for line in moved:
         print(f"conformance check: {line}", flush=True)
     run_id = uuid.uuid4().hex
-    extra = ["--conformance-label", args.label or "candidate " + " ".join(args.impl)]
+    named = " ".join(map(str, targets))
+    extra = ["--conformance-label", args.label or f"candidate {named}"]
     extra += shlex.split(args.pytest_args or "")
-    command = pytest_command(args.impl, results=results, devices=args.device, extra=extra, run_id=run_id,
+    command = pytest_command(targets, results=results, devices=args.device, extra=extra, run_id=run_id,
                              specs=args.specs, examples=args.examples, workers=args.workers)
     print("conformance check:", shlex.join(command[1:]), flush=True)
     status, received = run_pytest(command)
@@ -552,9 +544,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"conformance check: usage error (pytest exit status 4, printed above); nothing was run", file=sys.stderr)
         return USAGE
     document, problem = _load(results)
-    verdict = judge(document, run_id=run_id, status=status, ops=_ops_of(args.impl), signal_name=received,
+    verdict = judge(document, run_id=run_id, status=status, ops=_ops_of(targets), signal_name=received,
                     problem=problem)
-    lines = [f"conformance check: {' '.join(args.impl)}", *verdict.lines()]
+    lines = [f"conformance check: {named}", *verdict.lines()]
     if document is not None and document["run"].get("id") == run_id:
         from conformance.results.report import build_report
 
@@ -569,7 +561,7 @@ def run(args: argparse.Namespace) -> int:
         from conformance.results.store import write_output
 
         try:
-            write_output(args.markdown, markdown("\n".join(lines[1:]), f"Conformance check: {' '.join(args.impl)}"),
+            write_output(args.markdown, markdown("\n".join(lines[1:]), f"Conformance check: {named}"),
                          "append")
         except OSError as exc:
             print(f"conformance check: cannot write --markdown {exc.filename or args.markdown}: "

@@ -11,6 +11,7 @@ from importlib import resources
 from pathlib import Path
 
 from conformance.core.profiles import DEFAULT_PROFILE
+from conformance.core.target import CandidateTarget
 from conformance.core.record import ItemRecord
 
 SUITE_SPECS = "specs"  # an item id whose path starts with specs/ names the suite's own specs
@@ -143,8 +144,8 @@ def command_from_record(record: ItemRecord, run: dict | None = None) -> str:
         item_id = record.get("nodeid") or f"{record.get('spec')}::{record.get('case')}{params}"
     impl = None
     if record.get("backend") == "candidate":
-        impl = next((value for value in options.get("conformance_impl") or []
-                     if value.partition("=")[0].strip() == record.get("op")), None)
+        targets = [CandidateTarget.parse_or_none(value) for value in options.get("conformance_impl") or []]
+        impl = next((str(target) for target in targets if target and target.op == record.get("op")), None)
     if not record.get("generated"):
         return command(item_id, impl=impl, benchmark=record.get("kind") == "benchmark")
     profile = record.get("profile") or options.get("conformance_hypothesis_profile")

@@ -31,7 +31,7 @@ import pytest
 from conformance.run import outcomes
 from conformance.run.items import ConformanceItem, placements
 from conformance.run.rerun import command_for
-from conformance.run.state import (BUDGET_SHARE, GENERATED, SELECTION, WORKER_FLAG, GeneratedConfig, is_conformance_run,
+from conformance.run.state import (BUDGET_SHARE, candidate_targets, GENERATED, SELECTION, WORKER_FLAG, GeneratedConfig, is_conformance_run,
                                    timeout_user_set)
 from conformance.core.profiles import DEFAULT_PROFILE, PROFILES
 from conformance.core.types import Mismatch, safe_text, Unsupported
@@ -131,10 +131,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # keep Hypothesis' own files (.hypothesis/) out of the repository root; not those of someone's own tests
         _set_environment(config, "HYPOTHESIS_STORAGE_DIRECTORY", str(reports / "hypothesis"))
     database = reports / "hypothesis" / "examples" if PROFILES[profile]["database"] else None
-    impl_targets = {}
-    for value in config.getoption("conformance_impl") or []:
-        op, _, target = value.partition("=")
-        impl_targets[op.strip()] = target.strip()
+    impl_targets = candidate_targets(config)
     config.addinivalue_line("markers", "generated: a generated (Hypothesis) conformance item")
     config.stash[GENERATED] = GeneratedConfig(profile, examples, seed, seed_given, counterexamples, database,
                                               impl_targets, shrink=not config.getoption("conformance_no_shrink"),
@@ -349,10 +346,11 @@ class GeneratedItem(ConformanceItem):
                 save_failing_example(gen.counterexamples, self.name, example)
             except Exception as exc:  # noqa: BLE001 - never lose the failure itself
                 lines += ["", f"(saving the failing example for replay failed: {type(exc).__name__}: {exc})"]
+            target = gen.impl_targets.get(self.prop.op)
             try:
                 written = write_counterexample(
                     gen.counterexamples, self.prop, self.backend, self.device, self.dtype, example, failure,
-                    seed=gen.seed, replay=replay, impl_target=gen.impl_targets.get(self.prop.op),
+                    seed=gen.seed, replay=replay, impl_target=target.target if target else None,
                     others=builtin_backends())
             except Exception as exc:  # noqa: BLE001 - never lose the failure itself
                 lines += ["", f"(writing the counterexample failed: {type(exc).__name__}: {exc})"]

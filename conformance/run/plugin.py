@@ -17,12 +17,12 @@ import pytest
 from conformance.run import outcomes
 from conformance.backends import builtin_backends
 from conformance.run.benchmark import benchmark_items
-from conformance.backends.candidate import CandidateBackend, CandidateError, parse_impl_options
+from conformance.backends.candidate import CandidateBackend, CandidateError, load_candidates
 from conformance.core.devices import DEFAULT_DEVICES, DEVICES
 from conformance.ops import OPS
 from conformance.core.record import ItemRecord
 from conformance.run.items import ConformanceItem, first_calls_made, placements, warmed_up_last
-from conformance.run.state import (SELECTION, SPEC_SUFFIXES, Selection, is_conformance_run, is_conformance_spec,
+from conformance.run.state import (SELECTION, candidate_targets, SPEC_SUFFIXES, Selection, is_conformance_run, is_conformance_spec,
                                    relative_spec)
 from conformance.judging.runner import run_item
 from conformance.specs.load import Case, SpecError, load_spec
@@ -69,13 +69,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def _select(config: pytest.Config) -> Selection:
     known = builtin_backends()
     try:
-        impls = parse_impl_options(config.getoption("conformance_impl") or [])
+        impls = load_candidates(list(candidate_targets(config).values()))
     except CandidateError as exc:
         raise pytest.UsageError(str(exc)) from None
     if impls:
         known["candidate"] = CandidateBackend(
             "candidate", {op: obj for op, (_, obj) in impls.items()},
-            description="; ".join(f"{op}={target}" for op, (target, _) in impls.items()))
+            description="; ".join(str(target) for target, _ in impls.values()))
     names = _split(config.getoption("conformance_backend"))
     if not names or names == ["all"]:
         names = ["candidate"] if impls and not names else list(known)

@@ -14,7 +14,7 @@ import pytest
 from conformance.core.profiles import DEFAULT_PROFILE, PROFILES
 from conformance.core.record import ItemRecord
 from conformance.results.rerun import GENERATED, ItemId, ReplayError, command, parse_item, portable_id
-from conformance.run.state import GENERATED as GENERATED_CONFIG
+from conformance.run.state import GENERATED as GENERATED_CONFIG, candidate_targets
 
 
 def command_for(item: pytest.Item) -> str | None:
@@ -28,10 +28,8 @@ def command_for(item: pytest.Item) -> str | None:
     item_id = portable_id(Path(item.path), item.name, generated=generated, cwd=config.invocation_params.dir)
     impl = None
     if record.get("backend") == "candidate" and record.get("op"):
-        for value in config.getoption("conformance_impl", None) or []:
-            op, _, target = value.partition("=")
-            if op.strip() == record["op"]:
-                impl = f"{op.strip()}={target.strip()}"
+        target = candidate_targets(config).get(record["op"])
+        impl = str(target) if target else None
     if not generated:
         return command(item_id, impl=impl, benchmark=record.get("kind") == "benchmark")
     gen = config.stash.get(GENERATED_CONFIG, None)

@@ -16,6 +16,7 @@ import pytest
 from conformance.backends.base import Backend
 from conformance.core.profiles import PROFILES
 from conformance.core.record import ItemRecord
+from conformance.core.target import CandidateTarget, TargetError, parse_targets
 
 
 @dataclass
@@ -29,6 +30,18 @@ class Selection:
 
 
 SELECTION = pytest.StashKey[Selection]()
+CANDIDATE_TARGETS = pytest.StashKey[dict[str, CandidateTarget]]()
+
+
+def candidate_targets(config: pytest.Config) -> dict[str, CandidateTarget]:
+    """``--conformance-impl``'s values parsed once per run, by op (whichever hook asks first)."""
+    if CANDIDATE_TARGETS not in config.stash:
+        try:
+            targets = parse_targets(config.getoption("conformance_impl", None) or [])
+        except TargetError as exc:
+            raise pytest.UsageError(f"--conformance-impl {exc}") from None
+        config.stash[CANDIDATE_TARGETS] = {target.op: target for target in targets}
+    return config.stash[CANDIDATE_TARGETS]
 
 
 # a generated item's default time budget, as a share of its pytest-timeout: the rest is left for the
@@ -44,7 +57,7 @@ class GeneratedConfig:
     seed_given: bool
     counterexamples: Path
     database: Path | None
-    impl_targets: dict[str, str]
+    impl_targets: dict[str, CandidateTarget]
     shrink: bool = True  # --conformance-no-shrink: report the first failing example as drawn
     budget: float | None = None  # --conformance-budget (None: BUDGET_SHARE of the item's timeout; 0: none)
 

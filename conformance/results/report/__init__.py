@@ -26,6 +26,7 @@ from typing import Any, Iterable
 
 from conformance.core import outcomes
 from conformance.core.record import ItemRecord
+from conformance.core.target import CandidateTarget
 from conformance.results.store import (Results, ResultsError, check_output, item_key, load_results, now,
                                        write_output)
 from conformance.core.types import Outcome
@@ -72,7 +73,7 @@ class ReportBuild:
 def _default_label(results: Results) -> str:
     """'torch X', and the candidate's module:attr when the run had one (what tells candidate runs apart)."""
     impls = (results.run.get("options") or {}).get("conformance_impl") or []
-    names = [impl.split("=", 1)[-1].rsplit("/", 1)[-1] for impl in impls]
+    names = [target.short_name if (target := CandidateTarget.parse_or_none(impl)) else str(impl) for impl in impls]
     return results.label + (f" + {', '.join(names)}" if names else "")
 
 

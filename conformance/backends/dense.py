@@ -63,7 +63,10 @@ def step_gradient(grad, param: torch.Tensor, ctx: RunContext):
     return to_torch(grad, ctx.dtype, ctx.torch_device), torch.ones_like(param, dtype=torch.bool), None
 
 
-def adagrad_dense(inputs: OptimizerInputs, ctx: RunContext):
+def adagrad_steps(inputs: OptimizerInputs, ctx: RunContext, update) -> dict:
+    """Adagrad's documented loop (maximize, weight decay, the decayed lr) around one formulation's
+    ``update(param, state_sum, g, mask, eps, clr) -> (param, state_sum, std)``: the dense and
+    masked backends differ only there."""
     adagrad = OPS["adagrad"]
     h = adagrad.hyperparameters(inputs.hyperparameters)
     param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
@@ -78,11 +81,18 @@ def adagrad_dense(inputs: OptimizerInputs, ctx: RunContext):
                 raise RuntimeError(adagrad.sparse_weight_decay_error)
             g = g + h["weight_decay"] * param
         clr = h["lr"] / (1 + (step - 1) * h["lr_decay"])
-        state_sum = torch.where(mask, state_sum + g * g, state_sum)
-        std = state_sum.sqrt() + h["eps"]
-        param = torch.where(mask, param - clr * (g / std), param)
+        param, state_sum, std = update(param, state_sum, g, mask, h["eps"], clr)
         std_values = specified_values(std, sparse_mask)
     return adagrad_outputs(param, state_sum, std_values, inputs.steps)
+
+
+def adagrad_dense(inputs: OptimizerInputs, ctx: RunContext):
+    def update(param, state_sum, g, mask, eps, clr):
+        state_sum = torch.where(mask, state_sum + g * g, state_sum)
+        std = state_sum.sqrt() + eps
+        return torch.where(mask, param - clr * (g / std), param), state_sum, std
+
+    return adagrad_steps(inputs, ctx, update)
 
 
 def specified_values(dense: torch.Tensor, sparse_mask: torch.Tensor | None) -> torch.Tensor:

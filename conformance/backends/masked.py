@@ -12,7 +12,7 @@ import torch
 
 from conformance.core.types import RunContext, Unsupported
 from conformance.backends.base import Backend
-from conformance.backends.dense import adagrad_outputs, sgd_gradient, specified_values, step_gradient
+from conformance.backends.dense import adagrad_steps, sgd_gradient, step_gradient
 from conformance.ops.masked_mean import MaskedMeanInputs
 from conformance.ops import OPS  # the optimizer records, looked up by name (docs/architecture.md)
 from conformance.ops.optimizers.inputs import OptimizerInputs
@@ -38,26 +38,13 @@ def coalesce_masked(inputs, ctx: RunContext):
 
 
 def adagrad_masked(inputs: OptimizerInputs, ctx: RunContext):
-    adagrad = OPS["adagrad"]
-    h = adagrad.hyperparameters(inputs.hyperparameters)
-    param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
-    state_sum = torch.full_like(param, h["initial_accumulator_value"])
-    std_values = None
-    for step, grad in enumerate(inputs.grads, start=1):
-        g, mask, sparse_mask = step_gradient(grad, param, ctx)
-        if sparse_mask is not None and h["weight_decay"] != 0:
-            raise RuntimeError(adagrad.sparse_weight_decay_error)
-        if h["maximize"]:
-            g = -g
-        if h["weight_decay"] != 0:
-            g = g + h["weight_decay"] * param
-        clr = h["lr"] / (1 + (step - 1) * h["lr_decay"])
+    def update(param, state_sum, g, mask, eps, clr):
         masked_grad = masked(g, mask)
         state_sum = state_sum + masked_grad.pow(2).to_tensor(0)
-        std = masked(state_sum, mask).sqrt().add(h["eps"])
-        param = param.add((masked_grad / std).to_tensor(0), alpha=-clr)
-        std_values = specified_values(std.to_tensor(0), sparse_mask)
-    return adagrad_outputs(param, state_sum, std_values, inputs.steps)
+        std = masked(state_sum, mask).sqrt().add(eps)
+        return param.add((masked_grad / std).to_tensor(0), alpha=-clr), state_sum, std.to_tensor(0)
+
+    return adagrad_steps(inputs, ctx, update)
 
 
 def sparse_adam_masked(inputs: OptimizerInputs, ctx: RunContext):

@@ -35,7 +35,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
-from conformance.results.rerun import ItemId, ReplayError, parse_item, suite_specs
+from conformance.results.rerun import ItemId, ReplayError, ReplayOptions, parse_item, suite_specs
 
 
 def replay_args(item: ItemId, *, impls: Iterable[str] = (), seed: int | None = None, profile: str | None = None,
@@ -63,19 +63,9 @@ def replay_args(item: ItemId, *, impls: Iterable[str] = (), seed: int | None = N
     if item.backend:
         command += ["--conformance-backend", item.backend, "--conformance-device", item.device,
                     "--conformance-dtype", item.dtype]
-    for impl in impls:
-        command += ["--conformance-impl", impl]
-    if seed is not None:
-        command += ["--conformance-seed", str(seed)]
-    if profile:
-        command += ["--conformance-hypothesis-profile", profile]
-    if examples is not None:
-        command += ["--conformance-examples", str(examples)]
-    if not shrink:
-        command.append("--conformance-no-shrink")
-    if benchmark:
-        command.append("--conformance-benchmark")
-    else:  # pytest-benchmark would make its storage folder (.benchmarks/) where the user stands
+    command += ReplayOptions(impls=tuple(impls), seed=seed, profile=profile, examples=examples, shrink=shrink,
+                             benchmark=benchmark).pytest_flags()
+    if not benchmark:  # pytest-benchmark would make its storage folder (.benchmarks/) where the user stands
         command += ["-p", "no:benchmark"]
     return command + list(extra)
 

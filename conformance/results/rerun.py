@@ -108,27 +108,55 @@ def portable_id(path: Path, name: str, *, generated: bool, cwd: Path | None = No
     return f"./{where}::{name}" if where.startswith(SUITE_SPECS + "/") else f"{where}::{name}"
 
 
+@dataclass(frozen=True)
+class ReplayOptions:
+    """What a replay keeps of its run beside the item: declared once, spelled two ways -- the
+    ``conformance replay`` command's flags (:meth:`replay_flags`) and the pytest options they
+    stand for (:meth:`pytest_flags`)."""
+
+    impls: tuple[str, ...] = ()
+    seed: int | None = None
+    profile: str | None = None
+    examples: int | None = None
+    shrink: bool = True
+    benchmark: bool = False
+    counterexamples: str | None = None
+
+    # field, replay's flag, pytest's option (valued fields first, then the switches)
+    VALUED = (("impls", "--impl", "--conformance-impl"), ("seed", "--seed", "--conformance-seed"),
+              ("profile", "--profile", "--conformance-hypothesis-profile"),
+              ("examples", "--examples", "--conformance-examples"),
+              ("counterexamples", "--counterexamples", "--conformance-counterexamples"))
+    NO_SHRINK = ("--no-shrink", "--conformance-no-shrink")
+    BENCHMARK = ("--benchmark", "--conformance-benchmark")
+
+    def _flags(self, spelling: int) -> list[str]:
+        flags: list[str] = []
+        for field, *names in self.VALUED:
+            value = getattr(self, field)
+            for one in value if isinstance(value, tuple) else (() if value is None else (value,)):
+                flags += [names[spelling], str(one)]
+        if not self.shrink:
+            flags.append(self.NO_SHRINK[spelling])
+        if self.benchmark:
+            flags.append(self.BENCHMARK[spelling])
+        return flags
+
+    def replay_flags(self) -> list[str]:
+        return self._flags(0)
+
+    def pytest_flags(self) -> list[str]:
+        return self._flags(1)
+
+
 def command(item_id: str, *, impl: str | None = None, seed: int | None = None, profile: str | None = None,
             examples: int | None = None, shrink: bool = True, benchmark: bool = False,
             counterexamples: str | None = None) -> str:
     """The one re-run command line of an item (``counterexamples``: where the run kept a generated
     item's failing example, when not ``./reports/counterexamples``)."""
-    args = ["python", "-m", "conformance", "replay", item_id]
-    if impl:
-        args += ["--impl", impl]
-    if seed is not None:
-        args += ["--seed", str(seed)]
-    if profile:
-        args += ["--profile", profile]
-    if examples is not None:
-        args += ["--examples", str(examples)]
-    if not shrink:
-        args.append("--no-shrink")
-    if benchmark:
-        args.append("--benchmark")
-    if counterexamples:
-        args += ["--counterexamples", counterexamples]
-    return shlex.join(args)
+    options = ReplayOptions(impls=(impl,) if impl else (), seed=seed, profile=profile, examples=examples,
+                            shrink=shrink, benchmark=benchmark, counterexamples=counterexamples)
+    return shlex.join(["python", "-m", "conformance", "replay", item_id, *options.replay_flags()])
 
 
 def command_from_record(record: ItemRecord, run: dict | None = None) -> str:

@@ -299,16 +299,15 @@ def test_the_next_backend_replays_exactly_the_examples_hypothesis_draws_for_it(m
     from conformance.cases.drawn import DrawnExamples
 
     drawn = DrawnExamples()
-    monkeypatch.setattr(search, "DRAWN", drawn)
     prop, settings, backends = _property("adagrad-agrees-with-reference"), _ci_settings(), builtin_backends()
     key = drawn.key(prop, "float32", settings, 0)
-    search.run_property(prop, backends["dense"], "cpu", "float32", settings=settings, base_seed=0)
+    search.run_property(prop, backends["dense"], "cpu", "float32", settings=settings, base_seed=0, drawn=drawn)
     by_dense = drawn.runs.pop(key)  # forget it: coo's run below is Hypothesis's own
-    by_coo = search.run_property(prop, backends["coo"], "cpu", "float32", settings=settings, base_seed=0)
+    by_coo = search.run_property(prop, backends["coo"], "cpu", "float32", settings=settings, base_seed=0, drawn=drawn)
     explicit = len(prop.examples("float32"))
     assert explicit and drawn.replayed == 0 and len(by_dense) == by_coo.examples == settings.max_examples + explicit
     assert pickle.dumps(drawn.runs[key]) == pickle.dumps(by_dense)  # the very examples dense was drawn
-    replayed = search.run_property(prop, backends["coo"], "cpu", "float32", settings=settings, base_seed=0)
+    replayed = search.run_property(prop, backends["coo"], "cpu", "float32", settings=settings, base_seed=0, drawn=drawn)
     assert drawn.replayed == 1
     assert (replayed.examples, replayed.failure, replayed.divergences) == (by_coo.examples, None, by_coo.divergences)
 
@@ -326,11 +325,10 @@ def test_a_backend_that_fails_a_replayed_example_gets_the_verdict_hypothesis_giv
     results = []
     for replay in (True, False):
         drawn = DrawnExamples()
-        monkeypatch.setattr(search, "DRAWN", drawn)
         if replay:
-            search.run_property(prop, builtin_backends()["coo"], "cpu", "float64", settings=settings, base_seed=0)
+            search.run_property(prop, builtin_backends()["coo"], "cpu", "float64", settings=settings, base_seed=0, drawn=drawn)
             assert drawn.get(drawn.key(prop, "float64", settings, 0))  # kept: the mutant's run starts as a replay
-        results.append(search.run_property(prop, mutant, "cpu", "float64", settings=settings, base_seed=0))
+        results.append(search.run_property(prop, mutant, "cpu", "float64", settings=settings, base_seed=0, drawn=drawn))
         assert drawn.replayed == 0
     with_replay, alone = results
     assert with_replay.failure is not None and alone.failure is not None
@@ -354,7 +352,6 @@ def test_an_ops_explicit_examples_find_its_known_mistakes_whatever_the_seed_draw
     from conformance.cases import search
     from conformance.cases.drawn import DrawnExamples
 
-    monkeypatch.setattr(search, "DRAWN", DrawnExamples())
     prop = _property(f"{op}-agrees-with-reference")
     explicit = [repr(example) for example in prop.examples("float64")]
     assert explicit
@@ -380,12 +377,10 @@ def test_examples_one_worker_drew_are_replayed_by_another_through_the_run_s_fold
     prop, settings, backends = _property("coalesce-idempotent"), _ci_settings(), builtin_backends()
     key = DrawnExamples.key(prop, "float32", settings, 0)
     first = DrawnExamples(directory=tmp_path)
-    monkeypatch.setattr(search, "DRAWN", first)
-    search.run_property(prop, backends["dense"], "cpu", "float32", settings=settings, base_seed=0)
+    search.run_property(prop, backends["dense"], "cpu", "float32", settings=settings, base_seed=0, drawn=first)
     assert [path.suffix for path in tmp_path.iterdir()] == [".pickle"]
     other = DrawnExamples(directory=tmp_path)  # another worker: nothing in its memory
-    monkeypatch.setattr(search, "DRAWN", other)
-    result = search.run_property(prop, backends["coo"], "cpu", "float32", settings=settings, base_seed=0)
+    result = search.run_property(prop, backends["coo"], "cpu", "float32", settings=settings, base_seed=0, drawn=other)
     assert other.replayed == 1 and result.failure is None
     assert result.examples == settings.max_examples + len(prop.examples("float32"))  # drawn + explicit
     assert pickle.dumps(other.runs[key]) == pickle.dumps(first.runs[key])
@@ -430,7 +425,6 @@ def test_a_seeded_search_keeps_the_profile_s_example_database_one_key_per_item(m
     from conformance.cases.trial import Property
     from conformance.core.compare import Mismatch
 
-    monkeypatch.setattr(search, "DRAWN", DrawnExamples())
     database = InMemoryExampleDatabase()
     thorough = settings(max_examples=20, database=database, deadline=None, suppress_health_check=list(HealthCheck),
                         phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink], report_multiple_bugs=False)

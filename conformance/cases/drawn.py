@@ -32,6 +32,7 @@ class DrawnExamples:
     Hypothesis, which draws the same examples again, keeps drawing past unsupported ones and
     shrinks a failure: the verdict is the one Hypothesis alone would give.
 
+    One belongs to each run (the plugin keeps it in its configuration, ``GeneratedConfig.drawn``).
     They are kept in memory, and with ``directory`` set (pytest-xdist: one folder of the run's,
     :mod:`conformance.run.generated_plugin`) also as files, so that one worker replays what another
     drew. A file that cannot be written or read is no replay: Hypothesis draws instead.
@@ -88,5 +89,3 @@ class DrawnExamples:
             self.runs.pop(next(iter(self.runs)))
         self.runs[key] = examples
 
-
-DRAWN = DrawnExamples()

@@ -23,7 +23,7 @@ from hypothesis.database import ExampleDatabase
 
 from conformance.core import diagnosis
 from conformance.backends.base import Backend
-from conformance.cases.drawn import DRAWN, derive_seed
+from conformance.cases.drawn import DrawnExamples, derive_seed
 from conformance.cases.narrowing import Narrowing, declared_unsupported_options
 from conformance.cases.trial import SAME_AS_TORCH, DivergenceObserved, Property, Trial, same_as_torch
 from conformance.core.compare import format_error
@@ -174,10 +174,10 @@ def _torch_trial(op, backend: Backend, device: str, dtype: str) -> Trial | None:
 
 def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, settings, base_seed: int,
                  database_key: str | None = None, budget: float | None = None,
-                 saved: list | None = None) -> PropertyResult:
+                 saved: list | None = None, drawn: DrawnExamples | None = None) -> PropertyResult:
     """Search ``prop`` on one backend/device/dtype with Hypothesis under ``settings`` (replaying the
-    examples of an earlier clean run of the same property and dtype where that gives the same verdict;
-    see :class:`DrawnExamples`). With ``budget`` (seconds), the search stops between two examples once
+    examples of an earlier clean run of the same property and dtype kept in the run's ``drawn``, where
+    that gives the same verdict; see :class:`DrawnExamples`; None: nothing kept, nothing replayed). With ``budget`` (seconds), the search stops between two examples once
     it has run that long, and the verdict stands on the examples that ran (``budget_reached``).
     ``saved`` failing examples (a replay's) run first, outside the budget: one that still fails is
     the verdict, with no search; when all pass now, the search runs as usual."""
@@ -196,16 +196,17 @@ def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, s
     trial = Trial(op, backend, device, dtype)
     torch_trial = _torch_trial(op, backend, device, dtype)
     narrowing = Narrowing(op, declared_unsupported_options(op, backend), keep_invalid=prop.name == "rejects-invalid")
-    key = DRAWN.key(prop, dtype, settings, base_seed, narrowing.declared)
-    drawn = DRAWN.get(key)
-    if drawn is not None:
+    store = drawn if drawn is not None else DrawnExamples(capacity=0)
+    key = store.key(prop, dtype, settings, base_seed, narrowing.declared)
+    kept = store.get(key)
+    if kept is not None:
         replayed = PropertyResult(seed=base_seed, budget=budget, saved="passes now" if saved else None)
         check = _example_check(prop, trial, torch_trial, replayed, replaying=True, deadline=deadline)
         try:
-            for example in drawn:
+            for example in kept:
                 check(copy.deepcopy(example))
         except _BudgetReached:  # every example that ran passed: the verdict stands on them
-            DRAWN.replayed += 1
+            store.replayed += 1
             return replayed
         except _TimedOut as timed_out:
             raise timed_out.timeout from None
@@ -214,7 +215,7 @@ def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, s
         except BaseException:  # noqa: BLE001 - not clean: Hypothesis decides (and shrinks)
             pass
         else:
-            DRAWN.replayed += 1
+            store.replayed += 1
             return replayed
     result = PropertyResult(seed=base_seed, budget=budget, saved="passes now" if saved else None)
     examples: list = []
@@ -230,7 +231,7 @@ def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, s
             result.failure = diagnosis.annotated(result.failure, result.looks_like)
     if result.failure is None and result.unsupported is None and result.unsupported_examples == 0 \
             and not result.budget_reached:  # a cut-short run is not what Hypothesis would draw in full
-        DRAWN.keep(key, examples)
+        store.keep(key, examples)
     return result
 
 

@@ -36,7 +36,7 @@ from conformance.run.state import (BUDGET_SHARE, candidate_targets, GENERATED, S
 from conformance.core.profiles import DEFAULT_PROFILE, PROFILES
 from conformance.core.types import Mismatch, safe_text, Unsupported
 from conformance.core.devices import unavailable_reason
-from conformance.cases.drawn import DRAWN
+from conformance.cases.drawn import DrawnExamples
 from conformance.core.dtypes import FLOAT_DTYPES
 
 if TYPE_CHECKING:  # annotations only
@@ -133,11 +133,10 @@ def pytest_configure(config: pytest.Config) -> None:
     database = reports / "hypothesis" / "examples" if PROFILES[profile]["database"] else None
     impl_targets = candidate_targets(config)
     config.addinivalue_line("markers", "generated: a generated (Hypothesis) conformance item")
+    shared = getattr(config, "workerinput", {}).get(DRAWN_DIRECTORY)
     config.stash[GENERATED] = GeneratedConfig(profile, examples, seed, seed_given, counterexamples, database,
                                               impl_targets, shrink=not config.getoption("conformance_no_shrink"),
-                                              budget=budget)
-    shared = getattr(config, "workerinput", {}).get(DRAWN_DIRECTORY)
-    DRAWN.directory = Path(shared) if shared else None
+                                              budget=budget, drawn=DrawnExamples(directory=Path(shared) if shared else None))
     if ours:
         import_the_whole_suite()
 
@@ -202,8 +201,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     folder = config.stash.get(_DRAWN_FOLDER, None)
     if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
-    if not hasattr(config, "workerinput"):
-        DRAWN.directory = None
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -293,7 +290,8 @@ class GeneratedItem(ConformanceItem):
             if unreadable:
                 self.warn(pytest.PytestWarning(unreadable))
         result = run_property(self.prop, self.backend, self.device, self.dtype, settings=gen.hypothesis_settings(),
-                              base_seed=gen.seed, database_key=self.name, budget=gen.budget_for(self), saved=saved)
+                              base_seed=gen.seed, database_key=self.name, budget=gen.budget_for(self), saved=saved,
+                              drawn=gen.drawn)
         if result.saved:
             self.record["saved_example"] = result.saved
         self.record.update(examples=result.examples, unsupported_examples=result.unsupported_examples,

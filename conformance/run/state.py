@@ -8,12 +8,13 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from conformance.backends.base import Backend
+from conformance.cases.drawn import DrawnExamples
 from conformance.core.profiles import PROFILES
 from conformance.core.record import ItemRecord
 from conformance.core.target import CandidateTarget, TargetError, parse_targets
@@ -60,6 +61,7 @@ class GeneratedConfig:
     impl_targets: dict[str, CandidateTarget]
     shrink: bool = True  # --conformance-no-shrink: report the first failing example as drawn
     budget: float | None = None  # --conformance-budget (None: BUDGET_SHARE of the item's timeout; 0: none)
+    drawn: DrawnExamples = field(default_factory=DrawnExamples)  # the run's clean runs, replayed by the next backend
 
     def budget_for(self, item) -> float | None:
         """The item's search budget in seconds (None: no limit)."""

@@ -16,6 +16,7 @@ BUILTIN_BACKEND_MODULES = (
     "conformance.backends.masked_mean_idioms",
     "conformance.backends.kernel",
     "conformance.backends.torch_paths",
+    "conformance.backends.compiled",
 )
 
 ENTRY_POINT_GROUP = "torch_sparse_conformance.backends"

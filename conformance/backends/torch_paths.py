@@ -24,6 +24,7 @@ from conformance.ops import OPS
 from conformance.core.divergences import STOCK_TORCH, Divergence, register
 from conformance.core.types import RunContext, Unsupported
 
+COMPILED = "compiled"  # the path under torch.compile: its backend is conformance/backends/compiled.py
 FOR_LOOP = "for-loop"  # torch_paths_on_sparse: torch runs its for-loop step on a sparse gradient
 REFUSES = "refuses"  # torch_paths_on_sparse: torch raises RuntimeError on a sparse gradient
 # fused's own refusal of a device or dtype (torch/optim/optimizer.py, _device_dtype_check_for_fused)
@@ -94,6 +95,7 @@ class TorchPathBackend(Backend):
         self.classes = {op: path_class(cls, path, OPS[op].torch_paths[path],
                                        getattr(OPS[op], "torch_paths_on_sparse", {}).get(path))
                         for op, cls in classes.items()}
+        self.torch_classes = dict(classes)  # op -> torch's optimizer class whose path runs
         # the other half of the twins: the same class's for-loop step
         self.for_loop_classes = {op: path_class(cls, FOR_LOOP, getattr(OPS[op], "torch_for_loop", {"foreach": False}),
                                                 None) for op, cls in classes.items()}
@@ -134,7 +136,7 @@ def paths() -> list[str]:
     return found
 
 
-BACKENDS = [TorchPathBackend(path) for path in paths()]
+BACKENDS = [TorchPathBackend(path) for path in paths() if path != COMPILED]  # compiled: its own module
 
 
 # ---------------------------------------------------------------- what the twins found (docs/findings.md)

@@ -315,6 +315,7 @@ def check_deterministic(trial: Trial, inputs: Any) -> None:
 
 
 PATHS_AGREE = "paths-agree"  # the twins of torch's own code paths (registered divergences name it)
+COMPILED_AGREES = "compiled-agrees"  # the twin of torch's step under torch.compile
 
 
 def _is_torch_path(backend) -> bool:
@@ -371,8 +372,9 @@ def _path_divergence(trial: Trial, inputs: OptimizerInputs, got: dict, want: dic
     def agrees() -> bool:
         return path_agrees_with_reference(trial, inputs, got, names)
 
+    twin = getattr(trial.backend, "twin_property", PATHS_AGREE)  # the compiled backend's: compiled-agrees
     for entry in lookup(op=trial.op.name, backend=trial.backend.name, device=trial.device, dtype=trial.dtype,
-                        property=PATHS_AGREE):
+                        property=twin):
         explains = getattr(entry, "explains", None)
         if explains is not None and explains(inputs, {n: to_numpy(got[n]) for n in names},
                                              {n: to_numpy(want[n]) for n in names}, agrees):
@@ -432,6 +434,8 @@ CHECKS: dict[str, Property] = {
     # the twins of torch's own code paths: on the torch path backends only (foreach, fused), against torch's
     # for-loop step on the same inputs
     PATHS_AGREE: _PathTwin("", "", "", None, check_paths_agree, skips_oracle=True),
+    # the step under torch.compile (backends/compiled.py) against the same step run eagerly, the same check
+    COMPILED_AGREES: _PathTwin("", "", "", None, check_paths_agree, skips_oracle=True),
     "state-dict-resume": unbound(check_state_dict_resume,
                                  to_cases=lambda example, dtype: _member_cases(example[0], dtype),
                                  skip_backends=OPTIMIZER_OBJECT_TWINS, needs_optimizer_object=True,

@@ -309,7 +309,9 @@ class Adagrad(OptimizerOp):
     # backend per path). What a path does with a sparse gradient, where it does not run it (torch 2.13,
     # torch/optim/adagrad.py): "for-loop" -- _multi_tensor_adagrad hands a device's tensors to
     # _single_tensor_adagrad when one gradient is sparse; "refuses" -- _fused_adagrad raises RuntimeError
-    torch_paths = {"foreach": {"foreach": True}, "fused": {"fused": True}}
+    # "compiled": torch's for-loop step under torch.compile (conformance/backends/compiled.py), against the same
+    # step run eagerly; Dynamo does not trace a sparse gradient (a graph break: the step runs eagerly)
+    torch_paths = {"foreach": {"foreach": True}, "fused": {"fused": True}, "compiled": {"foreach": False}}
     torch_paths_on_sparse = {"foreach": "for-loop", "fused": "refuses"}
     torch_for_loop = {"foreach": False, "fused": False}  # the keywords of the for-loop step, the twins' other half
 

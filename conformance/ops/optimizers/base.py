@@ -21,6 +21,10 @@ from conformance.ops.optimizers.strategies import (LONG_EXAMPLES, LONG_STEPS, dr
 from conformance.core.tensors import CooArray, encode_array, encode_coo, quantize
 
 
+COMPILED = "compiled"  # the path under torch.compile (its twin: compiled-agrees)
+COMPILED_EXAMPLES = 3  # drawn examples per compiled-agrees item: each one compiles the step (seconds of C++)
+
+
 class OptimizerOp(Op):
     """What the optimizer records share: generated inputs and properties, benchmark trajectories
     and the half-precision model's frame; each optimizer gives its hyperparameters
@@ -37,7 +41,7 @@ class OptimizerOp(Op):
     # torch's own implementations of the step beside its default for-loop step: path -> the constructor
     # keywords that select it (conformance/backends/torch_paths.py builds one backend per path); what a
     # path does with a sparse gradient where it does not run it ("for-loop", "refuses"); the for-loop's keywords
-    torch_paths: dict[str, dict] = {}
+    torch_paths: dict[str, dict] = {}  # "compiled": the keywords of the step torch.compile runs (backends/compiled.py)
     torch_paths_on_sparse: dict[str, str] = {}
     torch_for_loop: dict = {"foreach": False}
 
@@ -213,20 +217,34 @@ class OptimizerOp(Op):
 
     def all_properties(self) -> tuple[GeneratedProperty, ...]:
         """Besides the rest, where the record declares :attr:`torch_paths`, their twins:
-        ``paths-agree`` (each path against torch's for-loop step, conformance/cases/checks.py) on
-        the drawn trajectories and the same densified (what the fused steps, which refuse sparse
-        gradients, run)."""
-        if not self.torch_paths:
-            return super().all_properties()
-        return (*super().all_properties(), GeneratedProperty(
-            "paths-agree", f"torch's {' and '.join(self.torch_paths)} {self.title} steps equal its for-loop step on "
-            "the same trajectories (sparse, mixed and all-dense)", self.paths_inputs_strategy))
+        ``paths-agree`` (foreach, fused: each path against torch's for-loop step,
+        conformance/cases/checks.py) on the drawn trajectories and the same densified (what the fused
+        steps, which refuse sparse gradients, run); ``compiled-agrees`` (the step under torch.compile
+        against the same step run eagerly) on densified trajectories only (torch.compile does not trace
+        sparse gradients), float32/float64, :data:`COMPILED_EXAMPLES` drawn examples an item (each compiles)."""
+        twins = []
+        paths = [path for path in self.torch_paths if path != COMPILED]
+        if paths:
+            twins.append(GeneratedProperty(
+                "paths-agree", f"torch's {' and '.join(paths)} {self.title} steps equal its for-loop step on "
+                "the same trajectories (sparse, mixed and all-dense)", self.paths_inputs_strategy))
+        if COMPILED in self.torch_paths:
+            twins.append(GeneratedProperty(
+                "compiled-agrees", f"torch's {self.title} step under torch.compile (Inductor) equals the same step "
+                "run eagerly on the same dense-gradient trajectories", self.compiled_inputs_strategy,
+                dtypes=("float32", "float64"), max_examples=COMPILED_EXAMPLES))
+        return (*super().all_properties(), *twins)
 
     def paths_inputs_strategy(self, dtype: str) -> Any:
         from conformance.ops.optimizers.reference import densified
 
         drawn = self.inputs_strategy(dtype)
         return st.one_of(drawn, drawn.map(lambda inputs: densified(inputs, dtype)))
+
+    def compiled_inputs_strategy(self, dtype: str) -> Any:
+        from conformance.ops.optimizers.reference import densified
+
+        return self.inputs_strategy(dtype).map(lambda inputs: densified(inputs, dtype))
 
     def long_trajectories_strategy(self, dtype: str) -> Any:
         return long_trajectories(self, dtype)

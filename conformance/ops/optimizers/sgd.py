@@ -214,7 +214,9 @@ class SGD(OptimizerOp):
     # gradient (torch 2.13, torch/optim/sgd.py) _multi_tensor_sgd runs: its foreach ops take the sparse
     # tensors (their per-tensor fallback) and it adds the update into the parameter tensor by tensor;
     # _fused_sgd "refuses" (RuntimeError)
-    torch_paths = {"foreach": {"foreach": True}, "fused": {"fused": True}}
+    # "compiled": torch's for-loop step under torch.compile (conformance/backends/compiled.py), against the same
+    # step run eagerly; Dynamo does not trace a sparse gradient (a graph break: the step runs eagerly)
+    torch_paths = {"foreach": {"foreach": True}, "fused": {"fused": True}, "compiled": {"foreach": False}}
     torch_paths_on_sparse = {"fused": "refuses"}
     torch_for_loop = {"foreach": False, "fused": False}  # the keywords of the for-loop step, the twins' other half
 

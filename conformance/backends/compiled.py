@@ -1,0 +1,187 @@
+"""``compiled``: torch's optimizer step under ``torch.compile`` (TorchDynamo traces ``optimizer.step()``,
+Inductor generates the kernel: C++ on cpu), for every optimizer record that declares the path
+``"compiled"`` in ``torch_paths`` (its value: the constructor keywords of the step that is compiled,
+e.g. ``{"foreach": False}``, torch's for-loop step -- so that the twin compares the compiled step with
+the very same step run eagerly).
+
+One compiled function per process (:func:`compiled_step`, ``dynamic=True``: parameters of other sizes
+do not recompile); every optimizer the backend constructs starts from an empty Dynamo cache
+(``torch._dynamo.reset()``: Dynamo guards on the optimizer object, so another optimizer's graphs never
+serve, and past ``recompile_limit`` cached graphs Dynamo would run the step eagerly without a word --
+``fail_on_recompile_limit_hit`` makes that an error instead). Inductor's own caches (the FX graph and
+the compiled C++ on disk) are kept, so a graph compiled once is loaded, not compiled, next time.
+
+What Dynamo did on each run is counted (``torch._dynamo.utils.counters``) and recorded in the item's
+record under ``xla_compiles`` (the results schema's compile counts, :data:`COUNTS_KEY`): graphs compiled,
+those compiled after the first step (recompiles), graph breaks and frames. A step that compiled nothing
+(Dynamo disabled) is Unsupported, never an eager pass. Where the compiled step does not run torch's
+graph: a sparse gradient -- Dynamo does not trace sparse tensors (a graph break, and the step runs
+eagerly: the coo backend's items run that step) -- the item is Unsupported with torch's reason.
+
+The twin, ``compiled-agrees`` (conformance/cases/checks.py): the compiled step against the same step
+run eagerly, on the same generated dense-gradient trajectories, float32/float64, a few examples an item
+(each example compiles).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from conformance.backends.torch_paths import COMPILED, PathDivergence, TorchPathBackend, keywords_text
+from conformance.core.divergences import STOCK_TORCH, register
+from conformance.core.types import RunContext, Unsupported
+
+COMPILED_AGREES = "compiled-agrees"  # the twin (conformance/cases/checks.py)
+COUNTS_KEY = "xla_compiles"  # the record's compile counts (conformance.core.record: name -> count)
+# what Dynamo says of a sparse tensor (torch/_dynamo/variables/builder.py, graph break gb0015); a test
+# (tests/test_compiled_path.py) checks that torch still graph-breaks with this reason
+SPARSE_REASON = "Attempted to wrap sparse Tensor: torch.compile does not support sparse Tensors"
+# the dtypes the compiled backend compiles: every step compiles (seconds of C++), so the main job's
+# items stay few; a half dtype is Unsupported by this choice, never by torch's refusal
+COMPILED_DTYPES = ("float32", "float64")
+
+_step_counts: list[dict[str, int]] = []  # the current run's steps: what Dynamo did on each
+_compiled = None
+
+
+def _eager_step(optimizer) -> Any:
+    return optimizer.eager_step()
+
+
+def compiled_step():
+    """The process's one compiled step function: ``optimizer -> optimizer.eager_step()`` (torch's
+    step of the optimizer's class) under ``torch.compile(dynamic=True)`` with Inductor."""
+    global _compiled
+    if _compiled is None:
+        import torch
+
+        _compiled = torch.compile(_eager_step, dynamic=True)
+    return _compiled
+
+
+def _counters() -> tuple[int, int, int]:
+    from torch._dynamo.utils import counters
+
+    return (counters["stats"]["unique_graphs"], sum(counters["graph_break"].values()), counters["frames"]["total"])
+
+
+def compiled_class(torch_class: type, keywords: dict) -> type:
+    """``torch_class`` constructed with ``keywords``, whose ``step()`` runs under torch.compile."""
+    import torch
+    import torch._inductor.config
+
+    name = f"torch.compile({torch_class.__name__}({keywords_text(keywords)}).step)"
+
+    class TorchCompiled(torch_class):  # type: ignore[misc, valid-type]
+        torch_path = COMPILED
+
+        def __init__(self, params, *args: Any, **kwargs: Any):
+            super().__init__(params, *args, **{**kwargs, **keywords})
+            torch._dynamo.reset()  # this optimizer's graphs only (Dynamo guards on the optimizer object)
+
+        def eager_step(self, closure=None):
+            return torch_class.step(self, closure)
+
+        def step(self, closure=None):
+            if closure is not None:
+                raise Unsupported(f"{name}: the compiled backend steps without a closure")
+            if any(p.grad is not None and p.grad.is_sparse for group in self.param_groups for p in group["params"]):
+                raise Unsupported(f"torch's compiled path does not run on sparse gradients: Dynamo graph-breaks "
+                                  f"('{SPARSE_REASON}') and {name} runs the step eagerly (the coo backend's items run "
+                                  "that step)")
+            before = _counters()
+            # compile_threads=1: Inductor compiles in this process, not in a pool of workers it starts first
+            # (about 5 s of every process's first compile on 2 cores)
+            with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True), \
+                    torch._inductor.config.patch(compile_threads=1):
+                out = compiled_step()(self)
+            graphs, breaks, frames = (after - was for after, was in zip(_counters(), before))
+            if not _step_counts and graphs == 0:
+                raise Unsupported(f"{name} compiled no graph on its first step (is TorchDynamo disabled?): "
+                                  "the step ran eagerly")
+            _step_counts.append({"graphs": graphs, "graph_breaks": breaks, "frames": frames})
+            return out
+
+    TorchCompiled.__name__ = TorchCompiled.__qualname__ = name
+    return TorchCompiled
+
+
+def counts_of(steps: list[dict[str, int]]) -> dict[str, int]:
+    """A run's compile counts as the record keeps them: graphs Dynamo compiled (``dynamo_graphs``),
+    those on the steps after the first (``dynamo_recompiles``), graph breaks (each compile of a frame
+    that breaks counts its breaks once), frames traced, steps."""
+    return {"dynamo_graphs": sum(s["graphs"] for s in steps),
+            "dynamo_recompiles": sum(s["graphs"] for s in steps[1:]),
+            "dynamo_graph_breaks": sum(s["graph_breaks"] for s in steps),
+            "dynamo_frames": sum(s["frames"] for s in steps),
+            "steps": len(steps)}
+
+
+class CompiledBackend(TorchPathBackend):
+    """torch's optimizer step under torch.compile (Inductor), for every record that declares ``compiled``."""
+
+    twin_property = COMPILED_AGREES  # its twin: the property its registered divergences name
+    generated_properties = (COMPILED_AGREES,)
+
+    def __init__(self, classes: dict[str, type] | None = None, *, name: str | None = None,
+                 dtypes: tuple[str, ...] = COMPILED_DTYPES):
+        self.dtypes = dtypes
+        super().__init__(COMPILED, classes, name=name, description="stock torch.optim's step under torch.compile "
+                         "(TorchDynamo + Inductor)")
+        from conformance.ops import OPS
+
+        self.classes = {op: compiled_class(cls, OPS[op].torch_paths[COMPILED]) for op, cls in self.torch_classes.items()}
+        self.description += ": " + "; ".join(cls.__name__ for cls in self.classes.values())
+
+    def _runner(self, op: str):
+        from conformance.ops import OPS
+
+        record = OPS[op]
+
+        def run(inputs, ctx: RunContext) -> dict[str, Any]:
+            from conformance.core.dtypes import info
+
+            dtype = info(ctx.dtype).name
+            if dtype not in self.dtypes:
+                raise Unsupported(f"the {self.name} backend compiles {' and '.join(self.dtypes)} steps only (each "
+                                  f"step compiles C++: the main job keeps its compiled items few), not {dtype}")
+            _step_counts.clear()
+            try:
+                return record.run_candidate(self.classes[op], inputs, ctx)
+            finally:
+                if _step_counts:
+                    ctx.record[COUNTS_KEY] = counts_of(_step_counts)
+                _step_counts.clear()
+        return run
+
+
+BACKEND = CompiledBackend()
+
+
+# ---------------------------------------------------------------- what the twin found (docs/findings.md)
+
+def _learning_rate_in_float32(inputs, got, for_loop, agrees) -> bool:
+    """The compiled outputs are the eager ones but for the effective learning rate rounded to float32 in
+    each step: a relative error of at most 2^-24 in clr = lr / (1 + (step - 1) lr_decay), which moves the
+    parameter by at most 2^-24 |clr| |g / (sqrt(sum) + eps)| <= 2^-24 |lr| a step (|g| <= sqrt(sum): the sum
+    holds g^2, initial_accumulator_value >= 0), the state sum only through weight decay. Allowed: 16 times
+    that, per step."""
+    steps = max(len(inputs.grads), 1)
+    bound = 16 * 2.0 ** -24 * steps * abs(float(inputs.hyperparameters.get("lr", 0.01)))
+    return all(np.allclose(got[name], for_loop[name], rtol=16 * 2.0 ** -24 * steps, atol=bound) for name in got)
+
+
+COMPILED_ADAGRAD_LR_IN_FLOAT32 = register(PathDivergence(
+    "torch-compiled-adagrad-float32-learning-rate",
+    "torch 2.13's Adagrad step under torch.compile computes the effective learning rate "
+    "clr = lr / (1 + (step - 1) * lr_decay) from the float32 step tensor (torch/optim/adagrad.py, "
+    "_single_tensor_adagrad: _get_value(step_t) returns the tensor while compiling, not step_t.item()), so a "
+    "float64 parameter moves by lr rounded to float32: Adagrad(lr=8.31, eps=1e-6) on param -1.0, gradient 2.875 "
+    "gives -9.309997529182775 compiled (eager with lr=float32(8.31) gives the same bits) where eager, as the "
+    "documented algorithm, gives -9.309997109566224 (relative error 4.5e-8 in the step, float32's roundoff)",
+    "https://github.com/pytorch/pytorch/pull/186510",
+    ops=("adagrad",), backends=(COMPILED,), dtypes=("float64",), properties=(COMPILED_AGREES,), behaviour=STOCK_TORCH,
+    explains=_learning_rate_in_float32,
+))

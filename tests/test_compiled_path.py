@@ -1,0 +1,153 @@
+"""torch's optimizer step under torch.compile as a backend (``compiled``: conformance/backends/compiled.py)
+and its differential twin (``compiled-agrees``), in this process (issue 28). The first compile in a
+process loads Inductor (several seconds); the graphs after it load from Inductor's cache."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from conformance_runs import load, run_inprocess
+from conformance.backends import builtin_backends
+from conformance.backends.compiled import COMPILED_ADAGRAD_LR_IN_FLOAT32, COUNTS_KEY, SPARSE_REASON
+from conformance.cases.checks import check_paths_agree
+from conformance.cases.trial import DivergenceObserved, Trial
+from conformance.core.tensors import CooArray
+from conformance.core.types import Mismatch, RunContext, Unsupported
+from conformance.ops import OPS
+from conformance.ops.optimizers.inputs import OptimizerInputs
+
+SPARSE = CooArray(np.array([[2, 0, 2]], dtype=np.int64), np.array([1.0, -0.5, 0.5]), (4,))
+DENSE = np.array([1.0, -0.5, 0.25, 2.0])
+PARAM = np.array([1.0, -2.0, 0.5, 3.0])
+ADAGRAD, SGD = "adagrad", "sgd"
+
+
+def _inputs(*grads, **hyper) -> OptimizerInputs:
+    return OptimizerInputs(PARAM.copy(), list(grads), {"lr": 0.5, **hyper})
+
+
+def _compiled():
+    return builtin_backends()["compiled"]
+
+
+@pytest.mark.parametrize("op, hyper, recompiles", [(ADAGRAD, {}, 0), (SGD, {"momentum": 0.9}, 1)])
+def test_the_compiled_step_equals_eager_and_its_counts_are_in_the_record(op, hyper, recompiles):
+    """Two dense steps, float64: the compiled step gives eager's result (within the agreement tolerance:
+    Inductor orders the arithmetic otherwise; lr = 0.5, exact in float32), and the record
+    holds what Dynamo did: one graph on the first step; SGD compiles again on the second (its momentum
+    buffer, None on the first step, is a tensor then); torch.optim's own graph breaks (_use_grad)."""
+    ctx = RunContext("cpu", torch.float64)
+    got = _compiled().run(op, _inputs(DENSE, DENSE, **hyper), ctx)
+    want = builtin_backends()["coo"].run(op, _inputs(DENSE, DENSE, **hyper), RunContext("cpu", torch.float64))
+    torch.testing.assert_close(got["param"], want["param"], rtol=2.0 ** -48, atol=0)
+    counts = ctx.record[COUNTS_KEY]
+    assert counts["steps"] == 2 and counts["dynamo_recompiles"] == recompiles, counts
+    assert counts["dynamo_graphs"] == 1 + recompiles and counts["dynamo_graph_breaks"] >= 1, counts
+    check_paths_agree(Trial(OPS[op], _compiled(), "cpu", "float64"), _inputs(DENSE, DENSE, **hyper))
+
+
+def test_a_sparse_gradient_is_unsupported_with_dynamos_reason():
+    """torch.compile does not trace a sparse gradient: Dynamo graph-breaks with the reason the backend
+    quotes (checked here on torch itself) and runs the step eagerly; the backend's item is unsupported."""
+    from torch._dynamo.utils import counters
+
+    with pytest.raises(Unsupported, match="does not support sparse Tensors"):
+        _compiled().run(ADAGRAD, _inputs(SPARSE), RunContext("cpu", torch.float32))
+    torch._dynamo.reset()
+    counters.clear()
+    param = torch.tensor(PARAM, dtype=torch.float32)
+    optimizer = torch.optim.Adagrad([param], lr=0.5, foreach=False)
+    param.grad = SPARSE.to_torch(torch.float32)
+    torch.compile(lambda: optimizer.step())()
+    what, why = SPARSE_REASON.split(": ")
+    assert any(what in reason and why in reason for reason in counters["graph_break"]), list(counters["graph_break"])
+
+
+def test_a_half_dtype_is_unsupported_by_the_backends_choice():
+    with pytest.raises(Unsupported, match="compiles float32 and float64 steps only"):
+        _compiled().run(SGD, _inputs(DENSE), RunContext("cpu", torch.float16))
+
+
+def test_compiled_adagrad_in_float64_moves_by_lr_rounded_to_float32():
+    """The twin's finding (docs/findings.md): torch 2.13's compiled Adagrad step in float64 is eager's with
+    lr rounded to float32, bit for bit; the registered divergence explains the twin's difference, and
+    an lr float32 holds exactly (0.5) agrees bit for bit."""
+    inputs = OptimizerInputs(np.array([-1.0, 0.5]), [np.array([2.875, -64.0])], {"lr": 8.31, "eps": 1e-6})
+    compiled = _compiled().run(ADAGRAD, inputs, RunContext("cpu", torch.float64))["param"]
+    rounded = OptimizerInputs(inputs.param, inputs.grads, {"lr": float(np.float32(8.31)), "eps": 1e-6})
+    eager = builtin_backends()["coo"]
+    assert torch.equal(compiled, eager.run(ADAGRAD, rounded, RunContext("cpu", torch.float64))["param"])
+    assert not torch.equal(compiled, eager.run(ADAGRAD, inputs, RunContext("cpu", torch.float64))["param"])
+    with pytest.raises(DivergenceObserved) as observed:
+        check_paths_agree(Trial(OPS[ADAGRAD], _compiled(), "cpu", "float64"), inputs)
+    assert observed.value.divergence is COMPILED_ADAGRAD_LR_IN_FLOAT32
+    check_paths_agree(Trial(OPS[ADAGRAD], _compiled(), "cpu", "float64"), _inputs(DENSE, DENSE))
+
+
+def _plant_compile_only_slip(monkeypatch, op: str) -> None:
+    """A 1% larger learning rate in torch's own for-loop step, taken only while torch.compile traces it
+    (a slip on a compile-only branch, such as torch.optim's ``torch.compiler.is_compiling()`` ones)."""
+    import importlib
+
+    module = importlib.import_module(f"torch.optim.{op}")  # torch.optim.adagrad, torch.optim.sgd
+    name = f"_single_tensor_{op}"
+    original = getattr(module, name)
+
+    def with_slip(*args, lr, **kwargs):
+        return original(*args, lr=lr * 1.01 if torch.compiler.is_compiling() else lr, **kwargs)
+
+    monkeypatch.setattr(module, name, with_slip)
+
+
+@pytest.mark.parametrize("op", [ADAGRAD, SGD])
+def test_a_slip_in_the_compiled_step_fails_the_compiled_twin_only(monkeypatch, op):
+    _plant_compile_only_slip(monkeypatch, op)
+    inputs = _inputs(DENSE, DENSE)
+    with pytest.raises(Mismatch, match="compiled twin"):
+        check_paths_agree(Trial(OPS[op], _compiled(), "cpu", "float64"), inputs)
+    for path in ("foreach", "fused"):
+        check_paths_agree(Trial(OPS[op], builtin_backends()[path], "cpu", "float64"), inputs)
+
+
+@pytest.mark.slow
+def test_compiled_items_pass_for_adagrad_and_sgd_and_a_planted_slip_fails_them_only(monkeypatch):
+    """The main job's compiled spec items (float64, dense-gradient cases): stock torch passes them, each
+    passed item's record holds Dynamo's counts; with a compile-only 1% lr slip planted in torch's own
+    for-loop steps, the compiled items fail and the coo and foreach items of the same cases pass."""
+    selected = ("--conformance-dtype", "float64", "-k", "not generated and dense and (adagrad or sgd)")
+    code, path = run_inprocess("compiled", "specs", "--conformance-backend", "compiled", *selected)
+    records = load(path)["records"]
+    assert code == 0, [(r["case"], r["outcome"], r.get("message")) for r in records if r["outcome"] == "failed"]
+    passed = [r for r in records if r["outcome"] == "passed"]
+    assert {r["op"] for r in passed} == {ADAGRAD, SGD}
+    assert all(r[COUNTS_KEY]["dynamo_graphs"] >= 1 for r in passed if r.get("seconds") is not None), passed
+    for op in (ADAGRAD, SGD):
+        _plant_compile_only_slip(monkeypatch, op)
+    code, path = run_inprocess("compiled-slip", "specs", "--conformance-backend", "compiled,coo,foreach", *selected)
+    records = load(path)["records"]
+    failed = {r["backend"] for r in records if r["outcome"] == "failed"}
+    assert code == 1 and failed == {"compiled"}, failed
+    assert {r["op"] for r in records if r["outcome"] == "failed"} == {ADAGRAD, SGD}
+
+
+@pytest.mark.parametrize("slipped, fails", [("_multi_tensor_adagrad", "foreach"), ("_fused_adagrad", "fused")])
+def test_a_slip_in_torchs_foreach_or_fused_adagrad_fails_that_paths_items_only(monkeypatch, slipped, fails):
+    """Issue 28: a 1% larger learning rate planted in torch's own _multi_tensor_adagrad (_fused_adagrad)
+    fails the foreach (fused) backend's spec items; the coo and dense backends' items of the same dense-
+    gradient cases pass (tests/test_torch_paths.py plants the same in the twin)."""
+    import torch.optim.adagrad as adagrad_module
+
+    original = getattr(adagrad_module, slipped)
+
+    def with_slip(*args, lr, **kwargs):
+        return original(*args, lr=lr * 1.01, **kwargs)
+
+    monkeypatch.setattr(adagrad_module, slipped, with_slip)
+    code, path = run_inprocess(f"slip-{fails}", "specs", "--conformance-backend", "coo,dense,foreach,fused",
+                               "--conformance-dtype", "float64", "-k", "not generated and adagrad and dense")
+    records = load(path)["records"]
+    failed = {r["backend"] for r in records if r["outcome"] == "failed"}
+    assert code == 1 and failed == {fails}, [(r["case"], r["backend"], r["outcome"]) for r in records]
+    assert {r["backend"] for r in records if r["outcome"] == "passed"} >= {"coo", "dense"}

@@ -58,8 +58,8 @@ def crash_record(identity: ItemRecord, longrepr: Any, ending: WorkerEnding | Non
     return record
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_configure(config: pytest.Config) -> None:
+def configure(config: pytest.Config) -> None:
+    """This module's part of the run's state (called by :func:`conformance.run.plugin.pytest_configure`)."""
     if not is_conformance_run(config):
         return  # someone's own tests: xdist's own worker restarts
     if getattr(config.option, "numprocesses", None) and getattr(config.option, "maxworkerrestart", "") is None:

@@ -103,7 +103,8 @@ def _profile(config: pytest.Config) -> str:
     return DEFAULT_PROFILE
 
 
-def pytest_configure(config: pytest.Config) -> None:
+def configure(config: pytest.Config) -> None:
+    """This module's part of the run's state (called by :func:`conformance.run.plugin.pytest_configure`)."""
     profile = _profile(config)
     examples = config.getoption("conformance_examples")
     if examples is None:

@@ -76,8 +76,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_configure(config: pytest.Config) -> None:
+def configure(config: pytest.Config) -> None:
+    """This module's part of the run's state (called by :func:`conformance.run.plugin.pytest_configure`)."""
     config.addinivalue_line("markers", "conformance_benchmark: a benchmark item (--conformance-benchmark)")
     if config.getoption("conformance_benchmark") and getattr(config.option, "numprocesses", None) == 1:
         # benchmark items keep timing in a single xdist worker (conformance/benchmark.py)

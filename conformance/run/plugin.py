@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from conformance.run import outcomes
+from conformance.run import (crashes, generated_plugin, options, outcomes, results_writer, shard, shrink_notice,
+                             timeouts, transfer)
 from conformance.backends import builtin_backends
 from conformance.run.benchmark import benchmark_items
 from conformance.backends.candidate import CandidateBackend, CandidateError, load_candidates
@@ -98,7 +99,23 @@ def _select(config: pytest.Config) -> Selection:
     return Selection({name: known[name] for name in names}, devices, dtypes, ops)
 
 
+@pytest.hookimpl(tryfirst=True)  # before junitxml reads its path and xdist starts its workers
 def pytest_configure(config: pytest.Config) -> None:
+    """The run's state, built in one visible order, each module keeping its part in ``config.stash``:
+    first what the command line may get wrong (a usage error leaves nothing behind), then the
+    results file and its lock, then what watches the run."""
+    options.configure(config)  # benchmark markers; its warnings under one xdist worker
+    shard.configure(config)  # --conformance-shard K/N
+    _configure_selection(config)  # backends, devices, dtypes, ops, the candidate; quiet warnings, cores
+    generated_plugin.configure(config)  # profile, examples, seed, budget, counterexamples, drawn examples
+    results_writer.configure(config)  # the results file (locked) and its junit beside it
+    crashes.configure(config)  # xdist's worker restarts
+    timeouts.configure(config)  # the workers' watch and each worker's native-hang watchdog
+    transfer.configure(config)  # the workers' collections and records on the controller
+    shrink_notice.configure(config)  # --conformance-progress
+
+
+def _configure_selection(config: pytest.Config) -> None:
     config.stash[SELECTION] = _select(config)
     config.addinivalue_line("markers", "conformance: an item generated from a spec case")
     if not is_conformance_run(config):

@@ -151,8 +151,8 @@ def _relative_case_key(key: str, config: pytest.Config) -> str:
 
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_configure(config: pytest.Config) -> None:
+def configure(config: pytest.Config) -> None:
+    """This module's part of the run's state (called by :func:`conformance.run.plugin.pytest_configure`)."""
     path = config.getoption("conformance_results") or config.getini("conformance_results")
     if path and is_controller(config) and not config.getoption("collectonly"):
         path = Path(path)

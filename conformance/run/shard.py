@@ -29,7 +29,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "`conformance merge`")
 
 
-def pytest_configure(config: pytest.Config) -> None:
+def configure(config: pytest.Config) -> None:
+    """This module's part of the run's state (called by :func:`conformance.run.plugin.pytest_configure`)."""
     text = config.getoption("conformance_shard")
     if text is None:
         config.stash[SHARD] = None

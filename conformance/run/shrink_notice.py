@@ -102,8 +102,8 @@ def _console(config: pytest.Config, text: str) -> None:
         pass
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_configure(config: pytest.Config) -> None:
+def configure(config: pytest.Config) -> None:
+    """This module's part of the run's state (called by :func:`conformance.run.plugin.pytest_configure`)."""
     directory = getattr(config, "workerinput", {}).get(WATCH_DIR)
     if config.getoption("conformance_progress") and not config.pluginmanager.has_plugin("conformance-progress"):
         progress = Path(directory) / f"{config.workerinput['workerid']}.progress" if directory else None

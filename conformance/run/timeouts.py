@@ -158,8 +158,8 @@ class WorkerWatchdog:
         self.handle.close()
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_configure(config: pytest.Config) -> None:
+def configure(config: pytest.Config) -> None:
+    """This module's part of the run's state (called by :func:`conformance.run.plugin.pytest_configure`)."""
     if not is_conformance_run(config):
         return  # someone's own tests under xdist: pytest-timeout's and xdist's rules, not a watchdog of ours
     if is_controller(config) and getattr(config.option, "numprocesses", None) and WATCH not in config.stash:

@@ -1,4 +1,4 @@
-"""``conformance`` (also ``python -m conformance``): report, gate, select, schema.
+"""``conformance`` (also ``python -m conformance``): check, replay, report, gate, select, merge, schema.
 
   conformance report RESULTS... -o reports/index.html
   conformance gate --baseline A.json --candidate B.json [--base-ref origin/main | --changed-files F...]
@@ -12,7 +12,7 @@ Exit codes: report 0 (1 when no results file could be read, 2 when the report ca
 folder or a file that is not one of the suite's reports); gate 0 pass, 1 regression, 2 not comparable or unusable input
 (an option that is NaN or out of range, a --markdown path that is a device or a folder); select 0; merge 0 (2 when the
 files are not the shards of one run or -o may not be replaced); check 0 pass, 1 fail, 2 could not judge, 3 all
-unsupported, 4 usage error; replay: pytest's (0 passes, 1 fails, 4 no such item). A usage error is reported before
+unsupported, 4 usage error; replay: pytest's (0 passes, 1 fails, 4 no such item), 6 a generated item not reproduced within its time budget. A usage error is reported before
 torch is imported. Results files larger than 64 MiB are not read.
 """
 

@@ -1,8 +1,10 @@
 """The plugin in someone else's project: installed in an environment, the suite's pytest plugin is
 loaded by every pytest run there (``pytest11``). A run of that project's own tests must go as it
 would without the suite -- even with a ``specs/`` folder of unrelated YAML files (an OpenAPI
-document) -- while a run of the suite's (its options, or a path holding specs) is unchanged
-(conformance.run.state.is_conformance_run; the main job's records are compared in
+document, a YAML fixture with a top-level ``op:`` line, the counterexamples ``conformance check``
+wrote under ``reports/`` -- while a run of the suite's (an explicit opt-in: ``--conformance``, any of
+its options, or its ini values) is unchanged (conformance.run.state.is_conformance_run; in process:
+tests/test_opt_in.py; the main job's records are compared in
 tests/test_console.py and by tests/results_diff.py)."""
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ def test_the_run_is_left_as_it_was():
 def _project(root: Path) -> Path:
     (root / "specs").mkdir()
     (root / "specs" / "openapi.yaml").write_text(OPENAPI, encoding="utf-8")
-    (root / "tests").mkdir()
+    (root / "tests" / "data").mkdir(parents=True)
+    (root / "tests" / "data" / "fixture.yaml").write_text("op: rename\nfrom: a\nto: b\n", encoding="utf-8")
     (root / "tests" / "test_mine.py").write_text(OWN_TESTS, encoding="utf-8")
     return root
 
@@ -72,6 +75,9 @@ def test_a_projects_own_run_is_left_alone(tmp_path, args):
     assert "generated" not in output and "conformance" not in output, output[-3000:]
     # no reports/ of ours (pytest-benchmark makes .benchmarks/ in every run, the project's Hypothesis .hypothesis/)
     assert sorted(path.name for path in project.iterdir() if not path.name.startswith(".")) == ["specs", "tests"]
+    # nor is `pytest specs` the suite's run in a project of one's own (no opt-in): nothing collected
+    specs = _pytest(project, "specs", *args)
+    assert specs.returncode == 5 and "invalid-spec" not in specs.stdout, (specs.stdout + specs.stderr)[-3000:]
 
 
 @pytest.mark.slow
@@ -81,9 +87,10 @@ def test_a_spec_of_the_projects_own_still_runs(tmp_path):
     run = _pytest(project, "specs/mine.yaml", "--conformance-backend", "coo", "--conformance-device", "cpu")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert "1 passed" in run.stdout
-    # a folder of specs named on the command line is a run of the suite's: its generated items come too
-    # (the OpenAPI document beside them is reported, as a spec missing its op would be)
-    listed = _pytest(project, "specs", "--collect-only")
+    # a folder of specs named with --conformance is a run of the suite's: its generated items come too
+    # (the OpenAPI document beside them is reported, as a spec missing its op would be); without it,
+    # the folder is the project's own (tests/test_opt_in.py)
+    listed = _pytest(project, "specs", "--conformance", "--collect-only")
     assert "specs/mine.yaml::one-duplicate[" in listed.stdout
     assert "specs::generated::coalesce-agrees-with-reference[" in listed.stdout
     assert "specs/openapi.yaml::invalid-spec" in listed.stdout

@@ -23,8 +23,8 @@ from conformance.core.devices import DEFAULT_DEVICES, DEVICES
 from conformance.ops import OPS
 from conformance.core.record import ItemRecord
 from conformance.run.items import ConformanceItem, first_calls_made, placements, warmed_up_last
-from conformance.run.state import (SELECTION, candidate_targets, SPEC_SUFFIXES, Selection, is_conformance_run, is_conformance_spec,
-                                   relative_spec)
+from conformance.run.state import (OPT_IN_FLAG, PATHS_INI, SELECTION, candidate_targets, SPEC_SUFFIXES, Selection,
+                                   is_conformance_run, is_conformance_spec, relative_spec)
 from conformance.judging.runner import run_item
 from conformance.specs.load import Case, SpecError, load_spec
 from conformance.core.dtypes import DTYPES
@@ -51,6 +51,12 @@ def _split(values: list[str] | None) -> list[str]:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("conformance", "sparse/masked semantics conformance (specs/*.yaml)")
+    group.addoption(OPT_IN_FLAG, action="store_true", default=False, dest="conformance",
+                    help="make this a run of the suite's with its defaults: collect the specs (*.yaml) and the "
+                         "generated cases under the paths given. Any --conformance-* option or the "
+                         f"'conformance_results' ini value does too, and so does a path inside a folder the "
+                         f"'{PATHS_INI}' ini value names; without one of them the plugin collects and changes "
+                         "nothing.")
     group.addoption("--conformance-backend", action="append", metavar="NAME[,NAME]",
                     help="backends to run (repeatable or comma-separated; 'all' for every one). "
                          "Default: every built-in backend, or only the candidates when --conformance-impl is given.")
@@ -65,6 +71,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="gate a candidate implementation of OP as a backend named 'candidate' "
                          "(repeatable; module:attr or path/to/file.py:attr). "
                          + "; ".join(f"{name}: {op.candidate_contract}" for name, op in OPS.items()) + ".")
+    parser.addini(PATHS_INI, "folders of specs (relative to the ini file): a run given one of them, or a path "
+                  "inside one, is a run of the suite's without --conformance (this repository's pyproject.toml "
+                  "names specs)", type="paths", default=[])
 
 
 def _select(config: pytest.Config) -> Selection:
@@ -151,14 +160,16 @@ QUIET_WARNINGS = (
 
 
 def _is_spec_path(file_path: Path, config: pytest.Config) -> bool:
-    """A spec to collect: a YAML file named on the command line, one with a top-level ``op:``
-    line, or, in a run of the suite's (:func:`is_conformance_run`), any YAML file under ``specs/``
-    (so that a spec missing its ``op`` is reported, not skipped)."""
-    if file_path.suffix not in SPEC_SUFFIXES:
+    """A spec to collect, in a run of the suite's only (:func:`is_conformance_run`: an explicit
+    opt-in): a YAML file named on the command line, one with a top-level ``op:`` line, or any YAML
+    file under ``specs/`` (so that a spec missing its ``op`` is reported, not skipped). In any other
+    run no YAML file is collected: a project's ``specs/`` folder, its YAML fixtures and the
+    counterexamples ``conformance check`` writes under ``reports/`` are left alone."""
+    if file_path.suffix not in SPEC_SUFFIXES or not is_conformance_run(config):
         return False
     if any(Path(arg.split("::")[0]).resolve() == file_path.resolve() for arg in config.args):
         return True
-    return ("specs" in file_path.parts and is_conformance_run(config)) or is_conformance_spec(file_path)
+    return "specs" in file_path.parts or is_conformance_spec(file_path)
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector):

@@ -105,11 +105,13 @@ SPEC_SUFFIXES = (".yaml", ".yml")
 _OP_KEY = re.compile(rb"^op\s*:", re.M)  # a spec's top-level ``op:`` line (tests/test_outside_project.py)
 CONFORMANCE_RUN = pytest.StashKey[bool]()
 WORKER_FLAG = "conformance_run"  # xdist workerinput: the controller's decision
+OPT_IN_FLAG = "--conformance"  # the plain opt-in: a run of the suite's with its defaults
+PATHS_INI = "conformance_specs"  # ini: folders of specs; a run given one of them (or a path inside) is the suite's
 
 
 def is_conformance_spec(path: Path) -> bool:
     """A YAML file with a top-level ``op:`` line: one of the suite's specs (valid or not), not some
-    other YAML file (an OpenAPI document, a CI config) that happens to sit in a ``specs`` folder."""
+    other YAML file (an OpenAPI document, a CI config). Asked only in a run of the suite's."""
     if path.suffix not in SPEC_SUFFIXES or not path.is_file():
         return False
     try:
@@ -119,25 +121,18 @@ def is_conformance_spec(path: Path) -> bool:
         return False
 
 
-def _holds_specs(path: Path) -> bool:
-    """``path`` is a YAML file, a folder named ``specs``, or a folder with a spec in it or in its
-    ``specs`` folder."""
-    if path.is_file():
-        return path.suffix in SPEC_SUFFIXES
-    if path.name == "specs" and path.is_dir():
-        return True
-    return any(is_conformance_spec(found) for folder in (path, path / "specs") if folder.is_dir()
-               for found in sorted(folder.iterdir()))
-
-
 def is_conformance_run(config: pytest.Config) -> bool:
-    """Whether this pytest run is the suite's: one of its options is given (on the command line, in
-    ``addopts`` or ``PYTEST_ADDOPTS``), ``conformance_results`` is set in the ini file, or a path
-    argument is a YAML file, a ``specs`` folder or a folder holding specs (in it or in its
-    ``specs/``). The plugin is installed for every pytest run of the environment (``pytest11``);
-    in a run of someone's own tests it collects no generated items and changes nothing of the run:
-    no Hypothesis storage folder, no signal handlers, no torch thread count, no xdist worker
-    restarts, no watchdog. An xdist worker takes its controller's decision."""
+    """Whether this pytest run is the suite's: an explicit opt-in, as pytest plugins conventionally
+    have one. It is when one of the suite's options is given (``--conformance`` or any
+    ``--conformance-...``, on the command line, in ``addopts`` or in ``PYTEST_ADDOPTS``), when
+    ``conformance_results`` is set in the ini file, or when the ini file's ``conformance_specs``
+    names folders of specs and a path argument is one of them or inside one (this repository's
+    pyproject.toml names ``specs``, so ``pytest specs`` in a clone is a run of the suite's). Paths
+    alone never decide: a project's own ``specs/`` folder, YAML fixtures and ``reports/`` are its own.
+    The plugin is installed for every pytest run of the environment (``pytest11``); in any other run
+    it collects nothing and changes nothing: no Hypothesis storage folder, no signal handlers, no
+    torch thread count, no xdist worker restarts, no watchdog. An xdist worker takes its controller's
+    decision."""
     if CONFORMANCE_RUN not in config.stash:
         config.stash[CONFORMANCE_RUN] = _decide(config)
     return config.stash[CONFORMANCE_RUN]
@@ -156,15 +151,31 @@ def _decide(config: pytest.Config) -> bool:
     except ValueError:  # unbalanced quotes: pytest says so itself
         environment = []
     given = [*map(str, config.invocation_params.args), *addopts, *environment]
-    if any(arg.startswith("--conformance") for arg in given):
+    if any(arg == OPT_IN_FLAG or arg.startswith(OPT_IN_FLAG + "-") or arg.startswith(OPT_IN_FLAG + "=")
+           for arg in given):
         return True
     try:
         if config.getini("conformance_results"):
             return True
     except ValueError:
         pass
+    return _names_a_spec_folder(config)
+
+
+def _names_a_spec_folder(config: pytest.Config) -> bool:
+    """A path argument is one of the ini file's ``conformance_specs`` folders or inside one."""
+    try:
+        folders = [Path(folder).resolve() for folder in config.getini(PATHS_INI) or []]
+    except ValueError:  # the option is not registered (the plugin's options are not loaded)
+        return False
+    if not folders:
+        return False
     here = Path(config.invocation_params.dir)
-    return any(_holds_specs(here / str(arg).split("::")[0]) for arg in config.args)
+    for arg in config.args:
+        path = (here / str(arg).split("::")[0]).resolve()
+        if any(path == folder or folder in path.parents for folder in folders):
+            return True
+    return False
 
 
 def is_controller(config: pytest.Config) -> bool:

@@ -69,8 +69,8 @@ def _counters() -> tuple[int, int, int]:
 
 def compiled_class(torch_class: type, keywords: dict) -> type:
     """``torch_class`` constructed with ``keywords``, whose ``step()`` runs under torch.compile."""
-    import torch
-    import torch._inductor.config
+    import torch  # not torch._dynamo or torch._inductor: they import triton, which must not be imported before
+    # conformance.backends.kernel sets TRITON_INTERPRET (its Triton kernels would not run on cpu); the step imports them
 
     name = f"torch.compile({torch_class.__name__}({keywords_text(keywords)}).step)"
 
@@ -78,6 +78,8 @@ def compiled_class(torch_class: type, keywords: dict) -> type:
         torch_path = COMPILED
 
         def __init__(self, params, *args: Any, **kwargs: Any):
+            import torch._dynamo
+
             super().__init__(params, *args, **{**kwargs, **keywords})
             torch._dynamo.reset()  # this optimizer's graphs only (Dynamo guards on the optimizer object)
 
@@ -91,6 +93,9 @@ def compiled_class(torch_class: type, keywords: dict) -> type:
                 raise Unsupported(f"torch's compiled path does not run on sparse gradients: Dynamo graph-breaks "
                                   f"('{SPARSE_REASON}') and {name} runs the step eagerly (the coo backend's items run "
                                   "that step)")
+            import torch._dynamo
+            import torch._inductor.config
+
             before = _counters()
             # compile_threads=1: Inductor compiles in this process, not in a pool of workers it starts first
             # (about 5 s of every process's first compile on 2 cores)

@@ -15,8 +15,11 @@ first), and writes its own HTML report (default reports/check.html).
 
 Verdict and exit status:
   RESULT: PASS             0  the run completed, at least one candidate item ran, none failed or errored
-  RESULT: FAIL             1  a candidate item failed or errored (crashed, timed out); the items are named
-  RESULT: COULD NOT JUDGE  2  no complete results file of this run (interrupted, killed, pytest error),
+  RESULT: FAIL             1  a candidate item failed or errored (crashed, timed out); the items are named.
+                              When its first --max-crashes (5) items in a row crash or hang and none
+                              passes, the run stops early: "crashed or hung on every input tried"
+  RESULT: COULD NOT JUDGE  2  no complete results file of this run (interrupted, killed, pytest error,
+                              longer than --run-timeout, 4 h),
                               no candidate item, or an item of the specs themselves errored; SIGINT or
                               SIGTERM while the candidate is imported (its process is ended too)
   RESULT: UNSUPPORTED      3  every candidate item was unsupported: nothing was checked
@@ -63,6 +66,9 @@ print({PROBE_OK!r})
 """
 KILL_AFTER = 60.0  # seconds a signalled pytest gets to write its results before it is killed
 PROBE_TIMEOUT = 120.0  # seconds the candidate's import may take (--import-timeout)
+RUN_TIMEOUT = "--run-timeout"  # what ended a run that took longer than --run-timeout
+DEFAULT_RUN_TIMEOUT = 4 * 3600.0  # seconds the whole pytest run may take (--run-timeout)
+DEFAULT_MAX_CRASHES = 5  # the candidate's first items in a row that crash or hang before check stops (--max-crashes)
 
 
 def specs_dir() -> Path:
@@ -89,7 +95,7 @@ def isolation_args(workers: str = DEFAULT_WORKERS) -> list[str]:
 
 def pytest_command(targets: list[CandidateTarget], *, results: Path, devices: str = "cpu", extra: list[str] = (),
                    run_id: str | None = None, specs: list[str] | None = None, examples: int = DEFAULT_EXAMPLES,
-                   workers: str = DEFAULT_WORKERS) -> list[str]:
+                   workers: str = DEFAULT_WORKERS, max_crashes: int = DEFAULT_MAX_CRASHES) -> list[str]:
     """The ``python -m pytest`` command line that :func:`main` runs."""
     ops = _ops_of(targets)
     from conformance.ops import OPS  # stock torch's backend beside the candidate: Op.stock_backend
@@ -100,7 +106,7 @@ def pytest_command(targets: list[CandidateTarget], *, results: Path, devices: st
                "-p", "no:cacheprovider", "-o", "addopts=", "-q", "-rfE", *isolation_args(workers), "--conformance-progress",
                "--conformance-examples", str(examples),
                "--conformance-device", devices, "--conformance-backend", ",".join(backends),
-               "--conformance-results", str(results)]
+               "--conformance-results", str(results), "--conformance-max-crashes", str(max_crashes)]
     if run_id:
         command += ["--conformance-run-id", run_id]
     if ops:
@@ -149,6 +155,13 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--import-timeout", type=_positive_seconds, default=PROBE_TIMEOUT, metavar="SECONDS",
                         help="how long importing the candidate (in a child process, before the run) may take "
                              "(default: %(default)g); longer is a usage error")
+    parser.add_argument("--run-timeout", type=_positive_seconds, default=DEFAULT_RUN_TIMEOUT, metavar="SECONDS",
+                        help="how long the whole pytest run may take (default: %(default)g); then it is stopped "
+                             "as by SIGTERM (its results are written, interrupted) and the verdict is COULD NOT "
+                             "JUDGE, or FAIL for what failed before")
+    parser.add_argument("--max-crashes", type=_non_negative, default=DEFAULT_MAX_CRASHES, metavar="N",
+                        help="stop early when the candidate's first N items in a row crash or hang and none "
+                             "passed: it crashes or hangs on every input tried (default: %(default)s; 0: never)")
     parser.add_argument("--pytest-args", default="", metavar="ARGS",
                         help="more pytest options, one string (e.g. \"-k 'not generated'\", \"-rx\" for the "
                              "reasons of xfail items, \"-n 0\" to run in one process without crash isolation)")
@@ -361,20 +374,27 @@ def _preexec() -> None:  # pragma: no cover - runs in the child
         pass
 
 
-def run_pytest(command: list[str]) -> tuple[int, str | None]:
+def run_pytest(command: list[str], timeout: float | None = None) -> tuple[int, str | None]:
     """Run pytest in its own process group; SIGINT and SIGTERM sent to this process reach it (it
-    writes its results as interrupted), and a child that does not end within KILL_AFTER seconds of
-    a signal is killed with its workers. Returns (exit status, the signal received or None)."""
+    writes its results as interrupted), and so does a SIGTERM of this process's own when the run
+    takes longer than ``timeout`` seconds (None: no limit). A child that does not end within
+    KILL_AFTER seconds of a signal is killed with its workers, and whatever is left of its process
+    group when it ends (a stray worker, a process the candidate started) is killed too. Returns
+    (exit status, the signal received, or ``"--run-timeout"``, or None)."""
     child = subprocess.Popen(command, start_new_session=True, preexec_fn=_preexec)
     received: list[str] = []
+    since: list[float] = []
 
-    def forward(signum, frame):
-        received.append(signal.Signals(signum).name)
+    def forward(signum, frame=None, why: str | None = None):
+        received.append(why or signal.Signals(signum).name)
+        if not since:
+            since.append(time.monotonic())
         try:
             child.send_signal(signum)
         except OSError:
             pass
 
+    started = time.monotonic()
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         while True:
@@ -383,16 +403,14 @@ def run_pytest(command: list[str]) -> tuple[int, str | None]:
                 break
             except subprocess.TimeoutExpired:
                 pass
-            if received and not hasattr(forward, "since"):
-                forward.since = time.monotonic()
-            if received and time.monotonic() - forward.since > KILL_AFTER:
-                try:
-                    os.killpg(child.pid, signal.SIGKILL)
-                except OSError:
-                    child.kill()
+            if timeout is not None and not received and time.monotonic() - started > timeout:
+                forward(signal.SIGTERM, why=RUN_TIMEOUT)
+            if since and time.monotonic() - since[0] > KILL_AFTER:
+                _kill_group(child)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        _kill_group(child)  # what is left of its group: nothing outlives check
     return status, (received[0] if received else None)
 
 
@@ -445,6 +463,10 @@ def judge(document: dict | None, *, run_id: str, status: int, ops: list[str], si
     if bad:
         verdict.code, verdict.word = FAIL, "FAIL"
         verdict.reason = f"{len(bad)} candidate item(s) failed or errored" + (f"; {incomplete}" if incomplete else "")
+        tried = [r for r in candidate if r.get("outcome") not in ("skipped", "unsupported")]
+        if incomplete and all(_crashed_or_hung(r) for r in tried):  # --max-crashes stopped it, or a signal
+            verdict.reason = (f"the candidate crashed or hung on every input tried ({len(tried)} item(s), none "
+                              f"passed); {incomplete}")
         return verdict
     if not complete:
         verdict.reason = incomplete
@@ -487,6 +509,13 @@ def _is_stock_torch(record: ItemRecord) -> bool:
 
     op = OPS.get(str(record.get("op")))
     return op is not None and bool(record.get("backend")) and record.get("backend") == op.stock_backend
+
+
+def _crashed_or_hung(record: ItemRecord) -> bool:
+    """The item's process died (crash, native hang) or it ran past its timeout (the rule of the run's
+    circuit breaker, conformance/run/breaker.py, which check's --max-crashes sets)."""
+    return bool(record.get("crashed") or record.get("timed_out")) or (
+        record.get("outcome") in ("error", "failed") and "from pytest-timeout" in str(record.get("message") or ""))
 
 
 def _crash_reason(record: ItemRecord) -> str:
@@ -537,9 +566,10 @@ def run(args: argparse.Namespace) -> int:
     extra = ["--conformance-label", args.label or f"candidate {named}"]
     extra += shlex.split(args.pytest_args or "")
     command = pytest_command(targets, results=results, devices=args.device, extra=extra, run_id=run_id,
-                             specs=args.specs, examples=args.examples, workers=args.workers)
+                             specs=args.specs, examples=args.examples, workers=args.workers,
+                             max_crashes=args.max_crashes)
     print("conformance check:", shlex.join(command[1:]), flush=True)
-    status, received = run_pytest(command)
+    status, received = run_pytest(command, args.run_timeout)
     if status == 4 and not results.exists():  # pytest's usage error: it printed the reason
         print(f"conformance check: usage error (pytest exit status 4, printed above); nothing was run", file=sys.stderr)
         return USAGE
@@ -547,6 +577,9 @@ def run(args: argparse.Namespace) -> int:
     verdict = judge(document, run_id=run_id, status=status, ops=_ops_of(targets), signal_name=received,
                     problem=problem)
     lines = [f"conformance check: {named}", *verdict.lines()]
+    if received == RUN_TIMEOUT:
+        lines.insert(1, f"conformance check: the run took longer than --run-timeout {args.run_timeout:g} s and was "
+                        "stopped")
     if document is not None and document["run"].get("id") == run_id:
         from conformance.results.report import build_report
 

@@ -15,7 +15,7 @@ import pytest
 from conformance.core.record import ItemRecord
 from conformance.run import outcomes
 from conformance.run.state import is_conformance_run
-from conformance.run.timeouts import WATCH, WorkerEnding
+from conformance.run.timeouts import WATCH, WorkerEnding, input_of, timed_out_record
 from conformance.run.transfer import collected
 
 MAX_WORKER_RESTART = 100
@@ -39,16 +39,10 @@ def pytest_handlecrashitem(crashitem: str, report, sched) -> None:
 
 def crash_record(identity: ItemRecord, longrepr: Any, ending: WorkerEnding | None = None) -> ItemRecord:
     """The ``error`` record of an item whose worker process died."""
-    record: ItemRecord = {**identity, "outcome": outcomes.ERROR.value, "crashed": True}
-    where = (f"input: the spec case {identity.get('spec')}::{identity.get('case')}" if identity.get("kind") == "case"
-             else "input: the example it was running (re-run the item to see it)")
     if ending is not None and ending.timed_out:
-        record["message"] = (f"timed out in native code: still running {ending.after:g} s after it started "
-                             f"(its timeout: {ending.timeout:g} s), in code that no Python-level timeout can "
-                             "interrupt (C code holding the GIL, or a native wait); the watchdog killed the worker "
-                             f"and pytest-xdist replaced it. {where}\n{ending.where}").rstrip()
-        record["timed_out"] = True
-        return record
+        return timed_out_record(identity, ending, replaced=True)
+    record: ItemRecord = {**identity, "outcome": outcomes.ERROR.value, "crashed": True}
+    where = input_of(identity)
     how = f" (it {ending.how})" if ending is not None and ending.how else ""
     record["message"] = (f"the worker process died{how} while running this item; pytest-xdist replaced the worker and "
                          f"the run went on. {where} ({longrepr})"

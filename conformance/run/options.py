@@ -10,6 +10,8 @@ its place in the list keeps these options in the order ``--help`` has always sho
 --conformance-timeout S      per-item timeout through pytest-timeout (default 60 s, benchmarks 10x;
                              0 for none); ``--timeout`` or a ``timeout`` ini value takes precedence
                              (conformance/run/timeouts.py)
+--conformance-max-crashes N  stop the run when the candidate's first N items in a row crashed or hung
+                             and none gave a result (conformance/run/breaker.py; 0, the default: never)
 --conformance-benchmark      also collect the specs' benchmark sections and time each backend
 
 PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before pytest registers it.
@@ -49,6 +51,17 @@ def _seconds(minimum_exclusive: bool):
     return parse
 
 
+def _count(text: str) -> int:
+    """An argparse type: a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a whole number >= 0")
+    return value
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("conformance")
     group.addoption("--conformance-results", metavar="PATH", default=None,
@@ -69,6 +82,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--conformance-timeout", metavar="SECONDS", type=_seconds(False), default=DEFAULT_TIMEOUT,
                     help=f"per-item timeout via pytest-timeout (default {DEFAULT_TIMEOUT:g}; benchmark items "
                          f"x{BENCHMARK_TIMEOUT_FACTOR}; 0: none). --timeout or the 'timeout' ini value wins.")
+    group.addoption("--conformance-max-crashes", metavar="N", type=_count, default=0,
+                    help="stop the run when the candidate's first N items in a row crashed or hung (a dead "
+                         "worker, a native hang, a timeout) and none gave a result: it crashes or hangs on "
+                         "every input tried (default 0: never; conformance check gives 5)")
     group.addoption("--conformance-benchmark", action="store_true", default=False,
                     help="also time each backend on the specs' benchmark sections with pytest-benchmark "
                          "(add -m conformance_benchmark to run only those; needs -n 0 or -n 1)")

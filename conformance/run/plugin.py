@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from conformance.run import (crashes, generated_plugin, options, outcomes, results_writer, shard, shrink_notice,
-                             timeouts, transfer)
+from conformance.run import (breaker, crashes, generated_plugin, options, outcomes, results_writer, shard,
+                             shrink_notice, timeouts, transfer)
 from conformance.backends import builtin_backends
 from conformance.run.benchmark import benchmark_items
 from conformance.backends.candidate import CandidateBackend, CandidateError, load_candidates
@@ -119,6 +119,7 @@ def pytest_configure(config: pytest.Config) -> None:
     generated_plugin.configure(config)  # profile, examples, seed, budget, counterexamples, drawn examples
     results_writer.configure(config)  # the results file (locked) and its junit beside it
     crashes.configure(config)  # xdist's worker restarts
+    breaker.configure(config)  # --conformance-max-crashes: stop when the candidate crashes on every input
     timeouts.configure(config)  # the workers' watch and each worker's native-hang watchdog
     transfer.configure(config)  # the workers' collections and records on the controller
     shrink_notice.configure(config)  # --conformance-progress

@@ -1,7 +1,9 @@
 """Per-item timeouts: each conformance item gets ``--conformance-timeout`` through pytest-timeout
-(benchmark items x10), and under pytest-xdist a watchdog ends a worker whose item is stuck in
-native code past its timeout, where no Python-level timeout can act (conformance/run/crashes.py
-names the item "timed out in native code").
+(benchmark items x10), and a watchdog ends what is stuck in native code past its timeout, where no
+Python-level timeout can act: under pytest-xdist the worker (conformance/run/crashes.py names the
+item "timed out in native code" and xdist replaces the worker); in a run in one process (no ``-n``,
+``-n 0``) the run itself, after writing the results file with the hung item's ``error`` record
+(:class:`PlainWatchdog`), so that no wait is unbounded.
 
 PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before pytest registers it.
 """
@@ -9,14 +11,22 @@ PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before py
 from __future__ import annotations
 
 import faulthandler
+import os
 import shutil
 import signal
+import sys
 import tempfile
+import threading
+import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from conformance.core.record import ItemRecord
+from conformance.results.store import now
+from conformance.run import outcomes
 from conformance.run.options import BENCHMARK_TIMEOUT_FACTOR
 from conformance.run.state import is_conformance_run, is_controller, item_timeout, timeout_user_set
 
@@ -94,6 +104,24 @@ class WorkerWatch:
         return ending
 
 
+def input_of(identity: ItemRecord) -> str:
+    """Which input a crashed or hung item was running, in words."""
+    return (f"input: the spec case {identity.get('spec')}::{identity.get('case')}" if identity.get("kind") == "case"
+            else "input: the example it was running (re-run the item to see it)")
+
+
+def timed_out_record(identity: ItemRecord, ending: WorkerEnding, *, replaced: bool) -> ItemRecord:
+    """The ``error`` record of an item the watchdog ended (``replaced``: pytest-xdist started another
+    worker; False: a run in one process, which the hang ended, :class:`PlainWatchdog`)."""
+    what = ("the watchdog killed the worker and pytest-xdist replaced it" if replaced else
+            "in a run in one process nothing can take its place, so the watchdog ended the run here: the "
+            "items after it were not run (run with -n 1 or more to lose only this item)")
+    message = (f"timed out in native code: still running {ending.after:g} s after it started (its timeout: "
+               f"{ending.timeout:g} s), in code that no Python-level timeout can interrupt (C code holding the "
+               f"GIL, or a native wait); {what}. {input_of(identity)}\n{ending.where}").rstrip()
+    return {**identity, "outcome": outcomes.ERROR.value, "crashed": True, "message": message, "timed_out": True}
+
+
 def _main_thread_frames(dump: str, limit: int = 30) -> str:
     """Of faulthandler's dump (one block per thread), the block of the thread that ran the item."""
     blocks, current = [], []
@@ -158,10 +186,119 @@ class WorkerWatchdog:
         self.handle.close()
 
 
+HUNG_EXIT_STATUS = int(pytest.ExitCode.INTERRUPTED)  # a run in one process that a hung item ended
+
+
+def _stderr_fd(config: pytest.Config) -> int:
+    """The terminal's stderr, past pytest's capture: the copy pytest's faulthandler plugin keeps (made
+    in its pytest_configure, after the suite's)."""
+    try:
+        from _pytest.faulthandler import fault_handler_stderr_fd_key
+
+        return config.stash[fault_handler_stderr_fd_key]
+    except (ImportError, KeyError):
+        return sys.__stderr__.fileno() if sys.__stderr__ is not None else 2
+
+
+class PlainWatchdog:
+    """In a run in one process (no pytest-xdist workers): an item stuck in native code cannot cost
+    that item only -- nothing can take the process's place -- so the run ends, in two stages, each
+    armed per item with its timeout:
+
+    1. at the timeout plus :func:`native_timeout_grace`, a Python thread: if the item still runs (the
+       Python-level timeout could not act), it adds the item's ``error`` record ("timed out in native
+       code", with the item's stack), writes the results file (status ``interrupted``, the items
+       after it ``not_run``), says so on stderr and ends the process with exit status 2. It can run
+       whenever the hung code released the GIL (a native wait or deadlock, a blocking call);
+    2. at twice the grace, faulthandler's watchdog (a C thread that needs no GIL): C code holding the
+       GIL kept even the thread out, so it prints every thread's traceback on stderr and ends the
+       process; the results file stays as last written (status ``running``, the item ``not_run``).
+    """
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self.changed = threading.Condition()
+        self.current: tuple[pytest.Item, float, float, float] | None = None  # item, started, timeout, after
+        self.closed = False
+        self.main = threading.main_thread().ident
+        self.thread = threading.Thread(target=self._watch, name="conformance-hang-watchdog", daemon=True)
+        self.thread.start()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem):
+        seconds = item_timeout(item) if isinstance(getattr(item, "record", None), dict) else 0.0
+        if not seconds:
+            return (yield)
+        grace = native_timeout_grace(seconds)
+        with self.changed:
+            self.current = (item, time.monotonic(), seconds, seconds + grace)
+            self.changed.notify_all()
+        faulthandler.dump_traceback_later(seconds + 2 * grace, exit=True, file=_stderr_fd(self.config))
+        try:
+            return (yield)
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+            with self.changed:
+                self.current = None
+                self.changed.notify_all()
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        faulthandler.cancel_dump_traceback_later()
+        with self.changed:
+            self.closed = True
+            self.changed.notify_all()
+
+    def _watch(self) -> None:
+        with self.changed:
+            while True:
+                if self.closed:
+                    return
+                if self.current is None:
+                    self.changed.wait()
+                    continue
+                item, started, seconds, after = self.current
+                left = started + after - time.monotonic()
+                if left > 0:
+                    self.changed.wait(left)
+                    continue
+                break
+        self._end_the_run(item, seconds, after)
+
+    def _end_the_run(self, item: pytest.Item, seconds: float, after: float) -> None:
+        """The item hung: its record into the results file, a line on stderr, the process ended."""
+        from conformance.run.results_writer import RESULTS
+        from conformance.run.state import relative_spec
+        from conformance.run.transfer import record_key
+
+        frame = sys._current_frames().get(self.main)
+        where = "".join(traceback.format_stack(frame)[-12:]).rstrip() if frame is not None else ""
+        ending = WorkerEnding(timed_out=True, timeout=seconds, after=after, where=where)
+        record = timed_out_record(dict(item.record), ending, replaced=False)
+        line = f"\nconformance: {item.nodeid} {record['message'].splitlines()[0]}\n"
+        state = self.config.stash.get(RESULTS, None)
+        try:
+            if state is not None and state.writer is not None:
+                state.writer.add(record_key(item.nodeid, record), relative_spec(record, self.config))
+                state.writer.run["finished"] = now()
+                state.writer.run["exit_status"] = HUNG_EXIT_STATUS
+                state.write("interrupted")
+                line += f"conformance: results written to {state.path} (status interrupted)\n"
+        except Exception as exc:  # noqa: BLE001 - the process ends regardless
+            line += f"conformance: could not write the results file: {exc}\n"
+        try:
+            os.write(_stderr_fd(self.config), line.encode("utf-8", "replace"))
+        except OSError:
+            pass
+        os._exit(HUNG_EXIT_STATUS)
+
+
 def configure(config: pytest.Config) -> None:
     """This module's part of the run's state (called by :func:`conformance.run.plugin.pytest_configure`)."""
     if not is_conformance_run(config):
         return  # someone's own tests under xdist: pytest-timeout's and xdist's rules, not a watchdog of ours
+    if is_controller(config) and not getattr(config.option, "numprocesses", None) \
+            and not config.getoption("collectonly") and not config.pluginmanager.has_plugin("conformance-plain-watchdog"):
+        config.pluginmanager.register(PlainWatchdog(config), "conformance-plain-watchdog")
     if is_controller(config) and getattr(config.option, "numprocesses", None) and WATCH not in config.stash:
         config.stash[WATCH] = WorkerWatch()
         config.pluginmanager.register(config.stash[WATCH], "conformance-worker-watch")

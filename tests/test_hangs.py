@@ -1,0 +1,179 @@
+"""Every wait bounded (issue 30, point 3): a native hang in a run in one process ends the run with the
+results file naming the hung item (conformance/run/timeouts.py's PlainWatchdog); every child process
+``conformance check`` starts has a timeout and leaves nothing behind (check.run_pytest); a candidate
+that crashes or hangs on every input stops the run early (conformance/run/breaker.py,
+``--conformance-max-crashes``, which check gives as ``--max-crashes``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from conformance.entry_points import check
+from conformance_runs import REPO, SMALL_SPEC, base_args, by_case, load, run_inprocess
+
+FAULTS = "tests/candidates/faults.py"
+
+SLEEPY = textwrap.dedent("""\
+    import time
+
+    import torch
+
+
+    class SleepyAdagrad(torch.optim.Adagrad):
+        '''Sleeps on every input, past any short timeout.'''
+
+        def step(self, closure=None):
+            time.sleep(3)
+            return super().step(closure)
+""")
+
+DEADLOCKED = textwrap.dedent("""\
+    import ctypes
+
+    import torch
+
+
+    class DeadlockedAdagrad(torch.optim.Adagrad):
+        '''Deadlocks in C (the GIL released) on every input.'''
+
+        def step(self, closure=None):
+            libc = ctypes.CDLL(None)
+            mutex = ctypes.create_string_buffer(64)
+            libc.pthread_mutex_lock(mutex)
+            libc.pthread_mutex_lock(mutex)
+""")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+# ------------------------------------------------------------------ the circuit breaker (in process)
+
+def test_the_breaker_stops_a_run_whose_candidate_hangs_on_every_input(tmp_path):
+    (tmp_path / "sleepy.py").write_text(SLEEPY)
+    code, path = run_inprocess("breaker-trips", str(SMALL_SPEC), "--conformance-examples", "0",
+                               "--conformance-impl", f"adagrad={tmp_path / 'sleepy.py'}:SleepyAdagrad",
+                               "--conformance-max-crashes", "2", timeout=0.5)
+    document = load(path)
+    assert code == pytest.ExitCode.INTERRUPTED and document["run"]["status"] == "interrupted"
+    records = by_case(document)
+    assert sorted(records) == ["before[candidate-cpu-float64]", "misbehave-here[candidate-cpu-float64]"]
+    assert all("from pytest-timeout" in r["message"] for r in records.values())
+    assert document["run"]["not_run"] == [f"{SMALL_SPEC.relative_to(REPO)}::after[candidate-cpu-float64]"]
+    # check's verdict on such a file
+    verdict = check.judge(document, run_id=document["run"]["id"], status=int(code), ops=["adagrad"])
+    assert verdict.code == check.FAIL and "crashed or hung on every input tried (2 item(s)" in verdict.reason
+
+
+def test_the_breaker_is_off_once_a_candidate_item_gave_a_result():
+    code, path = run_inprocess("breaker-off", str(SMALL_SPEC), "--conformance-examples", "0",
+                               "--conformance-impl", "adagrad=tests/candidates/robustness.py:HangingAdagrad",
+                               "--conformance-max-crashes", "1", timeout=1)
+    document = load(path)
+    assert code == pytest.ExitCode.TESTS_FAILED and document["run"]["status"] == "complete"
+    outcomes = {case: r["outcome"] for case, r in by_case(document).items()}
+    assert outcomes == {"before[candidate-cpu-float64]": "passed", "misbehave-here[candidate-cpu-float64]": "error",
+                        "after[candidate-cpu-float64]": "passed"}
+
+
+def test_check_asks_for_the_breaker_and_a_bad_count_is_a_usage_error():
+    from conformance.core.target import CandidateTarget
+
+    command = check.pytest_command([CandidateTarget.parse("adagrad=m:A")], results=Path("r.json"))
+    assert command[command.index("--conformance-max-crashes") + 1] == str(check.DEFAULT_MAX_CRASHES) == "5"
+    with pytest.raises(SystemExit) as exited:
+        check.build_parser().parse_args(["adagrad=m:A", "--max-crashes", "-1"])
+    assert exited.value.code == check.USAGE
+    with pytest.raises(SystemExit) as exited:
+        check.build_parser().parse_args(["adagrad=m:A", "--run-timeout", "nan"])
+    assert exited.value.code == check.USAGE
+
+
+# ------------------------------------------------------------------ child processes: slow tier
+
+@pytest.mark.slow
+def test_a_native_hang_in_a_run_in_one_process_ends_it_with_the_item_in_the_results(tmp_path):
+    results = tmp_path / "results.json"
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "pytest", *base_args(results), str(SMALL_SPEC), "-p", "no:xdist",
+                           "--conformance-examples", "0", "--conformance-timeout", "5",
+                           "--conformance-impl", f"adagrad={FAULTS}:NativeDeadlockAdagrad", "-k", "candidate"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert time.monotonic() - started < 5 + 10 + 120  # timeout + grace + the start of a loaded machine
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    document = load(results)
+    assert document["run"]["status"] == "interrupted" and document["run"]["exit_status"] == 2
+    records = by_case(document)
+    hung = records["misbehave-here[candidate-cpu-float64]"]
+    assert hung["outcome"] == "error" and hung["timed_out"] is True and hung["crashed"] is True
+    assert hung["message"].startswith("timed out in native code") and "ended the run here" in hung["message"]
+    assert "faults.py" in hung["message"]  # the item's stack, where it hung
+    assert records["before[candidate-cpu-float64]"]["outcome"] == "passed"
+    assert document["run"]["not_run"] == [f"{SMALL_SPEC.relative_to(REPO)}::after[candidate-cpu-float64]"]
+    assert "misbehave-here[candidate-cpu-float64] timed out in native code" in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_hang_holding_the_gil_in_a_run_in_one_process_still_ends(tmp_path):
+    """No Python thread can run: faulthandler's watchdog ends the process, with the tracebacks."""
+    results = tmp_path / "results.json"
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "pytest", *base_args(results), str(SMALL_SPEC), "-p", "no:xdist",
+                           "--conformance-examples", "0", "--conformance-timeout", "5",
+                           "--conformance-impl", f"adagrad={FAULTS}:GilHoldingAdagrad", "-k", "candidate"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert time.monotonic() - started < 5 + 2 * 10 + 120
+    assert proc.returncode != 0 and "Timeout (0:00:25)!" in proc.stderr, proc.stderr[-3000:]
+    assert load(results)["run"]["status"] != "complete"
+
+
+@pytest.mark.slow
+def test_run_pytest_has_a_timeout_and_leaves_no_process_of_its_group(tmp_path):
+    pid_file = tmp_path / "grandchild.pid"
+    child = textwrap.dedent(f"""\
+        import subprocess, sys, time
+        grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        open({str(pid_file)!r}, "w").write(str(grandchild.pid))
+        time.sleep(600)
+    """)
+    started = time.monotonic()
+    status, received = check.run_pytest([sys.executable, "-c", child], timeout=3)
+    assert time.monotonic() - started < 30
+    assert received == check.RUN_TIMEOUT and status == -signal.SIGTERM
+    deadline = time.monotonic() + 10
+    while _alive(int(pid_file.read_text())) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(int(pid_file.read_text())), "the child's own child outlived check"
+
+
+@pytest.mark.slow
+def test_check_stops_early_when_the_candidate_deadlocks_on_every_input(tmp_path):
+    (tmp_path / "deadlocked.py").write_text(DEADLOCKED)
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "conformance", "check", f"adagrad={tmp_path / 'deadlocked.py'}:DeadlockedAdagrad",
+                           "--specs", str(SMALL_SPEC), "--results", str(tmp_path / "candidate.json"),
+                           "--report", str(tmp_path / "check.html"), "--workers", "1", "--max-crashes", "2",
+                           "--pytest-args", "--conformance-examples 0 --conformance-timeout 5"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    elapsed = time.monotonic() - started
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == check.FAIL, output[-3000:]
+    assert "crashed or hung on every input tried (2 item(s), none passed)" in output, output[-3000:]
+    # two items' timeout + grace and a worker's restart, not every item's: a few minutes at most
+    assert elapsed < 2 * (5 + 10) + 240, elapsed

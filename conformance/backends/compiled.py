@@ -31,6 +31,7 @@ import numpy as np
 
 from conformance.backends.torch_paths import COMPILED, PathDivergence, TorchPathBackend, keywords_text
 from conformance.core.divergences import STOCK_TORCH, register
+from conformance.core.tensors import CooArray
 from conformance.core.types import RunContext, Unsupported
 
 COMPILED_AGREES = "compiled-agrees"  # the twin (conformance/cases/checks.py)
@@ -67,6 +68,11 @@ def _counters() -> tuple[int, int, int]:
     return (counters["stats"]["unique_graphs"], sum(counters["graph_break"].values()), counters["frames"]["total"])
 
 
+def sparse_unsupported(name: str) -> Unsupported:
+    return Unsupported(f"torch's compiled path does not run on sparse gradients: Dynamo graph-breaks ('{SPARSE_REASON}') "
+                       f"and {name} runs the step eagerly (the coo backend's items run that step)")
+
+
 def compiled_class(torch_class: type, keywords: dict) -> type:
     """``torch_class`` constructed with ``keywords``, whose ``step()`` runs under torch.compile."""
     import torch  # not torch._dynamo or torch._inductor: they import triton, which must not be imported before
@@ -90,9 +96,7 @@ def compiled_class(torch_class: type, keywords: dict) -> type:
             if closure is not None:
                 raise Unsupported(f"{name}: the compiled backend steps without a closure")
             if any(p.grad is not None and p.grad.is_sparse for group in self.param_groups for p in group["params"]):
-                raise Unsupported(f"torch's compiled path does not run on sparse gradients: Dynamo graph-breaks "
-                                  f"('{SPARSE_REASON}') and {name} runs the step eagerly (the coo backend's items run "
-                                  "that step)")
+                raise sparse_unsupported(name)
             import torch._dynamo
             import torch._inductor.config
 
@@ -152,6 +156,9 @@ class CompiledBackend(TorchPathBackend):
             if dtype not in self.dtypes:
                 raise Unsupported(f"the {self.name} backend compiles {' and '.join(self.dtypes)} steps only (each "
                                   f"step compiles C++: the main job keeps its compiled items few), not {dtype}")
+            if any(isinstance(grad, CooArray) for grad in getattr(inputs, "grads", ())):
+                # a trajectory with a sparse step: said before its dense steps compile in vain
+                raise sparse_unsupported(self.classes[op].__name__)
             _step_counts.clear()
             try:
                 return record.run_candidate(self.classes[op], inputs, ctx)

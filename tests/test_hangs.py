@@ -153,7 +153,7 @@ def test_run_pytest_has_a_timeout_and_leaves_no_process_of_its_group(tmp_path):
         time.sleep(600)
     """)
     started = time.monotonic()
-    status, received = check.run_pytest([sys.executable, "-c", child], timeout=3)
+    status, received = check._run_within([sys.executable, "-c", child], 3)
     assert time.monotonic() - started < 30
     assert received == check.RUN_TIMEOUT and status == -signal.SIGTERM
     deadline = time.monotonic() + 10

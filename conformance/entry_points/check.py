@@ -42,6 +42,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
@@ -374,19 +375,18 @@ def _preexec() -> None:  # pragma: no cover - runs in the child
         pass
 
 
-def run_pytest(command: list[str], timeout: float | None = None) -> tuple[int, str | None]:
+def run_pytest(command: list[str]) -> tuple[int, str | None]:
     """Run pytest in its own process group; SIGINT and SIGTERM sent to this process reach it (it
-    writes its results as interrupted), and so does a SIGTERM of this process's own when the run
-    takes longer than ``timeout`` seconds (None: no limit). A child that does not end within
-    KILL_AFTER seconds of a signal is killed with its workers, and whatever is left of its process
-    group when it ends (a stray worker, a process the candidate started) is killed too. Returns
-    (exit status, the signal received, or ``"--run-timeout"``, or None)."""
+    writes its results as interrupted), and a child that does not end within KILL_AFTER seconds of
+    a signal is killed with its workers; whatever is left of its process group when it ends (a
+    stray worker, a process the candidate started) is killed too. Returns (exit status, the signal
+    received or None). :func:`_run_within` bounds it in time."""
     child = subprocess.Popen(command, start_new_session=True, preexec_fn=_preexec)
     received: list[str] = []
     since: list[float] = []
 
-    def forward(signum, frame=None, why: str | None = None):
-        received.append(why or signal.Signals(signum).name)
+    def forward(signum, frame):
+        received.append(signal.Signals(signum).name)
         if not since:
             since.append(time.monotonic())
         try:
@@ -394,7 +394,6 @@ def run_pytest(command: list[str], timeout: float | None = None) -> tuple[int, s
         except OSError:
             pass
 
-    started = time.monotonic()
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         while True:
@@ -403,8 +402,6 @@ def run_pytest(command: list[str], timeout: float | None = None) -> tuple[int, s
                 break
             except subprocess.TimeoutExpired:
                 pass
-            if timeout is not None and not received and time.monotonic() - started > timeout:
-                forward(signal.SIGTERM, why=RUN_TIMEOUT)
             if since and time.monotonic() - since[0] > KILL_AFTER:
                 _kill_group(child)
     finally:
@@ -412,6 +409,30 @@ def run_pytest(command: list[str], timeout: float | None = None) -> tuple[int, s
             signal.signal(signum, handler)
         _kill_group(child)  # what is left of its group: nothing outlives check
     return status, (received[0] if received else None)
+
+
+def _run_within(command: list[str], timeout: float) -> tuple[int, str | None]:
+    """:func:`run_pytest` with --run-timeout: past ``timeout`` seconds, this process sends itself
+    SIGTERM, which run_pytest forwards to the run as any SIGTERM (results written as interrupted;
+    killed with its group a minute later). The signal received reads ``"--run-timeout"``."""
+    expired, finished = threading.Event(), threading.Event()
+
+    def expire() -> None:
+        if not finished.is_set() and signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+            expired.set()
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    timer = threading.Timer(timeout, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        status, received = run_pytest(command)
+    finally:
+        finished.set()
+        timer.cancel()
+    if expired.is_set() and received in ("SIGTERM", None):
+        received = RUN_TIMEOUT
+    return status, received
 
 
 # ------------------------------------------------------------------ the verdict
@@ -569,7 +590,7 @@ def run(args: argparse.Namespace) -> int:
                              specs=args.specs, examples=args.examples, workers=args.workers,
                              max_crashes=args.max_crashes)
     print("conformance check:", shlex.join(command[1:]), flush=True)
-    status, received = run_pytest(command, args.run_timeout)
+    status, received = _run_within(command, args.run_timeout)
     if status == 4 and not results.exists():  # pytest's usage error: it printed the reason
         print(f"conformance check: usage error (pytest exit status 4, printed above); nothing was run", file=sys.stderr)
         return USAGE

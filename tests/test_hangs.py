@@ -129,18 +129,43 @@ def test_a_native_hang_in_a_run_in_one_process_ends_it_with_the_item_in_the_resu
     assert "misbehave-here[candidate-cpu-float64] timed out in native code" in proc.stderr
 
 
-@pytest.mark.slow
-def test_a_hang_holding_the_gil_in_a_run_in_one_process_still_ends(tmp_path):
-    """No Python thread can run: faulthandler's watchdog ends the process, with the tracebacks."""
+def _plain_run(tmp_path: Path, candidate: str) -> tuple[subprocess.CompletedProcess, dict, float]:
     results = tmp_path / "results.json"
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "pytest", *base_args(results), str(SMALL_SPEC), "-p", "no:xdist",
                            "--conformance-examples", "0", "--conformance-timeout", "5",
-                           "--conformance-impl", f"adagrad={FAULTS}:GilHoldingAdagrad", "-k", "candidate"],
+                           "--conformance-impl", f"adagrad={candidate}", "-k", "candidate"],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert time.monotonic() - started < 5 + 2 * 10 + 120
+    elapsed = time.monotonic() - started
+    deadline = time.monotonic() + 10  # the run's sidecar writes a few milliseconds after the run's process ended
+    while load(results)["run"]["status"] == "running" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return proc, load(results), elapsed
+
+
+@pytest.mark.slow
+def test_a_hang_holding_the_gil_in_a_run_in_one_process_ends_it_with_the_item_in_the_results(tmp_path):
+    """No Python thread can run: faulthandler's watchdog ends the process, with the tracebacks, and
+    the run's sidecar process writes the item's record."""
+    proc, document, elapsed = _plain_run(tmp_path, f"{FAULTS}:GilHoldingAdagrad")
+    assert elapsed < 5 + 2 * 10 + 120
     assert proc.returncode != 0 and "Timeout (0:00:25)!" in proc.stderr, proc.stderr[-3000:]
-    assert load(results)["run"]["status"] != "complete"
+    assert document["run"]["status"] == "interrupted"
+    records = by_case(document)
+    hung = records["misbehave-here[candidate-cpu-float64]"]
+    assert hung["outcome"] == "error" and hung["timed_out"] is True
+    assert hung["message"].startswith("timed out in native code") and "holding the GIL" in hung["message"]
+    assert records["before[candidate-cpu-float64]"]["outcome"] == "passed"  # though written after the last write
+    assert document["run"]["not_run"] == [f"{SMALL_SPEC.relative_to(REPO)}::after[candidate-cpu-float64]"]
+
+
+@pytest.mark.slow
+def test_a_crash_in_a_run_in_one_process_is_recorded_too(tmp_path):
+    proc, document, _ = _plain_run(tmp_path, "tests/candidates/robustness.py:SegfaultingAdagrad")
+    assert proc.returncode == -signal.SIGSEGV or proc.returncode == 128 + signal.SIGSEGV, proc.returncode
+    assert document["run"]["status"] == "interrupted"
+    crashed = by_case(document)["misbehave-here[candidate-cpu-float64]"]
+    assert crashed["outcome"] == "error" and crashed["crashed"] and "the process ended while running" in crashed["message"]
 
 
 @pytest.mark.slow

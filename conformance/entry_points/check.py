@@ -407,8 +407,25 @@ def run_pytest(command: list[str]) -> tuple[int, str | None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        _kill_group(child)  # what is left of its group: nothing outlives check
+        _end_group(child)  # what is left of its group: nothing outlives check
     return status, (received[0] if received else None)
+
+
+GROUP_GRACE = 5.0  # seconds what is left of pytest's process group gets to end by itself
+
+
+def _end_group(child: subprocess.Popen, grace: float = GROUP_GRACE) -> None:
+    """Wait up to ``grace`` seconds for the rest of the child's process group to end (the run's
+    sidecar, which writes a crashed or hung item's record after the run's process died,
+    conformance/run/timeouts.py), then kill what is left."""
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(child.pid, 0)
+        except OSError:
+            return  # nothing left
+        time.sleep(0.05)
+    _kill_group(child)
 
 
 def _run_within(command: list[str], timeout: float) -> tuple[int, str | None]:

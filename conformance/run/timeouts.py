@@ -200,6 +200,105 @@ def _stderr_fd(config: pytest.Config) -> int:
         return sys.__stderr__.fileno() if sys.__stderr__ is not None else 2
 
 
+# The plain run's second watcher, a process of its own (stdlib only, started once per run with a
+# results file): the run tells it, on its stdin, each item it starts ("arm" + the record to write
+# should the run die in it) and ends ("disarm"). When its stdin closes -- the run's process ended,
+# however -- while an item is armed, it adds that item's record to the results file (status
+# interrupted), which is what no thread of the run itself could do: faulthandler's watchdog ended a
+# hang holding the GIL, or the item crashed the process. It writes a few milliseconds after the run's
+# process ended; conformance check waits for it (the run's process group).
+SIDECAR = r"""
+import json, os, signal, sys, tempfile, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's Ctrl-C is the run's to handle
+armed, done, expected = None, {}, None
+for line in sys.stdin:
+    kind, _, rest = line.rstrip("\n").partition(" ")
+    if kind == "arm":
+        armed = (time.monotonic(), rest)
+    elif kind == "disarm":
+        armed = None
+    elif kind == "done":
+        record = json.loads(rest)
+        done[record["nodeid"]] = record
+    elif kind == "expect":
+        expected = json.loads(rest)
+if armed is None:
+    sys.exit(0)
+since, payload = armed
+elapsed = time.monotonic() - since
+payload = json.loads(payload)
+record = payload["record"]
+if elapsed >= payload["hung_after"]:
+    record["message"], record["timed_out"] = payload["hung"], True
+path = sys.argv[1]
+try:
+    with open(path, encoding="utf-8") as handle:
+        document = json.load(handle)
+except (OSError, ValueError):
+    sys.exit(0)
+run = document.get("run") or {}
+records = document.setdefault("records", [])
+if run.get("status") == "complete" or any(r.get("nodeid") == record["nodeid"] for r in records):
+    sys.exit(0)
+written = {r.get("nodeid") for r in records}
+records.extend(r for key, r in done.items() if key not in written)  # those since its last write
+records.append(record)
+run["status"] = "interrupted"
+if expected is not None:
+    run["records_expected"] = len(expected)
+    keys = {r.get("nodeid") for r in records}
+    run["not_run"] = sorted(key for key in expected if key not in keys)
+else:
+    run["not_run"] = [key for key in run.get("not_run") or [] if key != record["nodeid"]]
+run["finished"] = run["updated"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=os.path.dirname(path))
+try:
+    os.chmod(tmp, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(document, indent=1) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+except OSError:
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass
+"""
+
+
+class Sidecar:
+    """The run's side of :data:`SIDECAR`."""
+
+    def __init__(self, results: Path):
+        import subprocess
+
+        # in the run's process group: conformance check waits for the group to end before it reads the file
+        self.process = subprocess.Popen([sys.executable, "-I", "-c", SIDECAR, str(results)], stdin=subprocess.PIPE,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def tell(self, line: str) -> None:
+        if self.process.stdin is None:
+            return
+        try:
+            self.process.stdin.write(line.encode("utf-8", "replace") + b"\n")
+            self.process.stdin.flush()
+        except OSError:  # it is gone: the thread and faulthandler still end a hang
+            self.process.stdin = None
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            try:
+                self.process.stdin.close()
+            except OSError:
+                pass
+            self.process.stdin = None
+        try:
+            self.process.wait(timeout=10)
+        except Exception:  # noqa: BLE001 - never keep the run waiting on it
+            self.process.kill()
+
+
 class PlainWatchdog:
     """In a run in one process (no pytest-xdist workers): an item stuck in native code cannot cost
     that item only -- nothing can take the process's place -- so the run ends, in two stages, each
@@ -212,7 +311,8 @@ class PlainWatchdog:
        whenever the hung code released the GIL (a native wait or deadlock, a blocking call);
     2. at twice the grace, faulthandler's watchdog (a C thread that needs no GIL): C code holding the
        GIL kept even the thread out, so it prints every thread's traceback on stderr and ends the
-       process; the results file stays as last written (status ``running``, the item ``not_run``).
+       process; the run's :class:`Sidecar` process then adds the item's record (``timed_out``) to the
+       results file. It does the same for an item that crashes the process (a segfault, ``os._exit``).
     """
 
     def __init__(self, config: pytest.Config):
@@ -221,14 +321,57 @@ class PlainWatchdog:
         self.current: tuple[pytest.Item, float, float, float] | None = None  # item, started, timeout, after
         self.closed = False
         self.main = threading.main_thread().ident
+        self.sidecar: Sidecar | None = None
         self.thread = threading.Thread(target=self._watch, name="conformance-hang-watchdog", daemon=True)
         self.thread.start()
 
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        from conformance.run.results_writer import RESULTS
+
+        state = self.config.stash.get(RESULTS, None)
+        if state is not None:
+            try:
+                self.sidecar = Sidecar(state.path)
+            except OSError:
+                self.sidecar = None
+
+    @pytest.hookimpl(trylast=True)  # after transfer's, which keeps the collection
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        from conformance.run.transfer import collected
+
+        if self.sidecar is not None:
+            import json
+
+            self.sidecar.tell("expect " + json.dumps(sorted(collected(self.config).keys())))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report) -> None:
+        """Each record the results file has (or will have at its next write), for the sidecar."""
+        from conformance.run.results_writer import RESULTS
+        from conformance.run.transfer import record_key
+
+        record = outcomes.record_of(report)
+        state = self.config.stash.get(RESULTS, None)
+        if self.sidecar is None or record is None or state is None or state.writer is None:
+            return
+        kept = state.writer.records.get(record_key(report.nodeid, record))
+        if kept is not None:
+            import json
+
+            self.sidecar.tell("done " + json.dumps(kept))
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem):
-        seconds = item_timeout(item) if isinstance(getattr(item, "record", None), dict) else 0.0
+        record = getattr(item, "record", None)
+        seconds = item_timeout(item) if isinstance(record, dict) else 0.0
+        if self.sidecar is not None and isinstance(record, dict):
+            self.sidecar.tell("arm " + self._if_the_run_dies(item, seconds))
         if not seconds:
-            return (yield)
+            try:
+                return (yield)
+            finally:
+                if self.sidecar is not None and isinstance(record, dict):
+                    self.sidecar.tell("disarm")
         grace = native_timeout_grace(seconds)
         with self.changed:
             self.current = (item, time.monotonic(), seconds, seconds + grace)
@@ -241,12 +384,40 @@ class PlainWatchdog:
             with self.changed:
                 self.current = None
                 self.changed.notify_all()
+            if self.sidecar is not None:
+                self.sidecar.tell("disarm")
+
+    def _if_the_run_dies(self, item: pytest.Item, seconds: float) -> str:
+        """What the sidecar writes should the process end in ``item``: a crash's record, or, past
+        faulthandler's deadline, a native hang's."""
+        import json
+
+        from conformance.results.store import to_jsonable
+        from conformance.run.state import relative_spec
+        from conformance.run.transfer import record_key
+
+        identity: ItemRecord = dict(item.record)
+        where = ("in a run in one process nothing can take its place, so the run ended here: the items after it "
+                 "were not run (run with -n 1 or more to lose only this item)")
+        crashed: ItemRecord = {**identity, "outcome": outcomes.ERROR.value, "crashed": True,
+                               "message": f"the process ended while running this item: it crashed (a signal, "
+                                          f"os._exit: see stderr) or was killed; {where}. {input_of(identity)}"}
+        record = to_jsonable({"nodeid": record_key(item.nodeid, identity), **relative_spec(crashed, self.config)})
+        after = seconds + 2 * native_timeout_grace(seconds) if seconds else float("inf")
+        hung = (f"timed out in native code: still running {after:g} s after it started (its timeout: {seconds:g} "
+                "s), in C code holding the GIL, which no Python-level timeout or thread can interrupt; "
+                f"faulthandler's watchdog ended the process (its traceback is on stderr); {where}. "
+                f"{input_of(identity)}")
+        return json.dumps({"record": record, "hung": hung, "hung_after": after - 1 if seconds else 1e18})
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         faulthandler.cancel_dump_traceback_later()
         with self.changed:
             self.closed = True
             self.changed.notify_all()
+        if self.sidecar is not None:
+            self.sidecar.close()
+            self.sidecar = None
 
     def _watch(self) -> None:
         with self.changed:
@@ -283,6 +454,8 @@ class PlainWatchdog:
                 state.writer.run["exit_status"] = HUNG_EXIT_STATUS
                 state.write("interrupted")
                 line += f"conformance: results written to {state.path} (status interrupted)\n"
+            if self.sidecar is not None:
+                self.sidecar.tell("disarm")  # the record is written
         except Exception as exc:  # noqa: BLE001 - the process ends regardless
             line += f"conformance: could not write the results file: {exc}\n"
         try:

@@ -44,6 +44,7 @@ SPARSE_REASON = "Attempted to wrap sparse Tensor: torch.compile does not support
 COMPILED_DTYPES = ("float32", "float64")
 
 _step_counts: list[dict[str, int]] = []  # the current run's steps: what Dynamo did on each
+_run = {"sparse_steps": False}  # whether the current run's trajectory has a sparse step
 _compiled = None
 
 
@@ -86,7 +87,9 @@ def compiled_class(torch_class: type, keywords: dict) -> type:
         def __init__(self, params, *args: Any, **kwargs: Any):
             import torch._dynamo
 
-            super().__init__(params, *args, **{**kwargs, **keywords})
+            super().__init__(params, *args, **{**kwargs, **keywords})  # torch's own errors first (its validation)
+            if _run["sparse_steps"]:  # a later step is sparse: said before the dense steps compile in vain
+                raise sparse_unsupported(name)
             torch._dynamo.reset()  # this optimizer's graphs only (Dynamo guards on the optimizer object)
 
         def eager_step(self, closure=None):
@@ -156,16 +159,15 @@ class CompiledBackend(TorchPathBackend):
             if dtype not in self.dtypes:
                 raise Unsupported(f"the {self.name} backend compiles {' and '.join(self.dtypes)} steps only (each "
                                   f"step compiles C++: the main job keeps its compiled items few), not {dtype}")
-            if any(isinstance(grad, CooArray) for grad in getattr(inputs, "grads", ())):
-                # a trajectory with a sparse step: said before its dense steps compile in vain
-                raise sparse_unsupported(self.classes[op].__name__)
             _step_counts.clear()
+            _run["sparse_steps"] = any(isinstance(grad, CooArray) for grad in getattr(inputs, "grads", ()))
             try:
                 return record.run_candidate(self.classes[op], inputs, ctx)
             finally:
                 if _step_counts:
                     ctx.record[COUNTS_KEY] = counts_of(_step_counts)
                 _step_counts.clear()
+                _run["sparse_steps"] = False
         return run
 
 

@@ -454,3 +454,29 @@ def test_a_seeded_search_keeps_the_profile_s_example_database_one_key_per_item(m
     assert run("item-b", seed=1)[1] == alone  # another item reuses nothing of item-a's
     ci = settings(thorough, database=None, phases=[Phase.explicit, Phase.generate])
     assert run("item-a", 5, ci)[1] == run("item-a", 5, ci)[1] != run("item-a", 6, ci)[1]  # seed -> examples
+
+
+def test_the_notes_on_other_backends_stop_at_their_budget(monkeypatch):
+    """A counterexample's notes (divergences other backends show, whether the committed spec flags
+    them) are bounded: past the deadline the remaining backends are named as not tried, not run."""
+    from conformance.backends import builtin_backends
+    from conformance.cases import counterexamples
+
+    prop = _property("adagrad-agrees-with-reference")
+    example = prop.examples("float64")[0]
+    backends = builtin_backends()
+    tried = []
+    trial = counterexamples.Trial
+
+    def counted(op, backend, device, dtype):
+        tried.append(backend.name)
+        return trial(op, backend, device, dtype)
+
+    monkeypatch.setattr(counterexamples, "Trial", counted)
+    others = {name: backends[name] for name in ("dense", "masked")}
+    _, notes = counterexamples._divergences_elsewhere(prop, example, "float64", backends["coo"], others,
+                                                      deadline=0.0)  # long past
+    assert tried == [] and notes == [f"not tried ({counterexamples.NOTES_BUDGET:g} s for these notes ran out): "
+                                     "dense, masked"]
+    _, notes = counterexamples._divergences_elsewhere(prop, example, "float64", backends["coo"], others)
+    assert tried == ["dense", "masked"] and notes == []  # no deadline: both tried (both have the property)

@@ -275,9 +275,9 @@ def test_the_main_report_reads_at_1600_px(browser, tmp_path):
                for name, t in tables.items()}
     idioms = ["mean-multiply", "mean-where", "mean-select", "mean-function", "mean-hook", "mean-zero-grad"]
     assert set(idioms) <= set(columns["specs/masked_mean.yaml"]) and len(columns["specs/masked_mean.yaml"]) == 12
-    # adagrad's columns: the built-in backends that ran there, torch's foreach and fused paths
+    # adagrad's columns: the built-in backends that ran there, torch's foreach, fused and compiled paths
     # included (unsupported on its sparse items), none of masked mean's idioms
-    assert set(columns["specs/adagrad.yaml"]) == {"coo", "dense", "foreach", "fused", "kernel", "kernel-triton",
+    assert set(columns["specs/adagrad.yaml"]) == {"coo", "compiled", "dense", "foreach", "fused", "kernel", "kernel-triton",
                                                   "masked", "reference"}, columns["specs/adagrad.yaml"]
     for table in tables.values():  # every column drawn has a chip: it ran something in this group
         for column in range(len(table.find_elements(By.CSS_SELECTOR, "thead th.device"))):

@@ -15,6 +15,7 @@ import hashlib
 import json
 import pickle
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -143,13 +144,27 @@ def _source_of(op: Op) -> dict:
                           f"under test"}
 
 
+# Seconds the notes on the other built-in backends may take (the divergences they show, whether the
+# committed spec would flag them): a failing item's timeout also covers its search and its replay,
+# and a long trajectory on every backend can take minutes on a loaded machine.
+NOTES_BUDGET = 15.0
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() > deadline
+
+
 def _divergences_elsewhere(prop: Property, example: Any, dtype: str, failing: Backend,
-                           others: dict[str, Backend]) -> tuple[list[dict], list[str]]:
-    """Known divergences the other built-in backends show on this example, and ones that fail too."""
+                           others: dict[str, Backend], deadline: float | None = None) -> tuple[list[dict], list[str]]:
+    """Known divergences the other built-in backends show on this example, and ones that fail too
+    (those not tried by ``deadline`` are named as such)."""
     entries: dict[str, dict] = {}
-    also_failing = []
+    also_failing, untried = [], []
     for name, backend in others.items():
         if name == failing.name or backend.is_oracle or not backend.runs_on("cpu"):
+            continue
+        if _past(deadline):
+            untried.append(name)
             continue
         try:
             prop.check(Trial(OPS[prop.op], backend, "cpu", dtype), example)
@@ -161,18 +176,20 @@ def _divergences_elsewhere(prop: Property, example: Any, dtype: str, failing: Ba
         except Exception as exc:  # noqa: BLE001 - a note for the reader, not a verdict
             if type(exc).__name__ != "Unsupported":
                 also_failing.append(f"{name}: {first_line(exc)}")
+    if untried:
+        also_failing.append(f"not tried ({NOTES_BUDGET:g} s for these notes ran out): {', '.join(untried)}")
     return list(entries.values()), also_failing
 
 
 def build_spec(prop: Property, backend: Backend, device: str, dtype: str, example: Any, failure: BaseException,
                *, seed: int, replay: str, others: dict[str, Backend] | None = None,
-               impl_target: str | None = None) -> tuple[dict, str]:
+               impl_target: str | None = None, deadline: float | None = None) -> tuple[dict, str]:
     """(spec document, short hash naming it) for a shrunk failing example."""
     op = OPS[prop.op]
     cases = prop.to_cases(example, dtype)
     digest = hashlib.sha256(json.dumps([op.encode_inputs(inputs) for _, inputs in cases], sort_keys=True,
                                        default=str).encode()).hexdigest()[:10]
-    divergences, also_failing = _divergences_elsewhere(prop, example, dtype, backend, others or {})
+    divergences, also_failing = _divergences_elsewhere(prop, example, dtype, backend, others or {}, deadline)
     first_line = (str(failure).strip().splitlines() or [type(failure).__name__])[0]
     document: dict[str, Any] = {
         "op": op.name,
@@ -221,8 +238,9 @@ def write_counterexample(directory: Path, prop: Property, backend: Backend, devi
     from conformance.judging.runner import run_item
     from conformance.specs.load import load_spec
 
+    deadline = time.monotonic() + NOTES_BUDGET
     document, digest = build_spec(prop, backend, device, dtype, example, failure, seed=seed, replay=replay,
-                                  others=others, impl_target=impl_target)
+                                  others=others, impl_target=impl_target, deadline=deadline)
     directory.mkdir(parents=True, exist_ok=True)
     stem = safe_name(f"{prop.id}-{backend.name}-{device}-{dtype}-{digest}")
     spec_path = directory / f"{stem}.yaml"
@@ -250,7 +268,7 @@ def write_counterexample(directory: Path, prop: Property, backend: Backend, devi
             result.reproduced.append(f"{case.id}: fails ({type(exc).__name__}: {line})")
         else:
             result.reproduced.append(f"{case.id}: passes as a single case (the property needs the script)")
-    result.problems += _other_backends_on(spec, others or {}, exclude=backend.name, dtype=dtype)
+    result.problems += _other_backends_on(spec, others or {}, exclude=backend.name, dtype=dtype, deadline=deadline)
     return result
 
 
@@ -264,16 +282,20 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def _other_backends_on(spec, others: dict[str, Backend], exclude: str, dtype: str) -> list[str]:
+def _other_backends_on(spec, others: dict[str, Backend], exclude: str, dtype: str,
+                       deadline: float | None = None) -> list[str]:
     """Built-in backends the committed spec would flag (beyond its known divergences): worth
     knowing before committing it -- e.g. the runner's reference cross-check uses the dtype's
     default tolerance scaled by the op, not the case's tolerance."""
     from conformance.core.types import Unsupported
     from conformance.judging.runner import run_item
 
-    notes = []
+    notes, untried = [], []
     for name, other in others.items():
         if name == exclude or other.is_oracle or not other.runs_on("cpu") or not other.implements(spec.op.name):
+            continue
+        if _past(deadline):
+            untried.append(name)
             continue
         for case in spec.cases:
             if case.divergence_for(name, "cpu", dtype) is not None:
@@ -286,6 +308,8 @@ def _other_backends_on(spec, others: dict[str, Backend], exclude: str, dtype: st
                 line = (str(exc).strip().splitlines() or [""])[0]
                 notes.append(f"committed as is, case {case.id} would also flag built-in backend {name}: "
                              f"{type(exc).__name__}: {line}")
+    if untried:
+        notes.append(f"not run on the committed spec ({NOTES_BUDGET:g} s for these notes ran out): {', '.join(untried)}")
     return notes
 
 

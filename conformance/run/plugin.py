@@ -270,7 +270,13 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     first call of each op is made before any item's timer starts (first_calls_made)."""
     if not config.getoption("collectonly"):
         items[:] = warmed_up_last(items)
-        problem = first_calls_made(items, FIRST_CALLS_TIMEOUT_FACTOR * float(config.getoption("conformance_timeout", 0) or 0))
+        marker = timeouts.first_calls_hung_marker(config)
+        if marker is not None and marker.exists():  # a replacement worker: they would hang again
+            problem = "the first calls did not finish in an earlier worker of this run; not made again"
+        else:
+            problem = first_calls_made(items, FIRST_CALLS_TIMEOUT_FACTOR * float(config.getoption("conformance_timeout", 0) or 0))
+            if problem and marker is not None:
+                marker.touch()
         if problem:
             warnings.warn(pytest.PytestWarning(f"conformance: {problem}"))
 

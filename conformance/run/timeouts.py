@@ -45,6 +45,15 @@ WATCH = pytest.StashKey["WorkerWatch"]()
 WATCH_DIR = "conformance_watch_dir"  # workerinput key: the controller's folder for the workers' watchdog files
 
 
+def first_calls_hung_marker(config: pytest.Config) -> Path | None:
+    """In an xdist worker of a run of the suite's: the file in the controller's watch folder that says
+    the first calls (conformance.run.items.first_calls_made) did not finish in some worker of this
+    run. A worker that replaces a crashed or hung one skips them then: a candidate that hangs on
+    every input would otherwise cost each new worker the first calls' whole limit again."""
+    directory = getattr(config, "workerinput", {}).get(WATCH_DIR)
+    return Path(directory) / "first-calls-did-not-finish" if directory else None
+
+
 def native_timeout_grace(seconds: float) -> float:
     """How long past an item's timeout the watchdog waits for the Python-level timeout to act (and for
     the failure report it raises to be written, which takes seconds on a loaded machine)."""

@@ -189,7 +189,7 @@ def test_profiles_and_database_stay_out_of_the_repository(tmp_path):
 
 def test_profile_from_environment(tmp_path):
     (tmp_path / "specs").mkdir()
-    proc = run_pytest([str(tmp_path / "specs"), "--collect-only", "--rootdir", str(tmp_path)], cwd=tmp_path,
+    proc = run_pytest([str(tmp_path / "specs"), "--conformance", "--collect-only", "--rootdir", str(tmp_path)], cwd=tmp_path,
                       env={"HYPOTHESIS_PROFILE": "thorough"})
     assert "conformance generated cases: profile thorough, 300 examples per item" in proc.stdout, proc.stdout[-2000:]
 

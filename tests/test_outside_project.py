@@ -10,6 +10,7 @@ tests/test_console.py and by tests/results_diff.py)."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -61,7 +62,13 @@ def _pytest(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = {name: value for name, value in os.environ.items()
            if not name.startswith(("PYTEST_", "HYPOTHESIS_", "CONFORMANCE_"))}
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=300, env=env)
+                          capture_output=True, text=True, timeout=300, env=env, preexec_fn=_interactive_signals)
+
+
+def _interactive_signals() -> None:
+    """SIGINT as a terminal's shell leaves it: a test run started in the background of a script
+    inherits it ignored, and the project's own test reads Python's default handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.mark.parametrize("args", [(), ("-n", "2")], ids=["one-process", "xdist"])

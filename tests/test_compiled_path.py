@@ -151,3 +151,25 @@ def test_a_slip_in_torchs_foreach_or_fused_adagrad_fails_that_paths_items_only(m
     failed = {r["backend"] for r in records if r["outcome"] == "failed"}
     assert code == 1 and failed == {fails}, [(r["case"], r["backend"], r["outcome"]) for r in records]
     assert {r["backend"] for r in records if r["outcome"] == "passed"} >= {"coo", "dense"}
+
+
+def test_compiled_items_get_a_longer_timeout_than_the_others():
+    """A compiled item may compile its steps cold under its own clock: its share of
+    --conformance-timeout is Backend.timeout_factor (5), the other backends' 1, spec and generated alike."""
+    from conformance.backends.compiled import CompiledBackend
+    from conformance.run.state import item_timeout
+
+    items = []
+
+    class Grab:
+        def pytest_collection_finish(self, session):
+            items.extend(session.items)
+
+    args = ["specs", "--collect-only", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "--conformance-op", "sgd",
+            "--conformance-backend", "compiled,dense", "--conformance-device", "cpu", "--conformance-dtype", "float64",
+            "--conformance-timeout", "60"]
+    assert pytest.main(args, plugins=[Grab()]) == 0
+    timeouts = {(item.backend.name, bool(item.record.get("generated"))): item_timeout(item) for item in items}
+    assert CompiledBackend.timeout_factor == 5.0
+    assert timeouts[("dense", False)] == 60 and timeouts[("compiled", False)] == 300
+    assert timeouts[("compiled", True)] == 5 * timeouts[("dense", True)] > 0

@@ -27,6 +27,9 @@ class Backend:
     is_oracle: bool = False  # the independent oracle (the NumPy reference): what the others are checked against
     # the generated properties this backend gets items of (None: every property that accepts it)
     generated_properties: tuple[str, ...] | None = None
+    # its items' share of --conformance-timeout: > 1 where an item's own work is slow by nature
+    # (a compiler run under the item's clock), so a loaded machine does not time it out
+    timeout_factor: float = 1.0
 
     def __init__(self, runners: Mapping[str, Runner] | None = None):
         self.runners: dict[str, Runner] = dict(runners or {})

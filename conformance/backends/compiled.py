@@ -135,6 +135,10 @@ class CompiledBackend(TorchPathBackend):
     """torch's optimizer step under torch.compile (Inductor), for every record that declares ``compiled``."""
 
     twin_property = COMPILED_AGREES  # its twin: the property its registered divergences name
+    # an item may compile its steps cold (Inductor generates C++ and runs the compiler): over a
+    # minute on a loaded 2-core machine with torch 2.9, where the first calls compiled nothing
+    # (the ops' first explicit examples have sparse gradients)
+    timeout_factor = 5.0
     generated_properties = (COMPILED_AGREES,)
 
     def __init__(self, classes: dict[str, type] | None = None, *, name: str | None = None,

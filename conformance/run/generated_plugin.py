@@ -215,7 +215,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     factor = max(1.0, gen.examples / 25)
     for item in items:
         if isinstance(item, GeneratedItem) and item.get_closest_marker("timeout") is None:
-            item.add_marker(pytest.mark.timeout(seconds * factor))
+            item.add_marker(pytest.mark.timeout(seconds * factor * item.backend.timeout_factor))
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

@@ -37,6 +37,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             if not hasattr(item, "record") or item.get_closest_marker("timeout") is not None:
                 continue
             factor = BENCHMARK_TIMEOUT_FACTOR if item.get_closest_marker("conformance_benchmark") else 1
+            factor *= getattr(getattr(item, "backend", None), "timeout_factor", 1.0)
             item.add_marker(pytest.mark.timeout(seconds * factor, func_only=True))  # not in its report
 
 

@@ -173,3 +173,19 @@ def test_compiled_items_get_a_longer_timeout_than_the_others():
     assert CompiledBackend.timeout_factor == 5.0
     assert timeouts[("dense", False)] == 60 and timeouts[("compiled", False)] == 300
     assert timeouts[("compiled", True)] == 5 * timeouts[("dense", True)] > 0
+
+
+def test_on_a_device_inductor_has_no_code_generator_for_a_compiled_item_is_unsupported():
+    """torch_xla compiles through its own backend; Inductor's code generators are cpu's and cuda's
+    (on torch 2.9 + torch_xla an xla item raised Inductor's error): unsupported, with the reason."""
+    from conformance.core.types import RunContext as Context
+
+    from pathlib import Path
+
+    from conformance.specs.load import load_spec
+
+    spec = load_spec(Path(__file__).resolve().parents[1] / "specs" / "sgd.yaml")
+    case = next(case for case in spec.cases if case.id == "dense-step-of-sixteen-entries")
+    inputs = OPS["sgd"].decode_inputs(case.inputs, "float32")
+    with pytest.raises(Unsupported, match="Inductor.*generates code for cpu and cuda, not xla"):
+        builtin_backends()["compiled"].run("sgd", inputs, Context("xla", torch.float32))

@@ -131,6 +131,9 @@ def counts_of(steps: list[dict[str, int]]) -> dict[str, int]:
             "steps": len(steps)}
 
 
+INDUCTOR_DEVICES = ("cpu", "cuda")  # the devices Inductor generates code for
+
+
 class CompiledBackend(TorchPathBackend):
     """torch's optimizer step under torch.compile (Inductor), for every record that declares ``compiled``."""
 
@@ -159,6 +162,10 @@ class CompiledBackend(TorchPathBackend):
         def run(inputs, ctx: RunContext) -> dict[str, Any]:
             from conformance.core.dtypes import info
 
+            if ctx.device not in INDUCTOR_DEVICES:
+                raise Unsupported(f"torch.compile's default backend (Inductor) generates code for "
+                                  f"{' and '.join(INDUCTOR_DEVICES)}, not {ctx.device} (torch_xla compiles through "
+                                  f"its own backend, openxla, which this backend does not run)")
             dtype = info(ctx.dtype).name
             if dtype not in self.dtypes:
                 raise Unsupported(f"the {self.name} backend compiles {' and '.join(self.dtypes)} steps only (each "

@@ -21,8 +21,11 @@ def test_optax_adagrad_pinned_verdicts():
         # the same with torch's default eps = 1e-10 at a gradient of 1e-9: a 9000 times smaller step
         **items("adagrad", "default-hyperparameters", ["float32", "float64"], "failed", "param differs"),
         # and on generated trajectories: the op's explicit example (eps = 0.25) comes first, in every
-        # dtype optax runs (before it, float16's 4 drawn examples drew no large eps and passed)
-        **items("generated", "adagrad-agrees-with-reference", ["float16", "float32", "float64"], "failed",
+        # dtype optax runs (bfloat16 too since the draws reach larger lr and eps)
+        **items("generated", "adagrad-agrees-with-reference", ALL, "failed",
+                "param differs from the NumPy reference"),
+        # over 100-120 steps the misplaced eps drifts past the growing tolerance (candidates only)
+        **items("generated", "adagrad-long-trajectory", ["float32", "float64"], "failed",
                 "param differs from the NumPy reference"),
         **items("adagrad", "rows-hit-in-steps-1-and-3-with-lr-decay", ALL, "unsupported", "no lr_decay"),
         **items("adagrad", "maximize", ["float32", "float64"], "unsupported", "no maximize"),
@@ -50,6 +53,9 @@ def test_optax_sparse_adam_pinned_verdicts():
         **items("sparse_adam", "default-hyperparameters", ["float32", "float64"], "failed", "param differs"),
         # (the op's explicit example, eps = 0.25, finds it in every dtype optax runs)
         **items("generated", "sparse_adam-agrees-with-reference", ["float16", "float32", "float64"], "failed",
+                "param differs from the NumPy reference"),
+        # over 100-120 steps the eps placement drifts past the growing tolerance (candidates only)
+        **items("generated", "sparse_adam-long-trajectory", ["float32", "float64"], "failed",
                 "param differs from the NumPy reference"),
         **items("sparse_adam", "maximize", ["float32", "float64"], "unsupported", "no maximize"),
         # the moments and the step count live in the torch state: param groups and resuming work

@@ -26,8 +26,12 @@ def test_tensorflow_adagrad_pinned_verdicts():
         item("adagrad", "duplicates-cancel-half-precision", "float16"): ("failed", "param differs"),
         # the same, on generated trajectories with duplicate indices (the op's explicit example, 1 and
         # 0.5 at one index, comes first: state_sum 1.25 where torch has 2.25, in every dtype)
-        **items("generated", "adagrad-agrees-with-reference", ALL, "failed",
+        **items("generated", "adagrad-agrees-with-reference", ["float16", "float32", "float64"], "failed",
                 "looks like: one update per duplicate entry"),
+        # in bfloat16 the example's numbers fit squaring duplicates one at a time as well (1.25 for 2.25)
+        item("generated", "adagrad-agrees-with-reference", "bfloat16"): ("failed", "looks like: squares before summing"),
+        # over 100-120 steps with duplicates (candidates only)
+        **items("generated", "adagrad-long-trajectory", WIDE, "failed", "differs from the NumPy reference"),
         # (float32 too since the generated items draw only the options the adapter supports)
         **items("generated", "adagrad-sparse-equals-dense", ALL, "failed",
                 "differs from dense Adagrad on the densified gradients"),
@@ -67,6 +71,8 @@ def test_tensorflow_sparse_adam_pinned_verdicts():
         # float16: NaN at the untouched entry (the two above); bfloat16: beta2 = 0.999 rounds to 1, so
         # the step size lr * sqrt(1 - beta2_power) / (1 - beta1_power) is 0 and the parameter stays
         **items("generated", "sparse_adam-rounds-correctly", HALF, "failed", "is not correctly rounded"),
+        # not lazy, over 100-120 steps too (candidates only)
+        **items("generated", "sparse_adam-long-trajectory", WIDE, "failed", "differs from the NumPy reference"),
         **items("sparse_adam", "maximize", WIDE, "unsupported", "no maximize"),
         **items("sparse_adam", "dense-gradient-rejected", WIDE, "unsupported", "SparseAdam's policy"),
         # the torch state is the adapter's only state (TF's slots and beta powers are rebuilt from it

@@ -30,6 +30,15 @@ def _runs_slow(config: pytest.Config) -> bool:
     return config.getoption("--run-slow") or "slow" in (config.getoption("markexpr", "") or "")
 
 
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Marks ``slow`` the parameter sets a test module puts in the slow tier with a function
+    ``in_slow_tier(params) -> bool`` (e.g. tests/test_kernels.py: the fast tier keeps a sample)."""
+    in_slow_tier = getattr(getattr(item, "module", None), "in_slow_tier", None)
+    callspec = getattr(item, "callspec", None)
+    if callable(in_slow_tier) and callspec is not None and in_slow_tier(callspec.params):
+        item.add_marker(pytest.mark.slow)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deselects the items marked ``slow`` (the fast tier) unless the run asks for them. Only

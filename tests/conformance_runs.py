@@ -20,13 +20,17 @@ SMALL_SPEC = REPO / "tests" / "data" / "robustness_adagrad.yaml"
 ROBUST = "tests/candidates/robustness.py"
 MUTANTS = "tests/candidates/mutants.py"
 
+# in every pytest run a test starts in its own process: pytest's unraisableexception plugin ends each
+# session with gc.collect() five times, about 1 s with torch loaded
+NO_GC_AT_EXIT = ("-p", "no:unraisableexception")
+
 _TMP = Path(tempfile.mkdtemp(prefix="conformance-test-runs-"))
 atexit.register(shutil.rmtree, _TMP, True)
 
 
 def base_args(results: Path) -> list[str]:
     return ["-p", "no:cacheprovider", "-q", "--rootdir", str(REPO), "-c", str(REPO / "pyproject.toml"),
-            "-o", "addopts=", "-p", "no:unraisableexception",  # its gc.collect x5 costs seconds with torch loaded
+            "-o", "addopts=", *NO_GC_AT_EXIT,
             "--conformance-device", "cpu", "--conformance-results", str(results)]
 
 

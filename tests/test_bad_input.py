@@ -27,7 +27,7 @@ from conformance.results.store import (FORMAT, SCHEMA_VERSION, ResultsError, Res
                                        lock_path, previous_path, results_lock, run_metadata)
 from conformance.run import crashes, outcomes, plugin, transfer
 from conformance.specs.load import ELEMENT_BUDGET, MAX_YAML_NODES, SpecError, load_spec
-from conformance_runs import REPO, SMALL_SPEC, base_args, by_case, load, run_inprocess
+from conformance_runs import NO_GC_AT_EXIT, REPO, SMALL_SPEC, base_args, by_case, load, run_inprocess
 
 BREAKERS = "tests/candidates/contract_breakers.py"
 
@@ -221,7 +221,7 @@ def test_a_second_run_on_a_held_results_path_is_told_why_and_changes_nothing(sub
 
 def plugin_main(*args: str) -> int:
     return int(pytest.main(["-p", "no:cacheprovider", "-q", "--rootdir", str(REPO), "-c", str(REPO / "pyproject.toml"),
-                            "-o", "addopts=", "--conformance-device", "cpu", "--conformance-examples", "0", *args]))
+                            "-o", "addopts=", *NO_GC_AT_EXIT, "--conformance-device", "cpu", "--conformance-examples", "0", *args]))
 
 
 def test_the_lock_is_released_when_the_run_ends(tmp_path):

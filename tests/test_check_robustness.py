@@ -60,7 +60,7 @@ from collections import Counter
 
 from conformance.entry_points import check
 from conformance.results.store import FORMAT, SCHEMA_VERSION, previous_path
-from conformance_runs import REPO, SMALL_SPEC, base_args, by_case, load, run_inprocess
+from conformance_runs import NO_GC_AT_EXIT, REPO, SMALL_SPEC, base_args, by_case, load, run_inprocess
 
 FAULTS = "tests/candidates/faults.py"
 
@@ -294,7 +294,7 @@ def test_a_stray_non_daemon_thread_does_not_keep_pytest_from_exiting(tmp_path):
 
 def plugin_main(*args: str) -> int:
     return int(pytest.main(["-p", "no:cacheprovider", "-q", "--rootdir", str(REPO), "-c", str(REPO / "pyproject.toml"),
-                            "-o", "addopts=", "--conformance-device", "cpu", "--conformance-examples", "0",
+                            "-o", "addopts=", *NO_GC_AT_EXIT, "--conformance-device", "cpu", "--conformance-examples", "0",
                             str(SMALL_SPEC), *args]))
 
 

@@ -20,13 +20,13 @@ import pytest
 
 from conformance.entry_points import check, replay
 from conformance.entry_points.cli import main as cli_main
-from conformance_runs import MUTANTS, REPO, SMALL_SPEC, by_case, wrong_adagrad_source
+from conformance_runs import MUTANTS, NO_GC_AT_EXIT, REPO, SMALL_SPEC, by_case, wrong_adagrad_source
 
 
 def _pytest_here(command: list[str]) -> int:
     """``python -m pytest ARGS`` as ``pytest.main(ARGS)`` in this process."""
     assert command[:3] == [sys.executable, "-m", "pytest"], command
-    return int(pytest.main(command[3:]))
+    return int(pytest.main([*command[3:], *NO_GC_AT_EXIT]))
 
 
 def _check(tmp_path, monkeypatch, impl: str) -> tuple[int, dict]:

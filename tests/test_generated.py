@@ -25,6 +25,7 @@ import pytest
 
 from conformance.core.target import CandidateTarget
 from conformance.specs.load import load_spec
+from conformance_runs import NO_GC_AT_EXIT
 
 REPO = Path(__file__).resolve().parents[1]
 MUTANTS = "tests/candidates/mutants.py"
@@ -45,7 +46,7 @@ def run_pytest(args: list[str], cwd: Path = REPO, records: Path | None = None,
         os.chdir(cwd)
         with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
             code = pytest.main(["-p", "no:cacheprovider", "-p", "tests.record_dump", "-o", "addopts=",
-                                "-p", "no:unraisableexception", *args])
+                                *NO_GC_AT_EXIT, *args])
     finally:
         os.chdir(saved_cwd)
         os.environ.clear()
@@ -220,10 +221,10 @@ def test_generated_items_on_xla_are_opt_in(pytester, monkeypatch, warm_imports):
     pytester.mkdir("specs")
     args = ["specs", "-p", "no:cacheprovider", "-rs", "--conformance-device", "xla", "--conformance-backend",
             "dense", "--conformance-op", "coalesce", "--conformance-dtype", "float32"]
-    skipped = pytester.runpytest_inprocess(*args)
+    skipped = pytester.runpytest_inprocess(*args, *NO_GC_AT_EXIT)
     skipped.assert_outcomes(skipped=3)
     skipped.stdout.fnmatch_lines(["*generated cases on xla are opt-in (--conformance-generated-on-xla)*"])
-    opted_in = pytester.runpytest_inprocess(*args, "--conformance-generated-on-xla", "--conformance-examples", "1")
+    opted_in = pytester.runpytest_inprocess(*args, *NO_GC_AT_EXIT, "--conformance-generated-on-xla", "--conformance-examples", "1")
     assert "opt-in" not in opted_in.stdout.str()
     assert opted_in.parseoutcomes().get("skipped", 0) == 0
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from conformance.run.items import ConformanceItem
+from conformance_runs import NO_GC_AT_EXIT
 
 KINDS = ("case", "generated", "benchmark")
 
@@ -28,7 +29,7 @@ def _kind(item: ConformanceItem) -> str:
 @pytest.fixture(scope="module")
 def collected():
     grab = _Collected()
-    code = pytest.main(["specs", "--collect-only", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+    code = pytest.main(["specs", "--collect-only", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *NO_GC_AT_EXIT,
                         "--conformance-benchmark", "--conformance-op", "coalesce", "--conformance-backend",
                         "dense,masked", "--conformance-device", "cpu,cuda", "--conformance-dtype", "float32"],
                        plugins=[grab])
@@ -79,7 +80,7 @@ def test_a_backend_with_slow_setup_starts_it_and_runs_its_items_last(monkeypatch
     started = []
     monkeypatch.setattr(kernels, "build_in_background", lambda: started.append(True))
     grab = _Collected()
-    args = ["specs", "-p", "no:cacheprovider", "-o", "addopts=", "--conformance-examples", "0", "-k", "coalesce",
+    args = ["specs", "-p", "no:cacheprovider", "-o", "addopts=", *NO_GC_AT_EXIT, "--conformance-examples", "0", "-k", "coalesce",
             "--conformance-backend", "kernel,dense,coo", "--conformance-device", "cpu", "--conformance-dtype",
             "float32", "-p", "no:randomly", "--co", "-q"]
     assert pytest.main(args, plugins=[grab]) == 0

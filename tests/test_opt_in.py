@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance_runs import OWN_COALESCE_SPEC
+from conformance_runs import NO_GC_AT_EXIT, OWN_COALESCE_SPEC
 
 OPENAPI = "openapi: 3.0.0\ninfo: {title: my service, version: '1'}\npaths: {}\n"
 FIXTURE = "op: rename\nfrom: a\nto: b\n"  # a project's YAML fixture that happens to start with op:
@@ -27,7 +27,7 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_inprocess("-p", "no:cacheprovider", "-q", *args)
+    return pytester.runpytest_inprocess("-p", "no:cacheprovider", *NO_GC_AT_EXIT, "-q", *args)
 
 
 def test_a_projects_own_run_collects_none_of_its_yaml(project):

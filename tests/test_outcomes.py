@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from conformance_runs import REPO
+from conformance_runs import NO_GC_AT_EXIT, REPO
 
 BASIC_SPEC = textwrap.dedent("""
     op: coalesce
@@ -46,7 +46,7 @@ def spec_dir(pytester: pytest.Pytester, warm_imports):
 
 def run(pytester: pytest.Pytester, *args: str, target: str = "specs"):
     # these tests count the spec items; the generated (Hypothesis) items have tests/test_generated.py
-    return pytester.runpytest_inprocess(target, "-p", "no:cacheprovider", "-rA", "--conformance-examples", "0",
+    return pytester.runpytest_inprocess(target, "-p", "no:cacheprovider", *NO_GC_AT_EXIT, "-rA", "--conformance-examples", "0",
                                          *args)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance_runs import OWN_COALESCE_SPEC
+from conformance_runs import NO_GC_AT_EXIT, OWN_COALESCE_SPEC
 
 OPENAPI = """\
 openapi: 3.0.0
@@ -110,7 +110,7 @@ def test_a_run_inside_a_process_leaves_the_processs_environment(pytester, monkey
     for name in ("HYPOTHESIS_STORAGE_DIRECTORY", "CONFORMANCE_GENERATED_SEED"):
         monkeypatch.delenv(name, raising=False)
     pytester.mkdir("specs")
-    result = pytester.runpytest_inprocess("specs", "--collect-only", "-p", "no:cacheprovider",
+    result = pytester.runpytest_inprocess("specs", "--collect-only", "-p", "no:cacheprovider", *NO_GC_AT_EXIT,
                                           "--conformance-hypothesis-profile", "thorough")
     assert "conformance generated cases: profile thorough" in result.stdout.str()  # the suite's; seed drawn
     assert "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ

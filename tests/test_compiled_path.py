@@ -11,6 +11,7 @@ import torch
 from conformance_runs import load, run_inprocess
 from conformance.backends import builtin_backends
 from conformance.backends.compiled import COMPILED_ADAGRAD_LR_IN_FLOAT32, COUNTS_KEY, SPARSE_REASON
+from conformance.core.record import INDUCTOR
 from conformance.cases.checks import check_paths_agree
 from conformance.cases.trial import DivergenceObserved, Trial
 from conformance.core.tensors import CooArray
@@ -42,7 +43,9 @@ def test_the_compiled_step_equals_eager_and_its_counts_are_in_the_record(op, hyp
     got = _compiled().run(op, _inputs(DENSE, DENSE, **hyper), ctx)
     want = builtin_backends()["coo"].run(op, _inputs(DENSE, DENSE, **hyper), RunContext("cpu", torch.float64))
     torch.testing.assert_close(got["param"], want["param"], rtol=2.0 ** -48, atol=0)
-    counts = ctx.record[COUNTS_KEY]
+    assert COUNTS_KEY == "compiles" and "xla_compiles" not in ctx.record, ctx.record
+    assert ctx.record[COUNTS_KEY]["compiler"] == INDUCTOR
+    counts = ctx.record[COUNTS_KEY]["counts"]
     assert counts["steps"] == 2 and counts["dynamo_recompiles"] == recompiles, counts
     assert counts["dynamo_graphs"] == 1 + recompiles and counts["dynamo_graph_breaks"] >= 1, counts
     check_paths_agree(Trial(OPS[op], _compiled(), "cpu", "float64"), _inputs(DENSE, DENSE, **hyper))
@@ -122,7 +125,7 @@ def test_compiled_items_pass_for_adagrad_and_sgd_and_a_planted_slip_fails_them_o
     assert code == 0, [(r["case"], r["outcome"], r.get("message")) for r in records if r["outcome"] == "failed"]
     passed = [r for r in records if r["outcome"] == "passed"]
     assert {r["op"] for r in passed} == {ADAGRAD, SGD}
-    assert all(r[COUNTS_KEY]["dynamo_graphs"] >= 1 for r in passed if r.get("seconds") is not None), passed
+    assert all(r[COUNTS_KEY]["counts"]["dynamo_graphs"] >= 1 for r in passed if r.get("seconds") is not None), passed
     for op in (ADAGRAD, SGD):
         _plant_compile_only_slip(monkeypatch, op)
     code, path = run_inprocess("compiled-slip", "specs", "--conformance-backend", "compiled,coo,foreach", *selected)
@@ -189,3 +192,128 @@ def test_on_a_device_inductor_has_no_code_generator_for_a_compiled_item_is_unsup
     inputs = OPS["sgd"].decode_inputs(case.inputs, "float32")
     with pytest.raises(Unsupported, match="Inductor.*generates code for cpu and cuda, not xla"):
         builtin_backends()["compiled"].run("sgd", inputs, Context("xla", torch.float32))
+
+
+# ---------------------------------------------------------------- compiled masked mean and coalesce
+
+MASKED_MEAN, COALESCE = "masked_mean", "coalesce"
+
+
+def _spec_case(spec: str, case_id: str):
+    from pathlib import Path
+
+    from conformance.specs.load import load_spec
+
+    loaded = load_spec(Path(__file__).resolve().parents[1] / "specs" / spec)
+    return next(case for case in loaded.cases if case.id == case_id)
+
+
+def test_the_records_declare_the_compiled_functions():
+    """masked_mean and coalesce declare the function the compiled backend compiles (``torch_paths``), as the
+    optimizer records declare their compiled step; the backend runs each, the masked mean in every dtype."""
+    from conformance.ops.coalesce import coalesced
+    from conformance.ops.masked_mean import where_masked_mean
+
+    assert OPS[MASKED_MEAN].torch_paths["compiled"]["function"] is where_masked_mean
+    assert OPS[COALESCE].torch_paths["compiled"]["function"] is coalesced
+    assert {ADAGRAD, SGD, MASKED_MEAN, COALESCE} <= set(_compiled().runners)
+    assert "masked_mean_compiles" not in _compiled().runners
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_the_compiled_masked_mean_passes_a_spec_case_and_records_dynamos_counts(dtype):
+    """The dense formulation under torch.compile(dynamic=True), forward and backward: a NaN and an inf under
+    the mask stay out of value and gradient; the record holds one graph, no recompile, no graph break."""
+    from conformance.judging.runner import run_item
+
+    ctx = run_item(_spec_case("masked_mean.yaml", "nan-and-inf-under-the-mask"), _compiled(), "cpu", dtype)
+    assert ctx.record[COUNTS_KEY] == {"compiler": INDUCTOR, "counts": {
+        "dynamo_graphs": 1, "dynamo_recompiles": 0, "dynamo_graph_breaks": 0, "dynamo_frames": 1, "calls": 1}}
+
+
+def test_the_compiled_masked_mean_with_no_valid_entry_is_nan_with_a_zero_gradient():
+    """0 / 0 = NaN, and the backward's 1 / 0 = inf is selected away by where's backward under Inductor too
+    (a rewrite into mask * grad would give 0 * inf = NaN)."""
+    from conformance.ops.masked_mean import MaskedMeanInputs
+
+    out = _compiled().run(MASKED_MEAN, MaskedMeanInputs(np.array([1.0, 2.0, 3.0]), np.zeros(3, dtype=bool)),
+                          RunContext("cpu", torch.float32))
+    assert torch.isnan(out["value"]) and torch.equal(out["grad"], torch.zeros(3))
+
+
+def test_coalesce_does_not_trace_and_its_compiled_items_are_unsupported_with_dynamos_reason():
+    """Dynamo will not wrap a sparse input: it skips the frame and coalesce runs eagerly. The item is
+    unsupported with the reason Dynamo recorded (its own counters), never an error or an eager pass; with
+    fullgraph=True torch raises the same reason (checked here on torch itself)."""
+    from conformance.judging.runner import run_item
+
+    record: dict = {}
+    with pytest.raises(Unsupported) as refused:
+        run_item(_spec_case("coalesce.yaml", "basic-2x3"), _compiled(), "cpu", "float32", record=record)
+    assert "compiled no graph" in str(refused.value) and SPARSE_REASON in str(refused.value), refused.value
+    assert "gb0015" in str(refused.value) and COUNTS_KEY not in record
+    torch._dynamo.reset()
+    with pytest.raises(torch._dynamo.exc.Unsupported, match="Attempted to wrap sparse Tensor"):
+        torch.compile(OPS[COALESCE].torch_paths["compiled"]["function"], fullgraph=True)(SPARSE.to_torch(torch.float32))
+
+
+def test_a_compiled_function_dynamo_refuses_is_unsupported_with_its_reason(monkeypatch):
+    """A declared function Dynamo refuses outright (its own Unsupported: here torch._dynamo.graph_break()
+    under fullgraph, standing for any refusal) is an unsupported item with torch's reason, not an error."""
+    import functools
+
+    from conformance.ops.masked_mean import MaskedMeanInputs, where_masked_mean
+
+    def breaks(values, mask):
+        torch._dynamo.graph_break()
+        return where_masked_mean(values, mask)
+
+    real_compile = torch.compile
+    monkeypatch.setattr(torch, "compile", functools.partial(real_compile, fullgraph=True))
+    monkeypatch.setitem(OPS[MASKED_MEAN].torch_paths, "compiled", {"function": breaks})
+    with pytest.raises(Unsupported, match="Dynamo does not trace it: .*graph_break"):
+        _compiled().run(MASKED_MEAN, MaskedMeanInputs(np.array([1.0, 2.0]), np.array([True, False])),
+                        RunContext("cpu", torch.float32))
+
+
+def _plant_wrong_compiled_masked_mean(monkeypatch) -> None:
+    """The function the compiled backend compiles, replaced by a mean 1% too large (what a wrong lowering
+    of the masked mean would give); the dense backend's own formulation is left alone."""
+    from conformance.ops.masked_mean import where_masked_mean
+
+    def one_percent_too_large(values, mask):
+        return where_masked_mean(values, mask) * 1.01
+
+    monkeypatch.setitem(OPS[MASKED_MEAN].torch_paths, "compiled", {"function": one_percent_too_large})
+
+
+def test_a_wrong_compiled_masked_mean_fails_the_compiled_item_only(monkeypatch):
+    from conformance.judging.runner import run_item
+
+    _plant_wrong_compiled_masked_mean(monkeypatch)
+    case = _spec_case("masked_mean.yaml", "mean-of-valid-entries")
+    with pytest.raises(Mismatch, match="value"):
+        run_item(case, _compiled(), "cpu", "float64")
+    for name in ("dense", "masked"):
+        run_item(case, builtin_backends()[name], "cpu", "float64")
+
+
+@pytest.mark.slow
+def test_masked_mean_items_pass_compiled_and_a_planted_slip_fails_the_compiled_ones_only(monkeypatch):
+    """The main job's compiled masked-mean spec items pass, each with Dynamo's counts in its record; with a
+    wrong compiled masked mean planted (the function the backend compiles), the compiled items with a finite
+    non-zero value fail and the dense and masked items of the same cases pass."""
+    selected = ("--conformance-op", "masked_mean", "--conformance-dtype", "float32,float64", "-k", "not generated")
+    code, path = run_inprocess("compiled-mean", "specs", "--conformance-backend", "compiled", *selected)
+    records = load(path)["records"]
+    assert code == 0 and records and {r["outcome"] for r in records} == {"passed"}, [
+        (r["case"], r["outcome"], r.get("message")) for r in records]
+    assert all(r[COUNTS_KEY]["compiler"] == INDUCTOR and r[COUNTS_KEY]["counts"]["dynamo_graphs"] == 1
+               for r in records), records
+    _plant_wrong_compiled_masked_mean(monkeypatch)
+    code, path = run_inprocess("compiled-mean-slip", "specs", "--conformance-backend", "compiled,dense,masked",
+                               *selected)
+    records = load(path)["records"]
+    failed = {(r["backend"], r["case"]) for r in records if r["outcome"] == "failed"}
+    assert code == 1 and {backend for backend, _ in failed} == {"compiled"}, failed
+    assert {case for _, case in failed} >= {"mean-of-valid-entries", "all-valid", "single-valid-entry"}, failed

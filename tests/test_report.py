@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 from conformance.entry_points.cli import main
 from conformance.results.report import build_report, divergence_of, repro_command, run_labels
 from conformance.results.store import load_results
-from conformance_runs import adagrad_run, benchmark_run, builtin_run, fixture_copy, load
+from conformance_runs import adagrad_run, benchmark_run, builtin_run, fixture_copy, load, sharded_runs
 
 
 class Page(HTMLParser):
@@ -213,3 +213,53 @@ def test_a_verdict_is_stated_at_the_top(tmp_path):
     top = text[text.index("<body>"):text.index('<section id="runs">')]
     assert '<div id="verdict" class="verdict v-fail"><strong>RESULT: FAIL (1 failed)' in top
     assert "failed:  specs/x.yaml::c[candidate-cpu-float32]" in top
+
+
+XLA_COUNTS = {"compile_time_samples": 2, "uncached_compile": 2, "cached_compile": 0}
+DYNAMO_COUNTS = {"dynamo_graphs": 1, "dynamo_recompiles": 0, "dynamo_graph_breaks": 1, "dynamo_frames": 2, "steps": 2}
+
+
+def _as_older_file(path, out):
+    """TEST FIXTURE: a real results file as the suite wrote it before the compile counts were named
+    ``compiles``: bare counts under ``xla_compiles`` (torch_xla's on its first record, the compiled
+    backend's on its second)."""
+    document = load(path)
+    for record, counts in zip(document["records"], (XLA_COUNTS, DYNAMO_COUNTS)):
+        record.pop("compiles", None)
+        record["xla_compiles"] = dict(counts)
+    out.write_text(json.dumps(document), encoding="utf-8")
+    return out, [record["nodeid"] for record in document["records"][:2]]
+
+
+def test_compile_counts_are_shown_with_their_compiler_also_from_an_older_file(tmp_path):
+    """The report labels compile counts with what compiled them ("compiles (torch_xla)", "compiles
+    (torch.compile/inductor)"), never "XLA compiles" for all; an older file's xla_compiles is read as compiles."""
+    from conformance.core.record import INDUCTOR, XLA
+
+    older, (xla_item, dynamo_item) = _as_older_file(builtin_run(), tmp_path / "older.json")
+    out = tmp_path / "index.html"
+    assert main(["report", str(older), "-o", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    items = {item["nodeid"]: item for item in json.loads(Page(text).data_text)["items"]}
+    assert items[xla_item]["compiles"] == {"compiler": XLA, "counts": XLA_COUNTS}
+    assert items[dynamo_item]["compiles"] == {"compiler": INDUCTOR, "counts": DYNAMO_COUNTS}
+    assert not any("xla_compiles" in item for item in items.values())
+    assert '"compiles (" + it.compiles.compiler + ")"' in text and "XLA compiles" not in text
+
+
+def test_an_older_results_file_gates_and_its_shards_merge(tmp_path, capsys):
+    """gate and merge read files written before the rename: the gate compares them as any other, and the
+    merged file has compiles where its shards had xla_compiles (and validates against today's schema)."""
+    from conformance.results.store import load_results
+
+    older, _ = _as_older_file(builtin_run(), tmp_path / "older.json")
+    assert main(["gate", "--baseline", str(older), "--candidate", str(older), "--skip-timing"]) == 0
+    shards = [_as_older_file(sharded_runs()[f"shard-{k}"], tmp_path / f"shard-{k}.json") for k in (1, 2, 3)]
+    merged = tmp_path / "merged.json"
+    assert main(["merge", *(str(path) for path, _ in shards), "-o", str(merged)]) == 0
+    records = {record["nodeid"]: record for record in load_results(merged).records}
+    assert not any("xla_compiles" in record for record in records.values())
+    for _, (xla_item, dynamo_item) in shards:
+        assert records[xla_item]["compiles"]["counts"] == XLA_COUNTS
+        assert records[dynamo_item]["compiles"]["compiler"] == "torch.compile/inductor"
+    capsys.readouterr()

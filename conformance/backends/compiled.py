@@ -2,7 +2,12 @@
 Inductor generates the kernel: C++ on cpu), for every optimizer record that declares the path
 ``"compiled"`` in ``torch_paths`` (its value: the constructor keywords of the step that is compiled,
 e.g. ``{"foreach": False}``, torch's for-loop step -- so that the twin compares the compiled step with
-the very same step run eagerly).
+the very same step run eagerly); and, for every other record that declares it (its value:
+``{"function": f}``, the function torch users write for the op, looked up at each run), ``f`` under
+``torch.compile(dynamic=True)``, run through the record's candidate driving: the masked mean's dense
+formulation ``where(mask, values, 0).sum() / mask.sum()`` (forward and backward compiled), and
+``tensor.coalesce()`` -- which Dynamo does not trace (a sparse input), so its items are unsupported with
+Dynamo's reason.
 
 One compiled function per process (:func:`compiled_step`, ``dynamic=True``: parameters of other sizes
 do not recompile); every optimizer the backend constructs starts from an empty Dynamo cache
@@ -12,11 +17,15 @@ serve, and past ``recompile_limit`` cached graphs Dynamo would run the step eage
 the compiled C++ on disk) are kept, so a graph compiled once is loaded, not compiled, next time.
 
 What Dynamo did on each run is counted (``torch._dynamo.utils.counters``) and recorded in the item's
-record under ``xla_compiles`` (the results schema's compile counts, :data:`COUNTS_KEY`): graphs compiled,
-those compiled after the first step (recompiles), graph breaks and frames. A step that compiled nothing
-(Dynamo disabled) is Unsupported, never an eager pass. Where the compiled step does not run torch's
-graph: a sparse gradient -- Dynamo does not trace sparse tensors (a graph break, and the step runs
-eagerly: the coo backend's items run that step) -- the item is Unsupported with torch's reason.
+record under ``compiles`` (the results schema's compile counts, :data:`COUNTS_KEY`, compiler
+``torch.compile/inductor``): graphs compiled, those compiled after the first step or call (recompiles),
+graph breaks and frames. A step or call that compiled nothing (Dynamo disabled, or a frame Dynamo would
+not trace) is Unsupported, never an eager pass. Where the compiled step does not run torch's graph: a
+sparse gradient -- Dynamo does not trace sparse tensors (a graph break, and the step runs eagerly: the
+coo backend's items run that step) -- the item is Unsupported with torch's reason; so is a compiled
+function Dynamo skips (its reason, from Dynamo's own counters) or Inductor refuses (NotImplementedError).
+A compiled function's item starts from an empty Dynamo cache too (``torch._dynamo.reset()``), so its
+counts do not depend on which items ran before it in the process; Inductor's caches serve its graphs.
 
 The twin, ``compiled-agrees`` (conformance/cases/checks.py): the compiled step against the same step
 run eagerly, on the same generated dense-gradient trajectories, float32/float64, a few examples an item
@@ -25,22 +34,28 @@ run eagerly, on the same generated dense-gradient trajectories, float32/float64,
 
 from __future__ import annotations
 
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Callable
 
 import numpy as np
 
 from conformance.backends.torch_paths import COMPILED, PathDivergence, TorchPathBackend, keywords_text
+from conformance.ops import OPS
 from conformance.core.divergences import STOCK_TORCH, register
+from conformance.core.record import COMPILES, INDUCTOR, compiles
 from conformance.core.tensors import CooArray
 from conformance.core.types import RunContext, Unsupported
 
 COMPILED_AGREES = "compiled-agrees"  # the twin (conformance/cases/checks.py)
-COUNTS_KEY = "xla_compiles"  # the record's compile counts (conformance.core.record: name -> count)
+COUNTS_KEY = COMPILES  # the record's compile counts (conformance.core.record.Compiles, compiler INDUCTOR)
+COMPILER = INDUCTOR  # what compiled them: torch.compile's default backend
 # what Dynamo says of a sparse tensor (torch/_dynamo/variables/builder.py, graph break gb0015); a test
 # (tests/test_compiled_path.py) checks that torch still graph-breaks with this reason
 SPARSE_REASON = "Attempted to wrap sparse Tensor: torch.compile does not support sparse Tensors"
-# the dtypes the compiled backend compiles: every step compiles (seconds of C++), so the main job's
-# items stay few; a half dtype is Unsupported by this choice, never by torch's refusal
+# the dtypes the compiled backend compiles optimizer steps in: every step compiles (seconds of C++), so the
+# main job's items stay few; a half dtype is Unsupported by this choice, never by torch's refusal. A declared
+# function (the masked mean: one small reduction, loaded from Inductor's cache in a fraction of a second once
+# compiled) is compiled in every dtype
 COMPILED_DTYPES = ("float32", "float64")
 
 _step_counts: list[dict[str, int]] = []  # the current run's steps: what Dynamo did on each
@@ -67,6 +82,28 @@ def _counters() -> tuple[int, int, int]:
     from torch._dynamo.utils import counters
 
     return (counters["stats"]["unique_graphs"], sum(counters["graph_break"].values()), counters["frames"]["total"])
+
+
+def _reasons() -> dict[str, int]:
+    """Dynamo's reasons so far for a graph break (``graph_break``) or a frame it would not trace
+    (``unimplemented``, e.g. a sparse tensor input), with how often each was given."""
+    from torch._dynamo.utils import counters
+
+    return {**counters["graph_break"], **counters["unimplemented"]}
+
+
+def one_line(reason: str) -> str:
+    """Dynamo's reason on one line: what it attempted, its explanation and the graph-break site's link
+    ("Attempted to wrap sparse Tensor: torch.compile does not support sparse Tensors (https://...gb0015.html)")."""
+    lines = [line.strip() for line in reason.splitlines() if line.strip()]
+    if not lines:
+        return "no reason given"
+    text = lines[0]
+    explanation = next((line.split(":", 1)[1].strip() for line in lines[1:] if line.startswith("Explanation:")), None)
+    if explanation:
+        text += f": {explanation}"
+    link = next((word for line in lines for word in line.split() if word.startswith("https://")), None)
+    return f"{text} ({link})" if link else text
 
 
 def sparse_unsupported(name: str) -> Unsupported:
@@ -100,14 +137,8 @@ def compiled_class(torch_class: type, keywords: dict) -> type:
                 raise Unsupported(f"{name}: the compiled backend steps without a closure")
             if any(p.grad is not None and p.grad.is_sparse for group in self.param_groups for p in group["params"]):
                 raise sparse_unsupported(name)
-            import torch._dynamo
-            import torch._inductor.config
-
             before = _counters()
-            # compile_threads=1: Inductor compiles in this process, not in a pool of workers it starts first
-            # (about 5 s of every process's first compile on 2 cores)
-            with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True), \
-                    torch._inductor.config.patch(compile_threads=1):
+            with _compiling_here():
                 out = compiled_step()(self)
             graphs, breaks, frames = (after - was for after, was in zip(_counters(), before))
             if not _step_counts and graphs == 0:
@@ -120,22 +151,79 @@ def compiled_class(torch_class: type, keywords: dict) -> type:
     return TorchCompiled
 
 
-def counts_of(steps: list[dict[str, int]]) -> dict[str, int]:
-    """A run's compile counts as the record keeps them: graphs Dynamo compiled (``dynamo_graphs``),
-    those on the steps after the first (``dynamo_recompiles``), graph breaks (each compile of a frame
-    that breaks counts its breaks once), frames traced, steps."""
+def counts_of(steps: list[dict[str, int]], unit: str = "steps") -> dict[str, int]:
+    """A run's compile counts as the record keeps them (``counts`` of its :data:`COUNTS_KEY`): graphs
+    Dynamo compiled (``dynamo_graphs``), those on the steps (calls) after the first (``dynamo_recompiles``),
+    graph breaks (each compile of a frame that breaks counts its breaks once), frames traced, and the
+    number of ``unit`` (``steps`` of an optimizer, ``calls`` of a compiled function)."""
     return {"dynamo_graphs": sum(s["graphs"] for s in steps),
             "dynamo_recompiles": sum(s["graphs"] for s in steps[1:]),
             "dynamo_graph_breaks": sum(s["graph_breaks"] for s in steps),
             "dynamo_frames": sum(s["frames"] for s in steps),
-            "steps": len(steps)}
+            unit: len(steps)}
+
+
+@contextmanager
+def _compiling_here():
+    """Inductor compiles in this process (compile_threads=1: not in a pool of workers it starts first,
+    about 5 s of every process's first compile on 2 cores); past ``recompile_limit`` an error, never a
+    silent eager run."""
+    import torch._dynamo
+    import torch._inductor.config
+
+    with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True), \
+            torch._inductor.config.patch(compile_threads=1):
+        yield
+
+
+def compiled_function(op: str, function: Callable, calls: list[dict[str, int]]) -> Callable:
+    """``function`` (the record ``op``'s declared one) under ``torch.compile(dynamic=True)``, from an
+    empty Dynamo cache; each call's counts are appended to ``calls``. A call that compiled no graph
+    (Dynamo skipped the frame, and the call ran eagerly) is Unsupported with Dynamo's reason."""
+    import torch
+    import torch._dynamo
+
+    name = f"torch.compile({getattr(function, '__name__', repr(function))}, dynamic=True)"
+    torch._dynamo.reset()  # this item's graphs only: its counts do not depend on the items before it
+    compiled = torch.compile(function, dynamic=True)
+
+    def call(*args: Any) -> Any:
+        before, reasons = _counters(), _reasons()
+        try:
+            out = compiled(*args)
+        except torch._dynamo.exc.Unsupported as exc:  # Dynamo's own refusal (fullgraph, or raised through)
+            raise Unsupported(f"{name}: Dynamo does not trace it: {one_line(str(exc))}") from exc
+        except torch._dynamo.exc.BackendCompilerFailed as exc:
+            inner = getattr(exc, "inner_exception", None) or exc.__cause__
+            if isinstance(inner, NotImplementedError):  # Inductor has no lowering for this input
+                raise Unsupported(f"{name}: Inductor does not compile it: {inner}") from exc
+            raise
+        graphs, breaks, frames = (after - was for after, was in zip(_counters(), before))
+        if not calls and graphs == 0:
+            new = [one_line(reason) for reason, count in _reasons().items() if count > reasons.get(reason, 0)]
+            why = "; ".join(new) or "no reason recorded (is TorchDynamo disabled?)"
+            raise Unsupported(f"{name} compiled no graph: Dynamo did not trace it ({why}), and the call ran eagerly "
+                              f"(the {OPS[op].stock_backend} backend's items run torch's op eagerly)")
+        calls.append({"graphs": graphs, "graph_breaks": breaks, "frames": frames})
+        return out
+
+    call.__name__ = call.__qualname__ = name
+    return call
 
 
 INDUCTOR_DEVICES = ("cpu", "cuda")  # the devices Inductor generates code for
 
 
+def function_ops() -> list[str]:
+    """The records other than the optimizers' that declare a compiled function (``torch_paths``:
+    ``{"compiled": {"function": f}}``), in the records' order."""
+    return [op for op, record in OPS.items()
+            if not record.is_optimizer and COMPILED in (getattr(record, "torch_paths", None) or {})]
+
+
 class CompiledBackend(TorchPathBackend):
-    """torch's optimizer step under torch.compile (Inductor), for every record that declares ``compiled``."""
+    """torch's optimizer step under torch.compile (Inductor), for every optimizer record that declares
+    ``compiled``; the declared function of every other record that declares it."""
 
     twin_property = COMPILED_AGREES  # its twin: the property its registered divergences name
     # an item may compile its steps cold (Inductor generates C++ and runs the compiler): over a
@@ -145,38 +233,71 @@ class CompiledBackend(TorchPathBackend):
     generated_properties = (COMPILED_AGREES,)
 
     def __init__(self, classes: dict[str, type] | None = None, *, name: str | None = None,
-                 dtypes: tuple[str, ...] = COMPILED_DTYPES):
+                 dtypes: tuple[str, ...] = COMPILED_DTYPES, function_dtypes: tuple[str, ...] | None = None):
+        """``dtypes``: those it compiles optimizer steps in; ``function_dtypes``: those it compiles the
+        declared functions in (None: every dtype)."""
         self.dtypes = dtypes
+        self.function_dtypes = function_dtypes
         super().__init__(COMPILED, classes, name=name, description="stock torch.optim's step under torch.compile "
                          "(TorchDynamo + Inductor)")
-        from conformance.ops import OPS
-
         self.classes = {op: compiled_class(cls, OPS[op].torch_paths[COMPILED]) for op, cls in self.torch_classes.items()}
-        self.description += ": " + "; ".join(cls.__name__ for cls in self.classes.values())
+        self.functions = function_ops()
+        self.runners.update({op: self._function_runner(op) for op in self.functions})
+        self.description += ": " + "; ".join([cls.__name__ for cls in self.classes.values()] + [
+            f"torch.compile({self.function(op).__name__}, dynamic=True) ({op})" for op in self.functions])
 
-    def _runner(self, op: str):
-        from conformance.ops import OPS
+    @staticmethod
+    def function(op: str) -> Callable:
+        """The function record ``op`` declares compiled (looked up at each run)."""
+        return OPS[op].torch_paths[COMPILED]["function"]
 
+    def _refuse(self, ctx: RunContext, dtypes: tuple[str, ...] | None, what: str = "steps") -> None:
+        """Unsupported on a device Inductor generates no code for, or a dtype this backend does not compile
+        (``dtypes``, None: every dtype) ``what`` in."""
+        from conformance.core.dtypes import info
+
+        if ctx.device not in INDUCTOR_DEVICES:
+            raise Unsupported(f"torch.compile's default backend (Inductor) generates code for "
+                              f"{' and '.join(INDUCTOR_DEVICES)}, not {ctx.device} (torch_xla compiles through "
+                              f"its own backend, openxla, which this backend does not run)")
+        dtype = info(ctx.dtype).name
+        if dtypes is not None and dtype not in dtypes:
+            raise Unsupported(f"the {self.name} backend compiles {' and '.join(dtypes)} {what} only (each "
+                              f"step compiles C++: the main job keeps its compiled items few), not {dtype}")
+
+    def _function_runner(self, op: str):
         record = OPS[op]
 
         def run(inputs, ctx: RunContext) -> dict[str, Any]:
-            from conformance.core.dtypes import info
+            self._refuse(ctx, self.function_dtypes, "functions")
+            calls: list[dict[str, int]] = []
+            try:
+                with _compiling_here():  # the backward compiles on its first call, after the forward returned
+                    return record.run_candidate(compiled_function(op, self.function(op), calls), inputs, ctx)
+            finally:
+                if calls:
+                    ctx.record[COUNTS_KEY] = compiles(COMPILER, counts_of(calls, "calls"))
+        return run
 
-            if ctx.device not in INDUCTOR_DEVICES:
-                raise Unsupported(f"torch.compile's default backend (Inductor) generates code for "
-                                  f"{' and '.join(INDUCTOR_DEVICES)}, not {ctx.device} (torch_xla compiles through "
-                                  f"its own backend, openxla, which this backend does not run)")
-            dtype = info(ctx.dtype).name
-            if dtype not in self.dtypes:
-                raise Unsupported(f"the {self.name} backend compiles {' and '.join(self.dtypes)} steps only (each "
-                                  f"step compiles C++: the main job keeps its compiled items few), not {dtype}")
+    def run_for_loop(self, op: str, inputs: Any, ctx: RunContext) -> dict[str, Any]:
+        """The twin's other half: an optimizer's same step run eagerly; a compiled function's same function
+        called eagerly."""
+        if op in self.functions:
+            return OPS[op].run_candidate(self.function(op), inputs, ctx)
+        return super().run_for_loop(op, inputs, ctx)
+
+    def _runner(self, op: str):
+        record = OPS[op]
+
+        def run(inputs, ctx: RunContext) -> dict[str, Any]:
+            self._refuse(ctx, self.dtypes)
             _step_counts.clear()
             _run["sparse_steps"] = any(isinstance(grad, CooArray) for grad in getattr(inputs, "grads", ()))
             try:
                 return record.run_candidate(self.classes[op], inputs, ctx)
             finally:
                 if _step_counts:
-                    ctx.record[COUNTS_KEY] = counts_of(_step_counts)
+                    ctx.record[COUNTS_KEY] = compiles(COMPILER, counts_of(_step_counts))
                 _step_counts.clear()
                 _run["sparse_steps"] = False
         return run

@@ -41,6 +41,17 @@ class BenchmarkInstance(TypedDict, total=False):
     nnz: int
 
 
+class Compiles(TypedDict):
+    """What a compiler compiled for one item (:data:`COMPILES`): which compiler (:data:`XLA` for torch_xla's
+    graph compilations, :data:`INDUCTOR` for torch.compile's TorchDynamo + Inductor) and its counts by name
+    (torch_xla: ``uncached_compile``, ``cached_compile``, ``compile_time_samples``; torch.compile:
+    ``dynamo_graphs``, ``dynamo_recompiles``, ``dynamo_graph_breaks``, ``dynamo_frames``, and ``steps`` or
+    ``calls``)."""
+
+    compiler: str
+    counts: dict[str, int]
+
+
 class Timing(TypedDict, total=False):
     """A benchmark item's timings (``conformance.run.benchmark.timing_summary``)."""
 
@@ -74,7 +85,7 @@ class Record(TypedDict, total=False):
     torch_max_abs_error: ErrorValue  # a candidate item's: stock torch's on the same inputs
     values: dict[str, dict[str, Values]]  # small outputs: {output: {expected, torch, got}}
     seconds: float | None  # wall time of the backend's one run
-    xla_compiles: dict[str, int]
+    compiles: Compiles  # what a compiler compiled for it (torch_xla, torch.compile)
     crashed: bool  # the worker process died while running this item
     looks_like: LooksLike
     benchmark: BenchmarkInstance
@@ -109,3 +120,37 @@ class Record(TypedDict, total=False):
 REQUIRED = ("nodeid", "kind", "spec", "case", "op", "backend", "device", "dtype", "outcome")
 
 ItemRecord = Record  # what the plugin writes: every key of it is a property of the schema
+
+
+# ---------------------------------------------------------------- compile counts
+
+COMPILES = "compiles"  # the record's compile counts (:class:`Compiles`)
+XLA = "torch_xla"  # Compiles.compiler: torch_xla's graph compilations (conformance.core.xla_support)
+INDUCTOR = "torch.compile/inductor"  # Compiles.compiler: TorchDynamo + Inductor (conformance/backends/compiled.py)
+# the field's name in results files written before it was ``compiles``: bare counts, torch_xla's or (the
+# compiled backend's, keys ``dynamo_*``) torch.compile's; read as ``compiles`` (:func:`upgraded`)
+LEGACY_COMPILES = "xla_compiles"
+
+
+def compiles(compiler: str, counts: dict[str, int]) -> Compiles:
+    """The record's :data:`COMPILES` value: ``counts`` (name -> count) of ``compiler``."""
+    return {"compiler": compiler, "counts": dict(counts)}
+
+
+def _legacy_compiles(counts: Any) -> Compiles | None:
+    if not isinstance(counts, dict):
+        return None
+    compiler = INDUCTOR if any(str(name).startswith("dynamo_") for name in counts) else XLA
+    return compiles(compiler, counts)
+
+
+def upgraded(record: dict) -> dict:
+    """``record`` as this version of the suite writes it: an older file's :data:`LEGACY_COMPILES` (bare
+    counts) becomes :data:`COMPILES`, with the compiler its counts' names say (in place; returned)."""
+    if LEGACY_COMPILES in record:
+        legacy = record.pop(LEGACY_COMPILES)
+        if COMPILES not in record:
+            converted = _legacy_compiles(legacy)
+            if converted is not None:
+                record[COMPILES] = converted
+    return record

@@ -18,6 +18,8 @@ from typing import Iterator
 
 import torch
 
+from conformance.core.record import COMPILES, XLA, compiles
+
 XLA_DEVICE_NAME = "xla"
 
 
@@ -137,16 +139,17 @@ def count_compiles(sync_on_exit: bool = True) -> Iterator[CompileCount]:
         count.cached_compile = after[2] - before[2]
 
 
-COMPILES_KEY = "xla_compiles"
+COMPILES_KEY = COMPILES  # the record's compile counts (conformance.core.record.Compiles), compiler "torch_xla"
 
 
 @contextlib.contextmanager
 def record_compiles(record: dict) -> Iterator[CompileCount]:
-    """:func:`count_compiles`, writing the counts into ``record[COMPILES_KEY]`` on exit
-    (also when the block raises, so an errored run still shows what it compiled)."""
+    """:func:`count_compiles`, writing the counts into ``record[COMPILES_KEY]`` on exit as torch_xla's
+    (``{"compiler": "torch_xla", "counts": {...}}``; also when the block raises, so an errored run still
+    shows what it compiled)."""
     count = CompileCount()
     try:
         with count_compiles() as count:
             yield count
     finally:
-        record[COMPILES_KEY] = count.as_dict()
+        record[COMPILES_KEY] = compiles(XLA, count.as_dict())

@@ -279,6 +279,14 @@ def watch_coalesce(op_name: str, candidate: Any):
     return watched
 
 
+def coalesced(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor.coalesce()``: what the ``compiled`` backend hands torch.compile (the record's ``torch_paths``).
+    Dynamo does not trace it on torch 2.13 -- it will not wrap a sparse input ("Attempted to wrap sparse
+    Tensor: torch.compile does not support sparse Tensors", gb0015), skips the frame and runs it eagerly --
+    so the compiled items are unsupported with that reason (tests/test_compiled_path.py)."""
+    return tensor.coalesce()
+
+
 class Coalesce(Op):
     name = "coalesce"
     decodes_empty_expected = True
@@ -287,6 +295,9 @@ class Coalesce(Op):
     candidate_contract = "a callable taking and returning a sparse COO tensor"
     mistakes = MISTAKES
     torch_sums_duplicates_in_half = True
+    # torch's own paths of the op beside the stock one: "compiled" -- coalesce() under torch.compile
+    # (conformance/backends/compiled.py), unsupported where Dynamo does not trace a sparse tensor
+    torch_paths = {"compiled": {"function": coalesced}}
     inputs_schema = {
         "type": "object",
         "required": ["tensor"],

@@ -48,6 +48,15 @@ def torch_masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.masked.mean(values, mask=mask)
 
 
+def where_masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The dense masked mean torch users write, and the one the ``compiled`` backend compiles (the
+    record's ``torch_paths``): ``where(mask, values, 0).sum() / mask.sum()`` (the dense backend's
+    formulation). ``where`` keeps a NaN or inf under the mask out of the value, and its backward
+    (``where(mask, grad, 0)``) out of the gradient, also with no valid entry (``1 / 0 = inf`` is
+    selected away): value NaN (``0 / 0``), gradient 0, as the contract says."""
+    return torch.where(mask, values, torch.zeros((), dtype=values.dtype, device=values.device)).sum() / mask.sum()
+
+
 def differentiate(function, inputs: MaskedMeanInputs, ctx: RunContext) -> dict[str, Any]:
     """Call ``function(values, mask)`` on leaf tensors and backpropagate a gradient of one."""
     values = to_torch(inputs.values, ctx.dtype, ctx.torch_device).requires_grad_(True)
@@ -301,6 +310,9 @@ class MaskedMean(Op):
     summary = "mean over mask==True entries, and its gradient (zero where the mask is False)"
     candidate_contract = "a callable (values, bool_mask) -> 0-d tensor that autograd can differentiate"
     mistakes = MISTAKES
+    # torch's own paths of the op beside the stock one: "compiled" -- the dense formulation under
+    # torch.compile(dynamic=True) with Inductor, forward and backward (conformance/backends/compiled.py)
+    torch_paths = {"compiled": {"function": where_masked_mean}}
     inputs_schema = {
         "type": "object", "required": ["values", "mask"], "additionalProperties": False,
         "properties": {"values": TENSOR, "mask": {"$ref": "#/$defs/bool_tensor"}},

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from conformance.core import outcomes
-from conformance.core.record import ItemRecord
+from conformance.core.record import COMPILES, ItemRecord, upgraded
 from conformance.core.target import CandidateTarget
 from conformance.results.store import (Results, ResultsError, check_output, item_key, load_results, now,
                                        write_output)
@@ -301,6 +301,8 @@ def load_for_report(paths: Iterable[str | Path]) -> tuple[list[Results], list[Re
     for path in paths:
         try:
             results = load_results(path)
+            for record in results.records:
+                upgraded(record)  # an older file's xla_compiles: compiles, with the compiler its counts name
             problem = report_problem(results)
             if problem:
                 raise ResultsError(path, problem)
@@ -331,7 +333,7 @@ def _entry(record: ItemRecord, results: Results, r_index: int) -> dict[str, Any]
         "message": record.get("message"), "pairs": _expected_vs_got(record.get("message")),
         "max_abs_error": record.get("max_abs_error"), "max_rel_error": record.get("max_rel_error"),
         "seconds": record.get("seconds"), "timing": record.get("timing"),
-        "xla_compiles": record.get("xla_compiles"), "benchmark": record.get("benchmark"),
+        "compiles": record.get(COMPILES), "benchmark": record.get("benchmark"),
         "crashed": record.get("crashed", False), "repro": repro_command(record, results.run),
         "key": "|".join(str(k) for k in key),
         "case_key": f"{record['spec']}::{record.get('case')}" if kind == "case" else None,

@@ -98,7 +98,7 @@
     }
     if (it.benchmark) fact("benchmark", "size " + (it.benchmark.size || []).join("×") + ", density " + it.benchmark.density +
                              ", steps " + it.benchmark.steps + (it.benchmark.nnz ? ", nnz " + it.benchmark.nnz : ""));
-    if (it.xla_compiles) fact("XLA compiles", JSON.stringify(it.xla_compiles));
+    if (it.compiles) fact("compiles (" + it.compiles.compiler + ")", JSON.stringify(it.compiles.counts), "compiles");
     fact("narrowed", it.narrowed ? String(it.narrowed) + " (the candidate does not support these options: the examples were drawn without them)" : null, "narrowed");
     fact("budget reached", it.budget_reached ? (it.budget_reached === true ? "the example budget ran out: the verdict stands on the examples that ran" : String(it.budget_reached)) : null, "budget-reached");
     if (it.crashed) fact("crashed", "the worker process died on this item");

@@ -16,6 +16,7 @@ PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before py
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import pkgutil
@@ -172,6 +173,11 @@ def import_the_whole_suite() -> None:
                 raise
             # e.g. conformance.kernels._triton without triton (a CPU torch brings none): the backend
             # that needs it says so as `unsupported`, item by item, and nothing else imports it
+    # torch, triton, Hypothesis and the suite leave millions of long-lived objects that each full
+    # garbage collection would walk again: moved out of the collector's reach (they live as long as
+    # the process anyway), the harness's tests ran 10-25% faster (tests/test_diagnosis.py and
+    # tests/test_user_candidates.py in one process: 47-56 s -> 42 s on the loaded 2-core machine)
+    gc.freeze()
 
 
 # what a module of the suite may need that the suite's own dependencies do not bring (pyproject's extras)

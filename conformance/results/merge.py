@@ -30,7 +30,7 @@ from typing import Any, Iterable
 
 from conformance.results.store import (FORMAT, SCHEMA_VERSION, Results, ResultsError, UnsafeOutput, load_results,
                                        now, output_problem, schema_problem, write_output)
-from conformance.core.record import ItemRecord, upgraded
+from conformance.core.record import ItemRecord
 from conformance.results.shards import OPTION, Shard, parse_shard
 
 DESCRIPTION = """\
@@ -284,7 +284,7 @@ def merge_results(paths: Iterable[Path | str], output: Path | str | None = None)
             key = record["nodeid"]
             if key in records:
                 raise MergeError(f"overlapping shards: {owner[key]} and {results.path} both have a record of {key}")
-            records[key] = upgraded(record)  # an older file's xla_compiles: compiles
+            records[key] = record
             owner[key] = results.path
         for key, context in results.cases.items():
             cases.setdefault(key, context)

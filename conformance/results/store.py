@@ -33,7 +33,7 @@ from importlib import metadata, resources
 from pathlib import Path
 from typing import Any, Iterable
 
-from conformance.core.record import ItemRecord
+from conformance.core.record import ItemRecord, upgraded
 
 FORMAT = "torch-sparse-conformance-results"
 SCHEMA_VERSION = 1
@@ -594,6 +594,8 @@ def load_results(path: Path | str, *, max_bytes: int | None = -1) -> Results:
         problem = "nested too deeply to validate (RecursionError)"
     if problem:
         raise ResultsError(path, problem)
+    for record in data["records"]:
+        upgraded(record)  # an older file's xla_compiles: compiles, with the compiler its counts name
     return Results(path, data["run"], data["records"], data.get("cases") or {})
 
 

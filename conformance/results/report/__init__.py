@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from conformance.core import outcomes
-from conformance.core.record import COMPILES, ItemRecord, upgraded
+from conformance.core.record import COMPILES, ItemRecord
 from conformance.core.target import CandidateTarget
 from conformance.results.store import (Results, ResultsError, check_output, item_key, load_results, now,
                                        write_output)
@@ -301,8 +301,6 @@ def load_for_report(paths: Iterable[str | Path]) -> tuple[list[Results], list[Re
     for path in paths:
         try:
             results = load_results(path)
-            for record in results.records:
-                upgraded(record)  # an older file's xla_compiles: compiles, with the compiler its counts name
             problem = report_problem(results)
             if problem:
                 raise ResultsError(path, problem)

@@ -19,7 +19,7 @@ from conformance.core.compare import assert_bits_equal, at_least_default, finite
 from conformance.core.dtypes import DTYPES, OPMATH_ROUNDOFF
 from conformance.ops import draw as d
 from conformance.ops.base import GeneratedProperty, Op
-from conformance.ops.contract import changed, same_device, snapshot, violation
+from conformance.ops.contract import changed, check_like, snapshot, violation
 from conformance.core.tensors import COO, CooArray, encode_coo, not_plain_tensor, random_coo, rounder, TENSOR, to_numpy
 
 
@@ -265,15 +265,7 @@ def watch_coalesce(op_name: str, candidate: Any):
         problem = not_plain_tensor(result, torch.sparse_coo)
         if problem:
             raise violation(op_name, "the result is a sparse COO torch.Tensor", problem)
-        if result.dtype != tensor.dtype:
-            raise violation(op_name, "the result has the input's dtype",
-                            f"got {result.dtype}, the input is {tensor.dtype}")
-        if not same_device(result.device, tensor.device):
-            raise violation(op_name, "the result is on the input's device",
-                            f"got {result.device}, the input is on {tensor.device}")
-        if tuple(result.shape) != tuple(tensor.shape):
-            raise violation(op_name, "the result has the input's size",
-                            f"got {list(result.shape)}, the input is {list(tensor.shape)}")
+        check_like(op_name, result, tensor, subject="the result", owner="the input's", owner_is="the input is")
         return result
 
     return watched

@@ -18,6 +18,19 @@ def same_device(a: torch.device, b: torch.device) -> bool:
     return a.type == b.type and (a.index is None or b.index is None or a.index == b.index)
 
 
+def check_like(op_name: str, got: torch.Tensor, like: torch.Tensor, *, subject: str, owner: str, owner_is: str,
+               clauses: tuple[str, ...] = ("dtype", "device", "shape")) -> None:
+    """The clauses "<subject> has <owner> dtype", "<subject> is on <owner> device" and "<subject> has
+    <owner> shape", checked in that order (those named in ``clauses``): raises the first violated, e.g.
+    ``check_like("coalesce", result, tensor, subject="the result", owner="the input's", owner_is="the input is")``."""
+    if "dtype" in clauses and got.dtype != like.dtype:
+        raise violation(op_name, f"{subject} has {owner} dtype", f"got {got.dtype}, {owner_is} {like.dtype}")
+    if "device" in clauses and not same_device(got.device, like.device):
+        raise violation(op_name, f"{subject} is on {owner} device", f"got {got.device}, {owner_is} on {like.device}")
+    if "shape" in clauses and tuple(got.shape) != tuple(like.shape):
+        raise violation(op_name, f"{subject} has {owner} shape", f"got {list(got.shape)}, {owner_is} {list(like.shape)}")
+
+
 def snapshot(tensor: torch.Tensor) -> torch.Tensor:
     # compared on the CPU: on XLA a device-side copy and comparison would add graphs of their own
     # to the compile counts measured around the candidate (masked_mean_compiles)

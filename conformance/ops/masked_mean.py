@@ -21,7 +21,7 @@ from conformance.core.types import Mismatch, Mistake, RunContext
 from conformance.core.compare import assert_bits_equal, at_least_default, finite_abs_max, first_index
 from conformance.ops import draw as d
 from conformance.ops.base import GeneratedProperty, Op
-from conformance.ops.contract import changed, same_device, snapshot, violation
+from conformance.ops.contract import changed, check_like, snapshot, violation
 from conformance.core.dtypes import DTYPES, OPMATH_ROUNDOFF, is_half
 from conformance.core.rounding import rounded
 from conformance.core.tensors import (TENSOR, decode_array, encode_array, not_plain_tensor, quantize, rounder, to_numpy,
@@ -293,12 +293,8 @@ def watch_masked_mean(op_name: str, candidate: Any):
             raise violation(op_name, "the result is a plain (strided) 0-d torch.Tensor", problem)
         if result.dim() != 0:
             raise violation(op_name, "the result is a 0-d tensor", f"got shape {list(result.shape)}")
-        if result.dtype != values.dtype:
-            raise violation(op_name, "the result has values.dtype",
-                            f"got {result.dtype}, values are {values.dtype}")
-        if not same_device(result.device, values.device):
-            raise violation(op_name, "the result is on values' device",
-                            f"got {result.device}, values are on {values.device}")
+        check_like(op_name, result, values, subject="the result", owner="values'", owner_is="values are",
+                   clauses=("dtype", "device"))
         return result
 
     return watched

@@ -102,3 +102,17 @@ class SparseStateAdagrad(torch.optim.Adagrad):
         for state in self.state.values():
             state["sum"] = state["sum"].to_sparse()
         return loss
+
+
+class RowStateAdagrad(torch.optim.Adagrad):
+    """torch's Adagrad, but it keeps its ``sum`` state as a row of shape [1, n] between steps."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for state in self.state.values():
+            if "sum" in state and state["sum"].dim() == 2:
+                state["sum"] = state["sum"].squeeze(0)
+        loss = super().step(closure)
+        for state in self.state.values():
+            state["sum"] = state["sum"].unsqueeze(0)
+        return loss

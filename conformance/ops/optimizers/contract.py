@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from conformance.core.types import RunContext
-from conformance.ops.contract import changed, same_device, snapshot, violation
+from conformance.ops.contract import changed, check_like, same_device, snapshot, violation
 from conformance.core.tensors import is_masked_tensor, not_plain_tensor
 
 
@@ -60,12 +60,8 @@ def check_optimizer_outputs(op: Any, outputs: dict[str, Any], ctx: RunContext) -
         check_state_tensor(op, name, state)
         if not isinstance(state, torch.Tensor):
             continue
-        if not same_device(state.device, param.device):
-            raise violation(op_name, "state tensors are on the parameter's device",
-                            f"{name} is on {state.device}, the parameter on {param.device}")
-        if tuple(state.shape) != tuple(param.shape):
-            raise violation(op_name, "state tensors have the parameter's shape",
-                            f"{name} has shape {list(state.shape)}, the parameter {list(param.shape)}")
+        check_like(op_name, state, param, subject=f"the state tensor {name}", owner="the parameter's",
+                   owner_is="the parameter is", clauses=("device", "shape"))  # its dtype is free
 
 
 def check_state_tensor(op: Any, name: str, state: Any) -> None:

@@ -2,7 +2,10 @@
 results file naming the hung item (conformance/run/timeouts.py's PlainWatchdog); every child process
 ``conformance check`` starts has a timeout and leaves nothing behind (check.run_pytest); a candidate
 that crashes or hangs on every input stops the run early (conformance/run/breaker.py,
-``--conformance-max-crashes``, which check gives as ``--max-crashes``)."""
+``--conformance-max-crashes``, which check gives as ``--max-crashes``), and one whose first call
+hangs stops it within that call's limit (conformance/run/items.py's HungFirstCall: its items are not
+run while it runs; the candidate's limit from check's import probe, conformance/run/plugin.py's
+first_call_limit)."""
 
 from __future__ import annotations
 
@@ -28,11 +31,37 @@ SLEEPY = textwrap.dedent("""\
 
 
     class SleepyAdagrad(torch.optim.Adagrad):
-        '''Sleeps on every input, past any short timeout.'''
+        '''Sleeps on every input of the spec's items (float64), past any short timeout; its first
+        call, made before any item runs (float32), returns: each item then runs and times out.'''
 
         def step(self, closure=None):
-            time.sleep(3)
+            if self.param_groups[0]["params"][0].dtype == torch.float64:
+                time.sleep(3)
             return super().step(closure)
+""")
+
+STUCK = textwrap.dedent("""\
+    import time
+
+    import torch
+
+
+    class StuckAdagrad(torch.optim.Adagrad):
+        '''Never returns from a step, its first included (a wait with the GIL released, as a deadlock).'''
+
+        def step(self, closure=None):
+            time.sleep(120)
+""")
+
+GIL_HELD = textwrap.dedent("""\
+    import torch
+
+
+    class GilHeldAdagrad(torch.optim.Adagrad):
+        '''Spins in C holding the GIL on every input (the first call included).'''
+
+        def step(self, closure=None):
+            sum(range(10**14))
 """)
 
 DEADLOCKED = textwrap.dedent("""\
@@ -52,6 +81,17 @@ DEADLOCKED = textwrap.dedent("""\
 """)
 
 
+def _torch_optimizers_used() -> None:
+    """torch's own first use of a sparse Adagrad step (its modules imported lazily: seconds on a loaded
+    machine) made in this process, so that a run in it with a short timeout gives its candidate's first
+    call (limit: 5 x the timeout) only the candidate's own cost to pay."""
+    import torch
+
+    param = torch.zeros(2, requires_grad=True)
+    param.grad = torch.sparse_coo_tensor([[0]], [1.0], (2,), check_invariants=True)
+    torch.optim.Adagrad([param]).step()
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -67,6 +107,7 @@ def _alive(pid: int) -> bool:
 
 def test_the_breaker_stops_a_run_whose_candidate_hangs_on_every_input(tmp_path):
     (tmp_path / "sleepy.py").write_text(SLEEPY)
+    _torch_optimizers_used()
     code, path = run_inprocess("breaker-trips", str(SMALL_SPEC), "--conformance-examples", "0",
                                "--conformance-impl", f"adagrad={tmp_path / 'sleepy.py'}:SleepyAdagrad",
                                "--conformance-max-crashes", "2", timeout=0.5)
@@ -79,6 +120,45 @@ def test_the_breaker_stops_a_run_whose_candidate_hangs_on_every_input(tmp_path):
     # check's verdict on such a file
     verdict = check.judge(document, run_id=document["run"]["id"], status=int(code), ops=["adagrad"])
     assert verdict.code == check.FAIL and "crashed or hung on every input tried (2 item(s)" in verdict.reason
+
+
+def test_a_candidate_whose_first_call_hangs_stops_the_run_at_the_first_calls_limit(tmp_path):
+    """Its first call (made before any item) is still running at its limit (5 x 0.2 s): the items of
+    candidate/adagrad are errors at once, not run (each would cost its timeout and a worker for the
+    same hang); the breaker counts them, and check's verdict is FAIL. Before, each item ran and timed
+    out in turn (at check's defaults a deadlock in C cost 9 min 44 s: five minutes of first calls, then
+    each item's timeout and a new worker)."""
+    (tmp_path / "stuck.py").write_text(STUCK)
+    code, path = run_inprocess("first-call-hangs", str(SMALL_SPEC), "--conformance-examples", "0",
+                               "--conformance-impl", f"adagrad={tmp_path / 'stuck.py'}:StuckAdagrad",
+                               "--conformance-max-crashes", "2", timeout=0.2)
+    document = load(path)
+    assert code == pytest.ExitCode.INTERRUPTED and document["run"]["status"] == "interrupted"
+    records = by_case(document)
+    assert sorted(records) == ["before[candidate-cpu-float64]", "misbehave-here[candidate-cpu-float64]"], records
+    for record in records.values():
+        assert record["outcome"] == "error" and record["timed_out"] is True, record
+        assert record["message"].startswith("not run: candidate's first call of adagrad"), record["message"]
+        assert "(its limit: 1 s) and is still running in this process" in record["message"], record["message"]
+    verdict = check.judge(document, run_id=document["run"]["id"], status=int(code), ops=["adagrad"])
+    assert verdict.code == check.FAIL and "crashed or hung on every input tried (2 item(s)" in verdict.reason
+
+
+def test_the_candidates_first_call_limit_comes_from_checks_import_probe(monkeypatch):
+    """Built-in backends: 5 item timeouts. The candidate under check: 5 times what its import took in
+    check's probe, and at least one item's timeout; without check's measure, the built-ins' limit."""
+    from types import SimpleNamespace
+
+    from conformance.run.plugin import CANDIDATE_IMPORT_SECONDS, first_call_limit
+
+    config = SimpleNamespace(getoption=lambda name, default=None: {"conformance_timeout": 60.0}.get(name, default))
+    candidate, builtin = SimpleNamespace(name="candidate"), SimpleNamespace(name="coo")
+    monkeypatch.delenv(CANDIDATE_IMPORT_SECONDS, raising=False)
+    assert first_call_limit(config, candidate) == first_call_limit(config, builtin) == 300
+    for measured, limit in (("8.5", 60), ("30", 150), ("nan", 300), ("-1", 300), ("inf", 300), ("x", 300)):
+        monkeypatch.setenv(CANDIDATE_IMPORT_SECONDS, measured)
+        assert (first_call_limit(config, candidate), first_call_limit(config, builtin)) == (limit, 300), measured
+    assert check._import_measure(8.25) == {CANDIDATE_IMPORT_SECONDS: "8.250"} and check._import_measure(None) == {}
 
 
 @pytest.mark.slow  # a generous timeout: the item before the hang must pass within it on a loaded machine
@@ -203,3 +283,27 @@ def test_check_stops_early_when_the_candidate_deadlocks_on_every_input(tmp_path)
     assert "crashed or hung on every input tried (2 item(s), none passed)" in output, output[-3000:]
     # two items' timeout + grace and a worker's restart, not every item's: a few minutes at most
     assert elapsed < 2 * (5 + 10) + 240, elapsed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source, name", [(DEADLOCKED, "DeadlockedAdagrad"), (GIL_HELD, "GilHeldAdagrad")],
+                         ids=["deadlock-gil-released", "spin-gil-held"])
+def test_check_at_its_defaults_fails_a_candidate_that_hangs_on_every_input_within_three_minutes(tmp_path, source,
+                                                                                                name):
+    """issue 30, point 3: the suite's specs, 100 examples, 60 s items, one worker per core. The
+    candidate's first call hangs in every worker; its limit is 5 x the import probe's time, at least
+    60 s (GIL released: its items are then errors, not run; GIL held: the watchdog ends the worker at
+    the limit + its grace, and the replacement runs none of candidate/adagrad). Before: 9 min 44 s."""
+    (tmp_path / "hangs.py").write_text(source)
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "conformance", "check", f"adagrad={tmp_path / 'hangs.py'}:{name}",
+                           "--results", str(tmp_path / "candidate.json"), "--report", str(tmp_path / "check.html")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    elapsed = time.monotonic() - started
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == check.FAIL, output[-3000:]
+    assert "RESULT: FAIL" in output and "crashed or hung on every input tried (5 item(s), none passed)" in output, \
+        output[-3000:]
+    records = load(tmp_path / "candidate.json")["records"]
+    assert any("first call of adagrad" in str(r.get("message")) for r in records if r["backend"] == "candidate")
+    assert elapsed < 180 + 60, elapsed  # three minutes, and a margin for a loaded machine

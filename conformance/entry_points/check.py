@@ -35,6 +35,7 @@ A second check moves the first one's results and report to .previous/ beside the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -275,11 +276,14 @@ def _kill_group(child: subprocess.Popen) -> None:
             pass
 
 
-def _probe(targets: list[CandidateTarget], timeout: float = PROBE_TIMEOUT) -> None:
+def _probe(targets: list[CandidateTarget], timeout: float = PROBE_TIMEOUT) -> float:
     """Import the candidates in a child process (an import that ends the process, os._exit(0)
     included, cannot end this one) and check each against its op's contract. An import that takes
     longer than ``timeout`` seconds is a usage error; SIGINT or SIGTERM to check ends the child (and
-    whatever it started) before check ends (:class:`Interrupted`)."""
+    whatever it started) before check ends (:class:`Interrupted`). Returns the seconds it took: what
+    importing python, torch and the candidate costs on this machine now, from which the run sets the
+    candidate's first-call limit (conformance.run.plugin.first_call_limit)."""
+    started = time.monotonic()
     child = subprocess.Popen([sys.executable, "-c", PROBE, *map(str, targets)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, start_new_session=True, preexec_fn=_preexec)
     received: list[str] = []
@@ -309,7 +313,7 @@ def _probe(targets: list[CandidateTarget], timeout: float = PROBE_TIMEOUT) -> No
     if received:
         raise Interrupted(received[0])
     if child.returncode == 0 and PROBE_OK in stdout:
-        return
+        return time.monotonic() - started
     error = [line for line in stderr.splitlines() if line.startswith("conformance check: ")]
     if error:
         raise UsageError(error[-1].removeprefix("conformance check: "))
@@ -364,6 +368,31 @@ def _shown(path: Path) -> str:
 
 
 # ------------------------------------------------------------------ the run
+
+def _import_measure(seconds: float | None) -> dict[str, str]:
+    """The run's environment that carries the probe's measure of the candidate's import to the
+    pytest run and its workers (conformance.run.plugin.first_call_limit)."""
+    from conformance.run.plugin import CANDIDATE_IMPORT_SECONDS
+
+    if not isinstance(seconds, (int, float)) or not seconds > 0:
+        return {}
+    return {CANDIDATE_IMPORT_SECONDS: f"{seconds:.3f}"}
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]):
+    """``values`` in os.environ while the run starts and runs (its processes inherit them), then as before."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
 
 def _preexec() -> None:  # pragma: no cover - runs in the child
     """The pytest child ends with this process (Linux: SIGTERM when its parent dies)."""
@@ -588,7 +617,7 @@ def run(args: argparse.Namespace) -> int:
         if report == results:
             raise UsageError("--report and --results name the same file")
         _check_outputs(report, args.markdown)
-        _probe(targets, args.import_timeout)
+        imported = _probe(targets, args.import_timeout)
         moved = _set_aside(results, report)
     except UsageError as exc:
         print(f"conformance check: usage error: {exc}", file=sys.stderr)
@@ -607,7 +636,8 @@ def run(args: argparse.Namespace) -> int:
                              specs=args.specs, examples=args.examples, workers=args.workers,
                              max_crashes=args.max_crashes)
     print("conformance check:", shlex.join(command[1:]), flush=True)
-    status, received = _run_within(command, args.run_timeout)
+    with _environment(_import_measure(imported)):
+        status, received = _run_within(command, args.run_timeout)
     if status == 4 and not results.exists():  # pytest's usage error: it printed the reason
         print(f"conformance check: usage error (pytest exit status 4, printed above); nothing was run", file=sys.stderr)
         return USAGE

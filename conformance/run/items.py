@@ -6,14 +6,17 @@ carries its kind and identity as data (``item.record``, which every outcome and 
 built from), skips an unavailable device with the reason, and maps ``Unsupported`` to the outcome
 unsupported. A kind only says what it runs (``run``) and how its failure reads.
 :func:`warmed_up_last` starts the backends' slow one-time setup and runs their items last;
-:func:`first_calls_made` makes each backend's first call of each op before any item's timer starts.
+:func:`first_calls_made` makes each backend's first call of each op before any item's timer starts;
+a first call that does not return within its limit is a hung call, and the items of its backend and op
+are not run while it runs (:class:`HungFirstCall`).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Iterable, Iterator
+from typing import Any, Callable, Collection, Iterable, Iterator, Protocol
 
 import pytest
 
@@ -81,6 +84,10 @@ class ConformanceItem(pytest.Item):
         return cls.from_parent(parent, name=f"{name}[{placement.id}]", placement=placement, **kwargs)
 
     def runtest(self) -> None:
+        hung = self.config.stash.get(HUNG_FIRST_CALLS, {}).get((self.backend.name, self.record.get("op")))
+        if hung is not None and hung.blocks():
+            self.record["timed_out"] = True  # a hang of its backend on its op: the circuit breaker counts it
+            raise FirstCallHung(hung.message)
         try:
             self.run()
         except Unsupported as exc:
@@ -101,43 +108,126 @@ def warmed_up_last(items: list[pytest.Item]) -> list[pytest.Item]:
     return sorted(items, key=lambda item: isinstance(item, ConformanceItem) and item.backend.name in warming)
 
 
-def first_calls_made(items: list[pytest.Item], seconds: float) -> str | None:
+class FirstCallHung(Exception):
+    """An item not run: its backend's first call of its op hung (:class:`HungFirstCall`)."""
+
+
+@dataclass
+class HungFirstCall:
+    """A backend's first call of an op that did not return within its limit: in this process
+    (``thread``, the call still running there) or in an earlier worker of this run, which the
+    watchdog ended (``thread`` None: it held the GIL). While it runs, an item of the same backend and
+    op is an ``error`` (``timed_out``) without being run: the process already has a call of that code
+    stuck in it (a lock it holds, an import under way), so a result of the item could not be trusted,
+    and running it would cost its own timeout and the worker for the same hang. A first call that
+    returns late (a very slow import) blocks only the items that start before it returns."""
+
+    backend: str
+    op: str
+    message: str
+    thread: threading.Thread | None = None
+    limit: float = 0.0  # seconds it was given
+
+    def blocks(self) -> bool:
+        return self.thread is None or self.thread.is_alive()
+
+
+HUNG_FIRST_CALLS = pytest.StashKey[dict[tuple[str, str], HungFirstCall]]()
+
+
+class FirstCallsWatch(Protocol):
+    """The native side of the first calls' limit (conformance.run.timeouts.FirstCallsWatchdog)."""
+
+    def making(self, label: str, seconds: float) -> None: ...
+
+    def arm(self, seconds: float) -> None: ...
+
+    def cancel(self) -> None: ...
+
+
+def first_call_label(backend: str, op: str) -> str:
+    return f"{backend}/{op}"
+
+
+def first_calls_made(items: list[pytest.Item], limit: Callable[[Backend], float],
+                     watch: FirstCallsWatch | None = None) -> tuple[str | None, list[HungFirstCall]]:
     """Each selected backend's first call of each op, made once before any item runs (per process:
     each xdist worker makes its own), so that what a first call costs -- a candidate's library
     imported lazily, torch's modules imported on first use -- is not counted against the first item's
-    timeout. Uses the op's first explicit example in float32 on cpu; what it raises is left to the
-    items to report. Returns a one-line error when the calls took longer than ``seconds`` (0: no limit)."""
-    from conformance.ops import OPS
-    from conformance.core.types import RunContext
+    timeout. Uses the op's first explicit example in float32 on cpu (the first example the op's
+    generated items run); what it raises is left to the items to report.
 
-    firsts: dict[tuple[str, str], Backend] = {}
+    Each backend's calls run in a thread of their own, given ``limit(backend)`` seconds (0: no limit)
+    from their start; a call still running then is a hung call (:class:`HungFirstCall`, returned),
+    and the next backend's calls are made (in order of their limits, the longest first). ``watch``,
+    when given, is armed for each backend's calls at their limit plus a grace: a call that holds the
+    GIL keeps this thread from ever seeing the limit pass, and the watchdog ends the process instead.
+    Returns (a one-line warning or None, the hung calls)."""
+    from conformance.ops import OPS
+
+    firsts: dict[str, tuple[Backend, list[str]]] = {}
     for item in items:
         op = getattr(item, "record", {}).get("op")
         backend = getattr(item, "backend", None)
         if isinstance(item, ConformanceItem) and op in OPS and backend is not None and not backend.is_oracle \
                 and item.device == "cpu" and backend.warm_up.__func__ is Backend.warm_up \
                 and item.get_closest_marker("skip") is None:
-            firsts.setdefault((backend.name, op), backend)
-    if not firsts:
-        return None
+            ops = firsts.setdefault(backend.name, (backend, []))[1]
+            if op not in ops:
+                ops.append(op)
+    hung: list[HungFirstCall] = []
+    slow: list[str] = []
+    limits = {name: limit(backend) for name, (backend, _) in firsts.items()}
+    # the most generous limit first (unlimited, 0, before all): what the first calls share -- torch's own
+    # modules imported on first use, seconds on a loaded machine -- is paid under it, not under a
+    # candidate's shorter one
+    for name in sorted(limits, key=lambda name: -limits[name] if limits[name] else float("-inf")):
+        backend, ops = firsts[name]
+        seconds = limits[name]
+        current: list[str] = []  # the op whose first call is under way
+        given_up = threading.Event()  # set past the limit: the thread makes no more calls
 
-    def make_them() -> None:
-        import torch
+        def make_them(backend: Backend = backend, ops: list[str] = ops, seconds: float = seconds,
+                      current: list[str] = current, given_up: threading.Event = given_up) -> None:
+            import torch
 
-        for (_, op), backend in firsts.items():
-            examples = OPS[op].explicit_examples("float32")
-            if not examples:
-                continue
-            try:
-                backend.run(op, examples[0], RunContext("cpu", torch.float32))
-            except BaseException:  # noqa: BLE001 - the items report what a backend raises
-                pass
+            from conformance.core.types import RunContext
 
-    making = threading.Thread(target=make_them, name="conformance-first-calls", daemon=True)
-    making.start()
-    making.join(seconds or None)
-    if making.is_alive():
-        return (f"the first call of each op ({', '.join(sorted({f'{b}/{o}' for b, o in firsts}))}) took over "
-                f"{seconds:g} s before any item ran (a slow import?); items may time out "
-                f"(--conformance-timeout)")
-    return None
+            for op in ops:
+                examples = OPS[op].explicit_examples("float32")
+                if not examples or given_up.is_set():
+                    continue
+                current[:] = [op]
+                if watch is not None:
+                    watch.making(first_call_label(backend.name, op), seconds)
+                try:
+                    backend.run(op, examples[0], RunContext("cpu", torch.float32))
+                except BaseException:  # noqa: BLE001 - the items report what a backend raises
+                    pass
+            current.clear()
+
+        making = threading.Thread(target=make_them, name=f"conformance-first-calls-{name}", daemon=True)
+        started = time.monotonic()
+        if watch is not None and seconds:
+            watch.arm(seconds)
+        making.start()
+        try:
+            making.join(seconds or None)
+        finally:
+            if watch is not None:
+                watch.cancel()
+        if making.is_alive():
+            given_up.set()
+            op = current[0] if current else "?"
+            slow.append(first_call_label(name, op))
+            hung.append(HungFirstCall(name, op, thread=making, limit=seconds, message=(
+                f"not run: {name}'s first call of {op} (its first explicit example, float32 on cpu), made "
+                f"before any item ran, had not returned {round(time.monotonic() - started, 1):g} s after it started "
+                f"(its limit: {seconds:g} s) and is still running in this process: it hangs, or its first use "
+                f"takes longer than the limit (a slow import? a larger --conformance-timeout raises the limit). "
+                f"An item of {name}/{op} that starts while it runs is not run")))
+    if slow:
+        return (f"the first call of {', '.join(slow)} had not returned within its limit before any item ran: it "
+                f"hangs, or imports slowly; the items of {', '.join(slow)} that start while it runs are errors, "
+                f"not run (--conformance-timeout raises the limit)"), hung
+    return None, hung

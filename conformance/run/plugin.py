@@ -261,22 +261,60 @@ class InvalidSpecItem(pytest.Item):
 
 # the first calls (imports a library makes on first use) may take this many items' timeouts
 FIRST_CALLS_TIMEOUT_FACTOR = 5
+# conformance check's measure of the candidate's import, in seconds (the wall time of its import probe)
+CANDIDATE_IMPORT_SECONDS = "CONFORMANCE_CANDIDATE_IMPORT_SECONDS"
+
+
+def first_call_limit(config: pytest.Config, backend) -> float:
+    """How long a backend's first calls may take before any item runs (0: no limit). Built-in backends
+    (torch's own code, its modules imported on first use): FIRST_CALLS_TIMEOUT_FACTOR items'
+    timeouts. The candidate under conformance check: FIRST_CALLS_TIMEOUT_FACTOR times what importing
+    it took in check's probe child on this machine (python, torch and the candidate's module: what an
+    import costs here now), and at least one item's timeout. A first use's import is an import like
+    those; what a hanging candidate costs is then this limit, not five minutes (issue 30). Without
+    check's measure (a pytest run), the candidate gets the built-ins' limit."""
+    timeout = float(config.getoption("conformance_timeout", 0) or 0)
+    if timeout <= 0:
+        return 0.0
+    if backend.name == breaker.CANDIDATE:
+        try:
+            measured = float(os.environ.get(CANDIDATE_IMPORT_SECONDS, ""))
+        except ValueError:
+            measured = float("nan")
+        if measured > 0 and measured != float("inf"):
+            return max(timeout, FIRST_CALLS_TIMEOUT_FACTOR * measured)
+    return FIRST_CALLS_TIMEOUT_FACTOR * timeout
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """After deselection: the selected backends' slow setup (compiling kernels) starts in the
     background, and their items run after the others, so that it overlaps them; each backend's
-    first call of each op is made before any item's timer starts (first_calls_made)."""
+    first call of each op is made before any item's timer starts (first_calls_made). A first call
+    that hung (here, or in an earlier worker of this run: then it is not made again) keeps the items
+    of its backend and op from running while it runs (items.HungFirstCall)."""
+    from conformance.run.items import HUNG_FIRST_CALLS, HungFirstCall
+
     if not config.getoption("collectonly"):
         items[:] = warmed_up_last(items)
         marker = timeouts.first_calls_hung_marker(config)
-        if marker is not None and marker.exists():  # a replacement worker: they would hang again
+        earlier = timeouts.first_calls_hung_earlier(config)
+        hung: list[HungFirstCall] = []
+        if earlier or (marker is not None and marker.exists()):  # a replacement worker: they would hang again
             problem = "the first calls did not finish in an earlier worker of this run; not made again"
+            for label, how in earlier.items():
+                name, _, op = label.partition("/")
+                hung.append(HungFirstCall(name, op, message=(
+                    f"not run: {name}'s first call of {op} (its first explicit example, float32 on cpu) hung in an "
+                    f"earlier worker of this run ({how}); an item of {name}/{op} is not run in a worker that "
+                    "replaces it")))
         else:
-            problem = first_calls_made(items, FIRST_CALLS_TIMEOUT_FACTOR * float(config.getoption("conformance_timeout", 0) or 0))
-            if problem and marker is not None:
-                marker.touch()
+            problem, hung = first_calls_made(items, lambda backend: first_call_limit(config, backend),
+                                             timeouts.first_calls_watchdog(config))
+            timeouts.first_calls_did_not_finish(config, {
+                f"{call.backend}/{call.op}": f"still running in another worker at its limit of {call.limit:g} s"
+                for call in hung})
+        config.stash[HUNG_FIRST_CALLS] = {(call.backend, call.op): call for call in hung}
         if problem:
             warnings.warn(pytest.PytestWarning(f"conformance: {problem}"))
 

@@ -16,6 +16,7 @@ PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before py
 
 from __future__ import annotations
 
+import atexit
 import gc
 import importlib
 import os
@@ -177,6 +178,8 @@ def import_the_whole_suite() -> None:
     # garbage collection would walk again: moved out of the collector's reach (they live as long as
     # the process anyway), the harness's tests ran 10-25% faster (tests/test_diagnosis.py and
     # tests/test_user_candidates.py in one process: 47-56 s -> 42 s on the loaded 2-core machine)
+    if gc.get_freeze_count() == 0:  # given back before the interpreter ends: nanobind (triton) reports frozen objects as leaks
+        atexit.register(gc.unfreeze)
     gc.freeze()
 
 

@@ -51,6 +51,22 @@ def test_the_compiled_step_equals_eager_and_its_counts_are_in_the_record(op, hyp
     check_paths_agree(Trial(OPS[op], _compiled(), "cpu", "float64"), _inputs(DENSE, DENSE, **hyper))
 
 
+def test_the_counts_do_not_depend_on_whether_another_backend_built_the_optimizer_first(monkeypatch):
+    """torch hooks a class's step() when the class is first constructed in a process; the compiled step
+    traces that hook. Without the backend constructing the class itself, SGD with nesterov traced 5
+    frames and broke once in a process where no SGD had been built, and 11 frames with 2 breaks after
+    an item of the coo backend: records that changed with xdist's scheduling."""
+    hooked = torch.optim.SGD.step
+    unhooked = getattr(hooked, "__wrapped__", hooked)
+    runs = []
+    for step in (unhooked, hooked):  # as in a process where no SGD was built yet, and where one was
+        monkeypatch.setattr(torch.optim.SGD, "step", step)
+        ctx = RunContext("cpu", torch.float32)
+        _compiled().run(SGD, _inputs(DENSE, DENSE, momentum=0.5, nesterov=True), ctx)
+        runs.append(ctx.record[COUNTS_KEY]["counts"])
+    assert runs[0] == runs[1], runs
+
+
 def test_a_sparse_gradient_is_unsupported_with_dynamos_reason():
     """torch.compile does not trace a sparse gradient: Dynamo graph-breaks with the reason the backend
     quotes (checked here on torch itself) and runs the step eagerly; the backend's item is unsupported."""

@@ -117,7 +117,6 @@ def compiled_class(torch_class: type, keywords: dict) -> type:
     # conformance.backends.kernel sets TRITON_INTERPRET (its Triton kernels would not run on cpu); the step imports them
 
     name = f"torch.compile({torch_class.__name__}({keywords_text(keywords)}).step)"
-
     class TorchCompiled(torch_class):  # type: ignore[misc, valid-type]
         torch_path = COMPILED
 
@@ -127,6 +126,12 @@ def compiled_class(torch_class: type, keywords: dict) -> type:
             super().__init__(params, *args, **{**kwargs, **keywords})  # torch's own errors first (its validation)
             if _run["sparse_steps"]:  # a later step is sparse: said before the dense steps compile in vain
                 raise sparse_unsupported(name)
+            # torch wraps a class's step() in its profiler hook when the class is first constructed in a
+            # process (Optimizer._patch_step_function), and a user's compiled step runs through that hook:
+            # one built here, so that Dynamo traces the same frames whether or not an item of another
+            # backend built one first (SGD with nesterov traced 5 frames and broke once in a process with
+            # no SGD built yet, 11 frames and twice after a coo item)
+            torch_class([torch.nn.Parameter(torch.zeros(1))], **({"lr": 0.1} if "lr" in _init_parameters(torch_class) else {}))
             torch._dynamo.reset()  # this optimizer's graphs only (Dynamo guards on the optimizer object)
 
         def eager_step(self, closure=None):
@@ -149,6 +154,12 @@ def compiled_class(torch_class: type, keywords: dict) -> type:
 
     TorchCompiled.__name__ = TorchCompiled.__qualname__ = name
     return TorchCompiled
+
+
+def _init_parameters(torch_class: type) -> set[str]:
+    import inspect
+
+    return set(inspect.signature(torch_class.__init__).parameters)
 
 
 def counts_of(steps: list[dict[str, int]], unit: str = "steps") -> dict[str, int]:

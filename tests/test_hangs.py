@@ -158,6 +158,7 @@ def test_the_candidates_first_call_limit_comes_from_checks_import_probe(monkeypa
     for measured, limit in (("8.5", 60), ("30", 150), ("nan", 300), ("-1", 300), ("inf", 300), ("x", 300)):
         monkeypatch.setenv(CANDIDATE_IMPORT_SECONDS, measured)
         assert (first_call_limit(config, candidate), first_call_limit(config, builtin)) == (limit, 300), measured
+    assert check.CANDIDATE_IMPORT_SECONDS == CANDIDATE_IMPORT_SECONDS  # check names it, the run reads it
     assert check._import_measure(8.25) == {CANDIDATE_IMPORT_SECONDS: "8.250"} and check._import_measure(None) == {}
 
 

@@ -369,11 +369,15 @@ def _shown(path: Path) -> str:
 
 # ------------------------------------------------------------------ the run
 
+# the environment variable that carries the probe's wall time to the run: conformance.run.plugin's
+# CANDIDATE_IMPORT_SECONDS (named, not imported: run/ is the plugin, loaded by pytest only;
+# tests/test_hangs.py checks that the two names agree)
+CANDIDATE_IMPORT_SECONDS = "CONFORMANCE_CANDIDATE_IMPORT_SECONDS"
+
+
 def _import_measure(seconds: float | None) -> dict[str, str]:
     """The run's environment that carries the probe's measure of the candidate's import to the
     pytest run and its workers (conformance.run.plugin.first_call_limit)."""
-    from conformance.run.plugin import CANDIDATE_IMPORT_SECONDS
-
     if not isinstance(seconds, (int, float)) or not seconds > 0:
         return {}
     return {CANDIDATE_IMPORT_SECONDS: f"{seconds:.3f}"}

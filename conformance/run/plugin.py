@@ -261,7 +261,8 @@ class InvalidSpecItem(pytest.Item):
 
 # the first calls (imports a library makes on first use) may take this many items' timeouts
 FIRST_CALLS_TIMEOUT_FACTOR = 5
-# conformance check's measure of the candidate's import, in seconds (the wall time of its import probe)
+# conformance check's measure of the candidate's import, in seconds (the wall time of its import probe;
+# conformance.entry_points.check sets it under the same name)
 CANDIDATE_IMPORT_SECONDS = "CONFORMANCE_CANDIDATE_IMPORT_SECONDS"
 
 

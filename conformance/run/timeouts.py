@@ -128,7 +128,7 @@ class FirstCallsWatchdog:
     def arm(self, seconds: float) -> None:
         target = self.handle if self.handle is not None else self.fd
         if target is not None:
-            faulthandler.dump_traceback_later(seconds + native_timeout_grace(seconds), exit=True, file=target)
+            faulthandler.dump_traceback_later(_later(seconds + native_timeout_grace(seconds)), exit=True, file=target)
 
     def cancel(self) -> None:
         faulthandler.cancel_dump_traceback_later()
@@ -150,6 +150,17 @@ def first_calls_watchdog(config: pytest.Config) -> FirstCallsWatchdog | None:
     if worker is not None:
         return FirstCallsWatchdog(handle=worker.handle)
     return FirstCallsWatchdog(fd=_stderr_fd(config))
+
+
+# the longest wait a watchdog is armed for: faulthandler refuses a deadline past the platform's time_t
+# (between 1e9 and 1e10 seconds from now) and a thread's wait one past threading.TIMEOUT_MAX; an item's
+# timeout grows with its examples (generated items), so a huge --conformance-examples could reach them
+WATCH_MAX_SECONDS = 1e9
+
+
+def _later(seconds: float) -> float:
+    """``seconds``, at most :data:`WATCH_MAX_SECONDS` (about 31 years: never reached, never an OverflowError)."""
+    return min(seconds, WATCH_MAX_SECONDS)
 
 
 def native_timeout_grace(seconds: float) -> float:
@@ -282,7 +293,7 @@ class WorkerWatchdog:
         self.handle.write(f"timeout {seconds:g} {after:g} {item.nodeid}\n")
         self.handle.flush()
         if seconds:
-            faulthandler.dump_traceback_later(after, exit=True, file=self.handle)
+            faulthandler.dump_traceback_later(_later(after), exit=True, file=self.handle)
         try:
             return (yield)
         finally:
@@ -483,7 +494,7 @@ class PlainWatchdog:
         with self.changed:
             self.current = (item, time.monotonic(), seconds, seconds + grace)
             self.changed.notify_all()
-        faulthandler.dump_traceback_later(seconds + 2 * grace, exit=True, file=_stderr_fd(self.config))
+        faulthandler.dump_traceback_later(_later(seconds + 2 * grace), exit=True, file=_stderr_fd(self.config))
         try:
             return (yield)
         finally:
@@ -537,7 +548,7 @@ class PlainWatchdog:
                 item, started, seconds, after = self.current
                 left = started + after - time.monotonic()
                 if left > 0:
-                    self.changed.wait(left)
+                    self.changed.wait(_later(left))
                     continue
                 break
         self._end_the_run(item, seconds, after)

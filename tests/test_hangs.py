@@ -294,7 +294,8 @@ def test_check_at_its_defaults_fails_a_candidate_that_hangs_on_every_input_withi
     """issue 30, point 3: the suite's specs, 100 examples, 60 s items, one worker per core. The
     candidate's first call hangs in every worker; its limit is 5 x the import probe's time, at least
     60 s (GIL released: its items are then errors, not run; GIL held: the watchdog ends the worker at
-    the limit + its grace, and the replacement runs none of candidate/adagrad). Before: 9 min 44 s to 10 min 36 s (docs/robustness.md)."""
+    the limit + its grace, and the replacement runs none of candidate/adagrad). Before: 9 min 44 s to
+    10 min 36 s (docs/robustness.md)."""
     (tmp_path / "hangs.py").write_text(source)
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "conformance", "check", f"adagrad={tmp_path / 'hangs.py'}:{name}",

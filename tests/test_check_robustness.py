@@ -306,6 +306,20 @@ def test_a_results_path_holding_another_file_is_refused(tmp_path, capsys):
     assert setup.read_text() == "from setuptools import setup\nsetup()\n"
 
 
+@pytest.mark.parametrize("body, says", [("import sys\nsys.exit(3)\n", "raised SystemExit: 3"),
+                                         ("raise KeyboardInterrupt\n", "raised KeyboardInterrupt")])
+def test_a_candidate_that_exits_or_is_interrupted_while_imported_is_a_usage_error(tmp_path, capsys, body, says):
+    """Under plain pytest (``--conformance-impl``), not only under check: SystemExit was an INTERNALERROR
+    (exit 3), KeyboardInterrupt exit 2 with no output."""
+    module = tmp_path / "ends_its_import.py"
+    module.write_text(body)
+    code = plugin_main("--conformance-impl", f"adagrad={module}:Adagrad", "--conformance-backend", "candidate",
+                       "--conformance-results", str(tmp_path / "r.json"))
+    assert code == int(pytest.ExitCode.USAGE_ERROR)
+    err = capsys.readouterr().err
+    assert f"importing {module} {says}" in err, err
+
+
 def test_an_obstructed_previous_folder_is_a_usage_error(tmp_path, capsys):
     (tmp_path / ".previous").write_text("in the way")
     assert plugin_main("--conformance-results", str(tmp_path / "r.json")) == int(pytest.ExitCode.USAGE_ERROR)

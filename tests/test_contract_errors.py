@@ -38,6 +38,10 @@ CASES = {  # candidate: (op, the case it runs, the clause and detail its message
         "adagrad", "tutorial-step-1",
         "contract violated (adagrad: state tensors are plain (strided) torch.Tensors): state_sum (state key 'sum'): "
         "got a sparse_coo Tensor"),
+    "StepAttributeRefusingAdagrad": (  # its __setattr__ dropped the harness's wrapped step(): it passed
+        "adagrad", "tutorial-step-1",
+        "contract violated (adagrad: step() leaves param.grad, the gradient the harness set): step() replaced "
+        "param.grad with another tensor"),
     "RowStateAdagrad": (
         "adagrad", "tutorial-step-1",
         "contract violated (adagrad: the state tensor state_sum has the parameter's shape): got [1, 2, 4], the "

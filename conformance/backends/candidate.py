@@ -42,14 +42,14 @@ def load_object(target: CandidateTarget) -> Any:
         sys.modules[spec.name] = module
         try:
             spec.loader.exec_module(module)
-        except Exception as exc:
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:  # sys.exit() or Ctrl-C in its import too
             raise CandidateError(f"{where}: importing {path} raised {exception_text(exc)}") from exc
     else:
         if "" not in sys.path and str(Path.cwd()) not in sys.path:
             sys.path.insert(0, str(Path.cwd()))
         try:
             module = importlib.import_module(target.module)
-        except Exception as exc:
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:  # sys.exit() or Ctrl-C in its import too
             raise CandidateError(f"{where}: importing {target.module} raised {exception_text(exc)}") from exc
     obj: Any = module
     for part in target.attribute.split("."):

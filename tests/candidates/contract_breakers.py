@@ -116,3 +116,20 @@ class RowStateAdagrad(torch.optim.Adagrad):
         for state in self.state.values():
             state["sum"] = state["sum"].unsqueeze(0)
         return loss
+
+
+class StepAttributeRefusingAdagrad(torch.optim.Adagrad):
+    """torch's Adagrad, but it sets ``param.grad`` to None after each step, and its ``__setattr__``
+    drops every assignment of ``step`` (the attribute the harness wraps to watch step())."""
+
+    def __setattr__(self, name, value):
+        if name != "step":
+            super().__setattr__(name, value)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = super().step(closure)
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.grad = None
+        return loss

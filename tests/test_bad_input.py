@@ -339,7 +339,10 @@ def test_an_optimizer_that_rewrites_the_gradient_fails(contract_run):
     (["--conformance-timeout", "nan"], "--conformance-timeout: 'nan'"),
     (["--conformance-results-every", "0"], "--conformance-results-every: '0': must be a finite number of seconds > 0"),
     (["--conformance-results-every", "-1"], "--conformance-results-every: '-1'"),
-    (["--conformance-examples", "-1"], "--conformance-examples must be >= 0"),
+    (["--conformance-examples", "-1"], "--conformance-examples: expected a whole number >= 0, got '-1'"),
+    # an INTERNALERROR before: the generated items' timeout grows with the examples, past any timer
+    (["--conformance-examples", "99999999999999999999"],
+     "--conformance-examples: expected a whole number <= 1,000,000, got '99999999999999999999'"),
 ])
 def test_numeric_options_out_of_range_are_usage_errors(capsys, args, phrase):
     code = plugin_main(str(SMALL_SPEC), *args)

@@ -116,6 +116,7 @@ def test_a_usage_error_runs_nothing_prints_no_counts_and_touches_no_file(tmp_pat
 
 @pytest.mark.parametrize("option, phrase", [
     (["--examples", "-1"], "argument --examples: expected a whole number >= 0, got '-1'"),
+    (["--examples", "1000001"], "argument --examples: expected a whole number <= 1,000,000, got '1000001'"),
     (["--workers", "0"], "argument --workers: expected a number >= 1 or 'auto', got '0'"),
 ])
 def test_a_bad_check_option_is_a_usage_error_not_could_not_judge(tmp_path, monkeypatch, capsys, option, phrase):

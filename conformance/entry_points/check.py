@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from conformance.core.arguments import examples_count, whole_number
 from conformance.core.record import ItemRecord
 from conformance.core.target import CandidateTarget, TargetError, parse_targets
 
@@ -148,9 +149,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--label", default=None, help="the run's name in the report (default: the candidate)")
     parser.add_argument("--markdown", metavar="FILE", default=None,
                         help="append a summary to FILE (e.g. $GITHUB_STEP_SUMMARY)")
-    parser.add_argument("--examples", type=_non_negative, default=DEFAULT_EXAMPLES, metavar="N",
+    parser.add_argument("--examples", type=examples_count, default=DEFAULT_EXAMPLES, metavar="N",
                         help="Hypothesis examples per generated item (default: %(default)s; 0 runs the spec cases "
-                             "only; an item also stops at its time budget, --conformance-budget)")
+                             "only; at most 1,000,000; an item also stops at its time budget, --conformance-budget)")
     parser.add_argument("--workers", type=_workers, default=DEFAULT_WORKERS, metavar="N",
                         help="pytest-xdist worker processes, a number or 'auto' (default: %(default)s, one per CPU "
                              "core); each crashed or hung worker is replaced and costs one item")
@@ -161,7 +162,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help="how long the whole pytest run may take (default: %(default)g); then it is stopped "
                              "as by SIGTERM (its results are written, interrupted) and the verdict is COULD NOT "
                              "JUDGE, or FAIL for what failed before")
-    parser.add_argument("--max-crashes", type=_non_negative, default=DEFAULT_MAX_CRASHES, metavar="N",
+    parser.add_argument("--max-crashes", type=whole_number, default=DEFAULT_MAX_CRASHES, metavar="N",
                         help="stop early when the candidate's first N items in a row crash or hang and none "
                              "passed: it crashes or hangs on every input tried (default: %(default)s; 0: never)")
     parser.add_argument("--pytest-args", default="", metavar="ARGS",
@@ -177,16 +178,6 @@ def _usage_error(parser: argparse.ArgumentParser):
         parser.print_usage(sys.stderr)
         parser.exit(USAGE, f"{parser.prog}: error: {message}\n")
     return error
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
-    return value
 
 
 def _positive_seconds(text: str) -> float:

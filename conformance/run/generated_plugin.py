@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from conformance.core.arguments import examples_count
 from conformance.run import outcomes
 from conformance.run.items import ConformanceItem, placements
 from conformance.run.rerun import command_for
@@ -63,9 +64,9 @@ class GeneratedCaseError(Exception):
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("conformance")
-    group.addoption("--conformance-examples", type=int, metavar="N",
+    group.addoption("--conformance-examples", type=examples_count, metavar="N",
                     help="Hypothesis examples per generated item (property x backend x device x dtype); "
-                         "0 leaves the generated items out. Default: the profile's "
+                         "0 leaves the generated items out, at most 1,000,000. Default: the profile's "
                          "(" + ", ".join(f"{k}: {v['examples']}" for k, v in PROFILES.items()) + ").")
     group.addoption("--conformance-hypothesis-profile", choices=sorted(PROFILES), metavar="PROFILE",
                     help="ci (default: fixed seed, no example database) or thorough (nightly: many examples, "

@@ -24,6 +24,8 @@ import math
 
 import pytest
 
+from conformance.core.arguments import whole_number
+
 DEFAULT_TIMEOUT = 60.0
 BENCHMARK_TIMEOUT_FACTOR = 10
 DEFAULT_WRITE_EVERY = 10.0
@@ -51,17 +53,6 @@ def _seconds(minimum_exclusive: bool):
     return parse
 
 
-def _count(text: str) -> int:
-    """An argparse type: a whole number >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be a whole number >= 0")
-    return value
-
-
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("conformance")
     group.addoption("--conformance-results", metavar="PATH", default=None,
@@ -82,7 +73,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--conformance-timeout", metavar="SECONDS", type=_seconds(False), default=DEFAULT_TIMEOUT,
                     help=f"per-item timeout via pytest-timeout (default {DEFAULT_TIMEOUT:g}; benchmark items "
                          f"x{BENCHMARK_TIMEOUT_FACTOR}; 0: none). --timeout or the 'timeout' ini value wins.")
-    group.addoption("--conformance-max-crashes", metavar="N", type=_count, default=0,
+    group.addoption("--conformance-max-crashes", metavar="N", type=whole_number, default=0,
                     help="stop the run when the candidate's first N items in a row crashed or hung (a dead "
                          "worker, a native hang, a timeout) and none gave a result: it crashes or hangs on "
                          "every input tried (default 0: never; conformance check gives 5)")

@@ -1,0 +1,28 @@
+"""argparse types shared by the command line (``conformance check``) and the plugin's options: one
+wording for the same mistake, whichever way a number is given."""
+
+from __future__ import annotations
+
+import argparse
+
+# Hypothesis examples per generated item, at most: a generated item's timeout grows with its examples
+# (conformance.run.generated_plugin), and past about 1e9 s no timer of the platform can hold it
+MAX_EXAMPLES = 1_000_000
+
+
+def whole_number(text: str, maximum: int | None = None) -> int:
+    """An argparse type: a whole number >= 0 (and <= ``maximum``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    if maximum is not None and value > maximum:
+        raise argparse.ArgumentTypeError(f"expected a whole number <= {maximum:,}, got {text!r}")
+    return value
+
+
+def examples_count(text: str) -> int:
+    """An argparse type: a number of Hypothesis examples per generated item (0 to :data:`MAX_EXAMPLES`)."""
+    return whole_number(text, MAX_EXAMPLES)

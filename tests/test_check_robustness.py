@@ -321,6 +321,30 @@ def test_a_candidate_that_exits_or_is_interrupted_while_imported_is_a_usage_erro
     assert f"importing {module} {says}" in err, err
 
 
+def test_a_folder_where_the_previous_results_are_kept_is_a_usage_error_naming_it(tmp_path, capsys):
+    """``.previous/r.json`` a folder: the error named r.json ("Is a directory") after the run had started,
+    and left ``.previous/.r.json.tmp`` behind."""
+    (tmp_path / ".previous" / "r.json").mkdir(parents=True)
+    assert plugin_main("--conformance-results", str(tmp_path / "r.json")) == int(pytest.ExitCode.USAGE_ERROR)
+    assert f"{tmp_path / '.previous' / 'r.json'} is not a regular file" in capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / ".previous").iterdir()) == ["r.json"]
+
+
+def test_keeping_the_previous_file_names_where_it_failed_and_leaves_no_temporary_file(tmp_path):
+    """The same folder appearing after the run's start (the writer's own check)."""
+    from conformance.results.store import ResultsWriter
+
+    path = tmp_path / "r.json"
+    first = ResultsWriter(path, {"id": "first"})
+    first.write("complete")
+    (tmp_path / ".previous" / "r.json").mkdir(parents=True)
+    with pytest.raises(OSError) as raised:
+        ResultsWriter(path, {"id": "second"}).write("running")
+    assert f"cannot keep the previous run's r.json as {tmp_path / '.previous' / 'r.json'}" in raised.value.strerror
+    assert sorted(p.name for p in (tmp_path / ".previous").iterdir()) == ["r.json"]
+    assert json.loads(path.read_text())["run"]["id"] == "first"  # the previous file is still there
+
+
 def test_an_obstructed_previous_folder_is_a_usage_error(tmp_path, capsys):
     (tmp_path / ".previous").write_text("in the way")
     assert plugin_main("--conformance-results", str(tmp_path / "r.json")) == int(pytest.ExitCode.USAGE_ERROR)

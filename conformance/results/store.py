@@ -466,8 +466,13 @@ class ResultsWriter:
                 target = previous_path(source)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 tmp = target.with_name(f".{target.name}.tmp")
-                shutil.copy2(source, tmp)
-                os.replace(tmp, target)
+                try:
+                    shutil.copy2(source, tmp)
+                    os.replace(tmp, target)
+                except OSError as exc:  # named as what failed: keeping the previous file, not writing this one
+                    tmp.unlink(missing_ok=True)
+                    raise OSError(exc.errno, f"cannot keep the previous run's {source.name} as {target} "
+                                             f"({exc.strerror or exc})") from exc
             if source != self.path:
                 source.unlink()
 

@@ -191,6 +191,10 @@ def _usable_results_path(path: Path) -> Path:
     if keep.exists() and not keep.is_dir():
         raise pytest.UsageError(f"{option}: {keep} is a file, but the previous run's results are kept in that "
                                 "folder; move the file away")
+    kept = previous_path(path)
+    if (kept.exists() or kept.is_symlink()) and not kept.is_file():
+        raise pytest.UsageError(f"{option}: {kept} is not a regular file, but the previous run's results are kept "
+                                "there; move it away")
     return path
 
 

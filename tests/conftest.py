@@ -27,6 +27,5 @@ def warm_imports():
     native module aborts when initialised twice). Every built-in backend runs here, kernels included."""
     from conformance_runs import run_inprocess
 
-    for op in ("coalesce", "adagrad"):
-        run_inprocess(f"warm-{op}", "specs", "--conformance-op", op, "--conformance-examples", "1", "-x", "-q",
-                      "-k", "float32 and (basic or tutorial or agrees-with-reference)")
+    run_inprocess("warm", "specs", "--conformance-op", "coalesce,adagrad", "--conformance-examples", "1", "-x", "-q",
+                  "-k", "float32 and (basic or tutorial or agrees-with-reference)")

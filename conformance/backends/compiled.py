@@ -34,6 +34,7 @@ run eagerly, on the same generated dense-gradient trajectories, float32/float64,
 
 from __future__ import annotations
 
+import warnings
 from contextlib import contextmanager
 from typing import Any, Callable
 
@@ -74,8 +75,18 @@ def compiled_step():
     if _compiled is None:
         import torch
 
+        _import_inductor()
         _compiled = torch.compile(_eager_step, dynamic=True)
     return _compiled
+
+
+def _import_inductor() -> None:
+    """Inductor imported without the DeprecationWarnings torch's own modules raise as they load
+    (torch.utils.mkldnn's ``torch.jit.script_method``, 28 of them): a user's run would print them as
+    its warnings summary, although they say nothing about the code under test."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"`torch\.jit\.script_method` is deprecated", category=DeprecationWarning)
+        import torch._inductor.compile_fx  # noqa: F401
 
 
 def _counters() -> tuple[int, int, int]:
@@ -196,6 +207,7 @@ def compiled_function(op: str, function: Callable, calls: list[dict[str, int]]) 
 
     name = f"torch.compile({getattr(function, '__name__', repr(function))}, dynamic=True)"
     torch._dynamo.reset()  # this item's graphs only: its counts do not depend on the items before it
+    _import_inductor()
     compiled = torch.compile(function, dynamic=True)
 
     def call(*args: Any) -> Any:

@@ -10,6 +10,7 @@ first_call_limit)."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -304,8 +305,9 @@ def test_check_at_its_defaults_fails_a_candidate_that_hangs_on_every_input_withi
     elapsed = time.monotonic() - started
     output = proc.stdout + proc.stderr
     assert proc.returncode == check.FAIL, output[-3000:]
-    assert "RESULT: FAIL" in output and "crashed or hung on every input tried (5 item(s), none passed)" in output, \
-        output[-3000:]
+    # at least the breaker's 5: the other worker records the items it had started when the run stopped
+    tried = re.search(r"crashed or hung on every input tried \((\d+) item\(s\), none passed\)", output)
+    assert "RESULT: FAIL" in output and tried and int(tried.group(1)) >= 5, output[-3000:]
     records = load(tmp_path / "candidate.json")["records"]
     assert any("first call of adagrad" in str(r.get("message")) for r in records if r["backend"] == "candidate")
     assert elapsed < 180 + 60, elapsed  # three minutes, and a margin for a loaded machine

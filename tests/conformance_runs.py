@@ -132,6 +132,19 @@ def wrong_adagrad_source() -> str:
 
 
 # a spec file of a user's own (tests/test_replay.py, tests/test_outside_project.py)
+# the smallest valid spec: the base the bad-input tests change one thing of
+MINIMAL_COALESCE_SPEC = """\
+op: coalesce
+cases:
+  - id: a
+    derivation: "1 + 2 = 3"
+    dtypes: [float32]
+    inputs:
+      tensor: {indices: [[1, 1]], values: [1.0, 2.0], size: [2]}
+    expected:
+      values: [3.0]
+"""
+
 OWN_COALESCE_SPEC = """\
 op: coalesce
 title: my own coalesce spec

@@ -27,21 +27,11 @@ from conformance.results.store import (FORMAT, SCHEMA_VERSION, ResultsError, Res
                                        lock_path, previous_path, results_lock, run_metadata)
 from conformance.run import crashes, outcomes, plugin, transfer
 from conformance.specs.load import ELEMENT_BUDGET, MAX_YAML_NODES, SpecError, load_spec
-from conformance_runs import NO_GC_AT_EXIT, REPO, SMALL_SPEC, base_args, by_case, load, run_inprocess
+from conformance_runs import MINIMAL_COALESCE_SPEC, NO_GC_AT_EXIT, REPO, SMALL_SPEC, base_args, by_case, load, run_inprocess
 
 BREAKERS = "tests/candidates/contract_breakers.py"
 
-GOOD = textwrap.dedent("""\
-    op: coalesce
-    cases:
-      - id: a
-        derivation: "1 + 2 = 3"
-        dtypes: [float32]
-        inputs:
-          tensor: {indices: [[1, 1]], values: [1.0, 2.0], size: [2]}
-        expected:
-          values: [3.0]
-""")
+GOOD = MINIMAL_COALESCE_SPEC
 
 
 def spec_file(directory: Path, name: str, text: str | bytes) -> Path:

@@ -4,25 +4,15 @@ narrowed to tests/data/robustness_adagrad.yaml (three cases) so each costs a few
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from conformance.core.target import CandidateTarget
 from conformance.specs.load import SpecError, load_spec
+from conformance_runs import MINIMAL_COALESCE_SPEC
 
-SPEC = textwrap.dedent("""\
-    op: coalesce
-    cases:
-      - id: a
-        derivation: "1 + 2 = 3"
-        dtypes: [float32]
-        inputs:
-          tensor: {indices: [[1, 1]], values: [1.0, 2.0], size: [2]}
-        expected:
-          values: [3.0]
-""")
+SPEC = MINIMAL_COALESCE_SPEC
 
 
 def write(tmp_path: Path, text: str) -> Path:

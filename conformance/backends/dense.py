@@ -109,7 +109,11 @@ def adagrad_outputs(param: torch.Tensor, state_sum: torch.Tensor, std_values: to
     return outputs
 
 
-def sparse_adam_dense(inputs: OptimizerInputs, ctx: RunContext):
+def sparse_adam_steps(inputs: OptimizerInputs, ctx: RunContext, update) -> dict:
+    """SparseAdam's documented loop (sparse gradients only, maximize, a step with no entries skipped,
+    the bias-corrected step size) around one formulation's
+    ``update(param, exp_avg, exp_avg_sq, g, mask, beta1, beta2, eps, step_size) -> (param, exp_avg, exp_avg_sq)``:
+    the dense and masked backends differ only there."""
     sparse_adam = OPS["sparse_adam"]
     h = sparse_adam.hyperparameters(inputs.hyperparameters)
     beta1, beta2 = h["betas"]
@@ -124,11 +128,19 @@ def sparse_adam_dense(inputs: OptimizerInputs, ctx: RunContext):
             g = -g
         if grad.indices.shape[1] == 0:
             continue
+        step_size = sparse_adam.bias_corrected_step_size(h["lr"], beta1, beta2, step)
+        param, exp_avg, exp_avg_sq = update(param, exp_avg, exp_avg_sq, g, mask, beta1, beta2, h["eps"], step_size)
+    return {"param": param, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq, "step": float(inputs.steps)}
+
+
+def sparse_adam_dense(inputs: OptimizerInputs, ctx: RunContext):
+    def update(param, exp_avg, exp_avg_sq, g, mask, beta1, beta2, eps, step_size):
         exp_avg = torch.where(mask, exp_avg + (g - exp_avg) * (1 - beta1), exp_avg)
         exp_avg_sq = torch.where(mask, exp_avg_sq + (g * g - exp_avg_sq) * (1 - beta2), exp_avg_sq)
-        step_size = sparse_adam.bias_corrected_step_size(h["lr"], beta1, beta2, step)
-        param = torch.where(mask, param - step_size * (exp_avg / (exp_avg_sq.sqrt() + h["eps"])), param)
-    return {"param": param, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq, "step": float(inputs.steps)}
+        param = torch.where(mask, param - step_size * (exp_avg / (exp_avg_sq.sqrt() + eps)), param)
+        return param, exp_avg, exp_avg_sq
+
+    return sparse_adam_steps(inputs, ctx, update)
 
 
 def sgd_gradient(h: dict, grad, param: torch.Tensor, ctx: RunContext, layout: bool | None):

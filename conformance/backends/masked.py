@@ -12,7 +12,7 @@ import torch
 
 from conformance.core.types import RunContext, Unsupported
 from conformance.backends.base import Backend
-from conformance.backends.dense import adagrad_steps, sgd_gradient, step_gradient
+from conformance.backends.dense import adagrad_steps, sgd_gradient, sparse_adam_steps, step_gradient
 from conformance.ops.masked_mean import MaskedMeanInputs
 from conformance.ops import OPS  # the optimizer records, looked up by name (docs/architecture.md)
 from conformance.ops.optimizers.inputs import OptimizerInputs
@@ -48,28 +48,18 @@ def adagrad_masked(inputs: OptimizerInputs, ctx: RunContext):
 
 
 def sparse_adam_masked(inputs: OptimizerInputs, ctx: RunContext):
-    sparse_adam = OPS["sparse_adam"]
-    h = sparse_adam.hyperparameters(inputs.hyperparameters)
-    beta1, beta2 = h["betas"]
+    OPS["sparse_adam"].hyperparameters(inputs.hyperparameters)  # torch's constructor errors come first
     param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
-    exp_avg = torch.zeros_like(param)
-    exp_avg_sq = torch.zeros_like(param)
     masked(param, torch.ones_like(param, dtype=torch.bool))  # dtype check even with no steps
-    for step, grad in enumerate(inputs.grads, start=1):
-        if not isinstance(grad, CooArray):
-            raise RuntimeError(sparse_adam.dense_gradient_error)
-        g, mask, _ = step_gradient(grad, param, ctx)
-        if h["maximize"]:
-            g = -g
-        if not bool(mask.any()):
-            continue
+
+    def update(param, exp_avg, exp_avg_sq, g, mask, beta1, beta2, eps, step_size):
         masked_grad = masked(g, mask)
         exp_avg = exp_avg + ((masked_grad - masked(exp_avg, mask)) * (1 - beta1)).to_tensor(0)
         exp_avg_sq = exp_avg_sq + ((masked_grad.pow(2) - masked(exp_avg_sq, mask)) * (1 - beta2)).to_tensor(0)
-        denom = masked(exp_avg_sq, mask).sqrt().add(h["eps"])
-        step_size = sparse_adam.bias_corrected_step_size(h["lr"], beta1, beta2, step)
-        param = param.add((masked(exp_avg, mask) / denom).to_tensor(0), alpha=-step_size)
-    return {"param": param, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq, "step": float(inputs.steps)}
+        denom = masked(exp_avg_sq, mask).sqrt().add(eps)
+        return param.add((masked(exp_avg, mask) / denom).to_tensor(0), alpha=-step_size), exp_avg, exp_avg_sq
+
+    return sparse_adam_steps(inputs, ctx, update)
 
 
 def sgd_masked(inputs: OptimizerInputs, ctx: RunContext):

@@ -9,7 +9,8 @@ on the line before it, an HTML comment that Markdown does not show:
   own, with the checkout's ``specs``, ``tests`` and ``examples`` linked there (so the commands read
   as from a clone, and what they write stays out of it); its exit status and each ``expect`` text
   in its output are asserted. Several specs separated by ``|`` stand for the block's command lines,
-  one each, in order.
+  one each, in order. ``timeout=SECONDS`` (default 600) bounds a command: ``check`` at its defaults
+  on a failing candidate took over 600 s on the 2-core VM beside another job.
 * ``<!-- runnable: kind=spec -->``: a YAML spec, loaded and validated as ``specs/*.yaml`` are.
 * ``<!-- runnable: kind=workflow -->``: a workflow calling one of this repository's reusable
   workflows; it must name the workflow file and only inputs it declares.

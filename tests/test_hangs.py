@@ -106,16 +106,24 @@ def _alive(pid: int) -> bool:
 
 # ------------------------------------------------------------------ the circuit breaker (in process)
 
-def test_the_breaker_stops_a_run_whose_candidate_hangs_on_every_input(tmp_path):
-    (tmp_path / "sleepy.py").write_text(SLEEPY)
-    _torch_optimizers_used()
-    code, path = run_inprocess("breaker-trips", str(SMALL_SPEC), "--conformance-examples", "0",
-                               "--conformance-impl", f"adagrad={tmp_path / 'sleepy.py'}:SleepyAdagrad",
-                               "--conformance-max-crashes", "2", timeout=0.5)
+def _breaker_run(tmp_path, name: str, source: str, candidate: str, timeout: float) -> tuple[int, dict, dict]:
+    """The small spec in this process with ``candidate`` (written from ``source``) and a breaker of 2:
+    (exit code, the results document, its records by case), the run checked to have been stopped
+    after the first two items."""
+    (tmp_path / f"{name}.py").write_text(source)
+    code, path = run_inprocess(name, str(SMALL_SPEC), "--conformance-examples", "0",
+                               "--conformance-impl", f"adagrad={tmp_path / f'{name}.py'}:{candidate}",
+                               "--conformance-max-crashes", "2", timeout=timeout)
     document = load(path)
     assert code == pytest.ExitCode.INTERRUPTED and document["run"]["status"] == "interrupted"
     records = by_case(document)
-    assert sorted(records) == ["before[candidate-cpu-float64]", "misbehave-here[candidate-cpu-float64]"]
+    assert sorted(records) == ["before[candidate-cpu-float64]", "misbehave-here[candidate-cpu-float64]"], records
+    return code, document, records
+
+
+def test_the_breaker_stops_a_run_whose_candidate_hangs_on_every_input(tmp_path):
+    _torch_optimizers_used()
+    code, document, records = _breaker_run(tmp_path, "breaker-trips", SLEEPY, "SleepyAdagrad", 0.5)
     assert all("from pytest-timeout" in r["message"] for r in records.values())
     assert document["run"]["not_run"] == [f"{SMALL_SPEC.relative_to(REPO)}::after[candidate-cpu-float64]"]
     # check's verdict on such a file
@@ -129,14 +137,7 @@ def test_a_candidate_whose_first_call_hangs_stops_the_run_at_the_first_calls_lim
     same hang); the breaker counts them, and check's verdict is FAIL. Before, each item ran and timed
     out in turn (at check's defaults a deadlock in C cost 9 min 44 s to 10 min 36 s: five minutes of first calls, then
     each item's timeout and a new worker)."""
-    (tmp_path / "stuck.py").write_text(STUCK)
-    code, path = run_inprocess("first-call-hangs", str(SMALL_SPEC), "--conformance-examples", "0",
-                               "--conformance-impl", f"adagrad={tmp_path / 'stuck.py'}:StuckAdagrad",
-                               "--conformance-max-crashes", "2", timeout=0.2)
-    document = load(path)
-    assert code == pytest.ExitCode.INTERRUPTED and document["run"]["status"] == "interrupted"
-    records = by_case(document)
-    assert sorted(records) == ["before[candidate-cpu-float64]", "misbehave-here[candidate-cpu-float64]"], records
+    code, document, records = _breaker_run(tmp_path, "first-call-hangs", STUCK, "StuckAdagrad", 0.2)
     for record in records.values():
         assert record["outcome"] == "error" and record["timed_out"] is True, record
         assert record["message"].startswith("not run: candidate's first call of adagrad"), record["message"]

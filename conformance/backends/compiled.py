@@ -128,6 +128,7 @@ def compiled_class(torch_class: type, keywords: dict) -> type:
     # conformance.backends.kernel sets TRITON_INTERPRET (its Triton kernels would not run on cpu); the step imports them
 
     name = f"torch.compile({torch_class.__name__}({keywords_text(keywords)}).step)"
+
     class TorchCompiled(torch_class):  # type: ignore[misc, valid-type]
         torch_path = COMPILED
 

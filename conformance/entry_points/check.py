@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from conformance.core.arguments import examples_count, whole_number
+from conformance.core.arguments import MAX_EXAMPLES, examples_count, whole_number
 from conformance.core.record import ItemRecord
 from conformance.core.target import CandidateTarget, TargetError, parse_targets
 
@@ -151,7 +151,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help="append a summary to FILE (e.g. $GITHUB_STEP_SUMMARY)")
     parser.add_argument("--examples", type=examples_count, default=DEFAULT_EXAMPLES, metavar="N",
                         help="Hypothesis examples per generated item (default: %(default)s; 0 runs the spec cases "
-                             "only; at most 1,000,000; an item also stops at its time budget, --conformance-budget)")
+                             f"only; at most {MAX_EXAMPLES:,}; an item also stops at its time budget, --conformance-budget)")
     parser.add_argument("--workers", type=_workers, default=DEFAULT_WORKERS, metavar="N",
                         help="pytest-xdist worker processes, a number or 'auto' (default: %(default)s, one per CPU "
                              "core); each crashed or hung worker is replaced and costs one item")

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from conformance.core.arguments import examples_count
+from conformance.core.arguments import MAX_EXAMPLES, examples_count
 from conformance.run import outcomes
 from conformance.run.items import ConformanceItem, placements
 from conformance.run.rerun import command_for
@@ -66,7 +66,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("conformance")
     group.addoption("--conformance-examples", type=examples_count, metavar="N",
                     help="Hypothesis examples per generated item (property x backend x device x dtype); "
-                         "0 leaves the generated items out, at most 1,000,000. Default: the profile's "
+                         f"0 leaves the generated items out, at most {MAX_EXAMPLES:,}. Default: the profile's "
                          "(" + ", ".join(f"{k}: {v['examples']}" for k, v in PROFILES.items()) + ").")
     group.addoption("--conformance-hypothesis-profile", choices=sorted(PROFILES), metavar="PROFILE",
                     help="ci (default: fixed seed, no example database) or thorough (nightly: many examples, "
@@ -112,8 +112,6 @@ def configure(config: pytest.Config) -> None:
     examples = config.getoption("conformance_examples")
     if examples is None:
         examples = PROFILES[profile]["examples"]
-    if examples < 0:
-        raise pytest.UsageError("--conformance-examples must be >= 0")
     budget = config.getoption("conformance_budget")
     if budget is not None and budget < 0:
         raise pytest.UsageError(f"--conformance-budget must be >= 0 seconds (0: no budget), not {budget:g}")

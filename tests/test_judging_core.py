@@ -230,3 +230,40 @@ def test_an_unknown_declared_option_is_an_error_naming_it():
         assert "'lr_decy', not an option of adagrad" in str(exc) and "lr_decay" in str(exc)
     else:
         raise AssertionError("an unknown option was accepted")
+
+
+def _count_rounded_mean(inputs, ctx):
+    """The idioms' ``where(mask, values, 0).sum() / mask.sum()`` as CUDA computes it in bfloat16 (measured
+    on an H200, torch 2.11): the 0-d count tensor is converted to bfloat16 before the division."""
+    values, mask = torch.tensor(inputs.values, dtype=torch.bfloat16), torch.tensor(inputs.mask)
+    return {"value": torch.where(mask, values, 0).sum() / mask.sum().to(torch.bfloat16)}
+
+
+def test_cudas_division_by_a_rounded_count_is_torchs_divergence_on_cuda_only():
+    """A bfloat16 mean of 277 entries divided by the count rounded to 276 misses the correctly rounded
+    bounds; on cuda that is stock torch's known divergence (xfail), on cpu a failure."""
+    from conformance.backends.base import Backend
+    from conformance.cases.checks import check_rounds_correctly
+    from conformance.cases.trial import DivergenceObserved
+    from conformance.core.rounding import check_rounding
+    from conformance.core.types import Mismatch
+    from conformance.ops.masked_mean import DEVICE_COUNT_IN_HALF, MaskedMeanInputs
+
+    rng, mask = np.random.default_rng(0), np.arange(300) < 277
+    for _ in range(100):
+        inputs = MaskedMeanInputs(torch.randn(300, dtype=torch.bfloat16, generator=torch.Generator().manual_seed(
+            int(rng.integers(2**31)))).double().numpy(), mask)
+        try:
+            check_rounding("value", _count_rounded_mean(inputs, None)["value"],
+                           *OPS["masked_mean"].rounding_bounds(inputs, "bfloat16")["value"], "bfloat16")
+        except Mismatch:
+            break
+    else:
+        pytest.fail("no drawn example where the rounded count changes the bfloat16 mean")
+    backend = Backend({"masked_mean": _count_rounded_mean})
+    backend.name = "dense"
+    with pytest.raises(DivergenceObserved) as observed:
+        check_rounds_correctly(Trial(OPS["masked_mean"], backend, "cuda", "bfloat16"), inputs)
+    assert observed.value.divergence is DEVICE_COUNT_IN_HALF
+    with pytest.raises(Mismatch, match="not correctly rounded to bfloat16"):
+        check_rounds_correctly(Trial(OPS["masked_mean"], backend, "cpu", "bfloat16"), inputs)

@@ -132,7 +132,8 @@ def _not_a_rounding_error(name: str, got, exact, inputs: Any, dtype: str) -> str
 
 def _rounding_divergence(trial: Trial, inputs: Any, name: str, got, dtype) -> Divergence | None:
     """The known divergence an incorrectly rounded output is explained by: this backend's own
-    rounding mode, or stock torch's half-precision accumulation of duplicates (any order)."""
+    rounding mode, one of stock torch's rounding models of the op (``Op.torch_rounding_models``), or
+    stock torch's half-precision accumulation of duplicates (any order)."""
     if trial.backend.is_oracle or trial.backend.judged_against_torch:
         return None  # a candidate is excused only by being the same as stock torch (same_as_torch)
     found = lookup(backend=trial.backend.name, device=trial.device, dtype=trial.dtype)
@@ -144,6 +145,14 @@ def _rounding_divergence(trial: Trial, inputs: Any, name: str, got, dtype) -> Di
             return rounding
         except Mismatch:
             pass
+    for divergence, model in trial.op.torch_rounding_models:
+        if divergence.applies_to(backend=trial.backend.name, device=trial.device, dtype=dtype):
+            exact, low, high = trial.op.rounding_bounds(inputs, dtype, **model)[name]
+            try:
+                check_rounding(name, got, exact, low, high, dtype)
+                return divergence
+            except Mismatch:
+                pass
     if trial.op.torch_sums_duplicates_in_half:
         half = lowprec.HALF_ACCUMULATION
         exact, low, high = trial.op.rounding_bounds(inputs, dtype, accumulation_unit=DTYPES[dtype].unit_roundoff)[name]

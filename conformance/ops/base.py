@@ -68,6 +68,10 @@ class Op:
     exact_outputs: frozenset[str] = frozenset()
     # stock torch sums the duplicates of a float16/bfloat16 COO tensor in that dtype (pytorch#84471)
     torch_sums_duplicates_in_half: bool = False
+    # stock torch's other known half-precision arithmetic, as rounds-correctly judges it: (the registered
+    # Divergence, rounding_bounds keywords that model it); an output outside the correctly rounded bounds
+    # but inside the model's, where the divergence applies, is that divergence (conformance/cases/checks.py)
+    torch_rounding_models: tuple[tuple[Any, dict[str, Any]], ...] = ()
     # optimizers: output name -> the optimizer's state key it is read from (empty: not an optimizer)
     state_outputs: dict[str, str] = {}
     # optimizers: outputs read after the steps as sqrt(a state output) + a hyperparameter, at the last

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from conformance.core.types import Mismatch, Mistake, RunContext
 from conformance.core.compare import assert_bits_equal, at_least_default, finite_abs_max, first_index
+from conformance.core.divergences import STOCK_TORCH, Divergence, register
 from conformance.ops import draw as d
 from conformance.ops.base import GeneratedProperty, Op
 from conformance.ops.contract import changed, check_like, snapshot, violation
@@ -300,6 +301,21 @@ def watch_masked_mean(op_name: str, candidate: Any):
     return watched
 
 
+# the last step of the idioms' sum() / mask.sum() on a device that is not the CPU; what it does to a long
+# bfloat16 mean was measured on an NVIDIA H200 (torch 2.11.0+cu130, docs/findings.md)
+DEVICE_COUNT_IN_HALF = register(Divergence(
+    "torch-half-divide-by-device-count",
+    "on CUDA, torch divides a float16/bfloat16 sum by a 0-d int64 count tensor on the same device "
+    "(values.sum() / mask.sum()) in the sum's dtype: the count is converted to float16/bfloat16 first, so a "
+    "count beyond 256 (bfloat16) or 2048 (float16) is rounded (277 -> 276 in bfloat16: a mean 1 ulp off). On "
+    "the CPU, the division reads a 0-d second operand at float32 precision (it is a CPU scalar there), so the "
+    "same code gives the correctly rounded mean",
+    "https://github.com/pytorch/pytorch/blob/v2.11.0/aten/src/ATen/native/cuda/BinaryDivTrueKernel.cu",
+    ops=("masked_mean",), devices=("cuda",), dtypes=("float16", "bfloat16"), properties=("rounds-correctly",),
+    behaviour=STOCK_TORCH,
+))
+
+
 class MaskedMean(Op):
     name = "masked_mean"
     stock_backend = "masked"
@@ -309,6 +325,7 @@ class MaskedMean(Op):
     # torch's own paths of the op beside the stock one: "compiled" -- the dense formulation under
     # torch.compile(dynamic=True) with Inductor, forward and backward (conformance/backends/compiled.py)
     torch_paths = {"compiled": {"function": where_masked_mean}}
+    torch_rounding_models = ((DEVICE_COUNT_IN_HALF, {"count_in_dtype": True}),)
     inputs_schema = {
         "type": "object", "required": ["values", "mask"], "additionalProperties": False,
         "properties": {"values": TENSOR, "mask": {"$ref": "#/$defs/bool_tensor"}},
@@ -344,10 +361,11 @@ class MaskedMean(Op):
         values' shape, dtype and device, is checked in :func:`differentiate`)."""
         return watch_masked_mean(self.name, candidate)
 
-    def rounding_bounds(self, inputs: MaskedMeanInputs, dtype: str,
-                        accumulation_unit: float = OPMATH_ROUNDOFF) -> dict[str, tuple[Any, Any, Any]]:
+    def rounding_bounds(self, inputs: MaskedMeanInputs, dtype: str, accumulation_unit: float = OPMATH_ROUNDOFF,
+                        count_in_dtype: bool = False) -> dict[str, tuple[Any, Any, Any]]:
         """The value: the valid entries summed in float32 (any order), then divided by the count --
-        with the sum rounded to ``dtype`` first (as torch's ``sum() / count`` does) or not."""
+        with the sum rounded to ``dtype`` first (as torch's ``sum() / count`` does) or not;
+        ``count_in_dtype``: divided by the count rounded to ``dtype`` (DEVICE_COUNT_IN_HALF)."""
         valid = inputs.values[inputs.mask]
         count = valid.size
         if count == 0 or not np.all(np.isfinite(valid)):
@@ -355,7 +373,8 @@ class MaskedMean(Op):
         total = float(valid.sum())
         error = (count - 1) * accumulation_unit * float(np.abs(valid).sum())
         ends = [total - error, total + error]
-        means = np.array([s / count for s in ends] + [float(rounded(s, dtype)) / count for s in ends])
+        divisor = float(rounded(float(count), dtype)) if count_in_dtype else count
+        means = np.array([s / divisor for s in ends] + [float(rounded(s, dtype)) / divisor for s in ends])
         if not np.all(np.isfinite(means)):
             return {}
         slack = np.abs(means) * 2 * OPMATH_ROUNDOFF  # the float32 division

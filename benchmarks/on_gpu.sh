@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# One run on a CUDA machine, everything docs/kernels-gpu.md quotes: the spec suite on cuda, the kernel
+# tests (fast and slow tier), the CUDA benchmark, the step's profile (benchmarks/profile_cuda_step.py)
+# and ../shared/gpu/kernel_speed.py (copied to .gpu/).
+# Usage, from the repository root: OUT=/some/folder bash benchmarks/on_gpu.sh
+# Each step has its own time limit, so one that hangs costs that step only; logs and results land in
+# $OUT: summary.txt, a log per step, results-cuda.json and bench_kernels_cuda.json (8 files; the run's
+# counterexamples and JUnit XML stay in /tmp/gpu-run).
+set -u
+OUT=${OUT:?set OUT to the folder for logs and results}
+export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=1 CI=true
+unset TRITON_INTERPRET
+if [ -d .whl ]; then  # what the GPU image lacks (jsonschema and its dependencies), carried as wheels
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} || exit 5
+fi
+RUN=/tmp/gpu-run; mkdir -p $RUN
+python3 -m pip install -q --no-deps --no-build-isolation -e . >$RUN/install.log 2>&1 || { cat $RUN/install.log; exit 5; }
+{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  python3 -c "import torch, triton, pytest, hypothesis; print('torch', torch.__version__, 'triton', triton.__version__, 'pytest', pytest.__version__, 'hypothesis', hypothesis.__version__)"
+} >"$OUT/summary.txt" 2>&1
+step() {  # step NAME SECONDS COMMAND...: run with a limit, log to $OUT/NAME.log, one line in summary.txt
+  local name=$1 limit=$2; shift 2
+  local start=$SECONDS
+  timeout -k 10 "$limit" "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  echo "$name: exit $rc in $((SECONDS - start)) s: $(grep -E '(passed|failed|error|skipped).* in [0-9.]+s' "$OUT/$name.log" | tail -1)" >>"$OUT/summary.txt"
+}
+# correctness first, the two in parallel (16 cores); then the timings alone on a quiet GPU
+step specs 240 python3 -m pytest specs -p no:cacheprovider -n 8 --conformance-device cuda \
+  --conformance-results $RUN/results-cuda.json -q -rfE &
+step kernels 240 python3 -m pytest tests/test_kernels.py -p no:cacheprovider -n 4 --run-slow -q -rfEs &
+wait
+step bench 120 python3 -m pytest benchmarks/test_bench_kernels_cuda.py -p no:cacheprovider --benchmark-only \
+  --benchmark-json="$OUT/bench_kernels_cuda.json" -q
+[ -f "$OUT/bench_kernels_cuda.json" ] && python3 benchmarks/summarize.py "$OUT/bench_kernels_cuda.json" >>"$OUT/summary.txt" 2>&1
+step profile 90 python3 benchmarks/profile_cuda_step.py
+[ -f .gpu/kernel_speed.py ] && step kernel_speed 60 python3 .gpu/kernel_speed.py
+cp $RUN/results-cuda.json "$OUT/" 2>/dev/null
+cat "$OUT/summary.txt"

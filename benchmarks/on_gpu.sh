@@ -3,9 +3,11 @@
 # tests (fast and slow tier), the CUDA benchmark, the step's profile (benchmarks/profile_cuda_step.py)
 # and ../shared/gpu/kernel_speed.py (copied to .gpu/).
 # Usage, from the repository root: OUT=/some/folder bash benchmarks/on_gpu.sh
+# STEPS="specs spec_bench" (any of specs kernels bench profile spec_bench repro kernel_speed) runs only those.
 # Each step has its own time limit, so one that hangs costs that step only; logs and results land in
-# $OUT: summary.txt, a log per step, results-cuda.json and bench_kernels_cuda.json (8 files; the run's
-# counterexamples and JUnit XML stay in /tmp/gpu-run).
+# $OUT: summary.txt (with the spec benchmark's table and kernel_speed.py's lines), a log per step,
+# results-cuda.json and bench_kernels_cuda.json (at most 8 files; the run's counterexamples, JUnit XML
+# and the spec benchmark's results stay in /tmp/gpu-run).
 set -u
 OUT=${OUT:?set OUT to the folder for logs and results}
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=1 CI=true
@@ -19,8 +21,11 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >$RUN/install.log 
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 -c "import torch, triton, pytest, hypothesis; print('torch', torch.__version__, 'triton', triton.__version__, 'pytest', pytest.__version__, 'hypothesis', hypothesis.__version__)"
 } >"$OUT/summary.txt" 2>&1
+STEPS=${STEPS:-specs kernels bench profile spec_bench repro kernel_speed}
+wanted() { case " $STEPS " in *" $1 "*) return 0;; *) return 1;; esac; }
 step() {  # step NAME SECONDS COMMAND...: run with a limit, log to $OUT/NAME.log, one line in summary.txt
   local name=$1 limit=$2; shift 2
+  wanted "$name" || return 0
   local start=$SECONDS
   timeout -k 10 "$limit" "$@" >"$OUT/$name.log" 2>&1
   local rc=$?
@@ -35,6 +40,18 @@ step bench 120 python3 -m pytest benchmarks/test_bench_kernels_cuda.py -p no:cac
   --benchmark-json="$OUT/bench_kernels_cuda.json" -q
 [ -f "$OUT/bench_kernels_cuda.json" ] && python3 benchmarks/summarize.py "$OUT/bench_kernels_cuda.json" >>"$OUT/summary.txt" 2>&1
 step profile 90 python3 benchmarks/profile_cuda_step.py
-[ -f .gpu/kernel_speed.py ] && step kernel_speed 60 python3 .gpu/kernel_speed.py
+# the specs' own CUDA benchmark items (embedding-step-cuda), pytest-benchmark's table into the summary
+step spec_bench 150 python3 -m pytest specs -p no:cacheprovider -n 0 --conformance-device cuda --conformance-benchmark \
+  -m conformance_benchmark -k embedding-step-cuda --conformance-results $RUN/results-bench.json -q
+[ -f "$OUT/spec_bench.log" ] && grep -E "^Name|embedding-step-cuda|passed|failed" "$OUT/spec_bench.log" | tail -12 >>"$OUT/summary.txt"
+rm -f "$OUT/spec_bench.log"
+# docs/findings.md's repro of torch-half-divide-by-device-count
+wanted repro && python3 -c "
+import torch
+v = torch.full((277,), 0.5156, dtype=torch.bfloat16, device='cuda'); m = torch.ones(277, dtype=torch.bool, device='cuda')
+print('divide-by-device-count repro:', (v.sum() / m.sum()).item(), 'vs', (v.sum() / float(m.sum())).item())" >>"$OUT/summary.txt" 2>&1
+if wanted kernel_speed && [ -f .gpu/kernel_speed.py ]; then
+  step kernel_speed 60 python3 .gpu/kernel_speed.py; cat "$OUT/kernel_speed.log" >>"$OUT/summary.txt"; rm -f "$OUT/kernel_speed.log"
+fi
 cp $RUN/results-cuda.json "$OUT/" 2>/dev/null
 cat "$OUT/summary.txt"

@@ -47,9 +47,19 @@ def check_unspecified_unchanged(trial: Trial, inputs: OptimizerInputs) -> None:
     """Step by step (running each prefix of the trajectory): entries a step's gradient does not
     specify keep the parameter's and the state's exact bits through that step."""
     names = ("param", *trial.op.state_tensors)
-    previous = {name: to_numpy(value) for name, value in trial.op.state_before_steps(trial.run, inputs).items()}
+    prefixes: dict[int, dict[str, Any]] = {}
+
+    def run_prefix(prefix: OptimizerInputs) -> dict[str, Any]:
+        """The backend's run of a prefix of this trajectory, once (reading a lazily created state's
+        dtype runs the first step, which step 1 below runs again otherwise)."""
+        steps = len(prefix.grads)
+        if steps not in prefixes:
+            prefixes[steps] = trial.run(prefix)
+        return prefixes[steps]
+
+    previous = {name: to_numpy(value) for name, value in trial.op.state_before_steps(run_prefix, inputs).items()}
     for step in range(1, inputs.steps + 1):
-        outputs = trial.run(OptimizerInputs(inputs.param, inputs.grads[:step], inputs.hyperparameters))
+        outputs = run_prefix(OptimizerInputs(inputs.param, inputs.grads[:step], inputs.hyperparameters))
         untouched = ~specified_mask(inputs.grads[step - 1], inputs.param.shape)
         for name in names:
             if name not in outputs:

@@ -5,6 +5,7 @@ plugin (each record's ``rerun``), the report and ``conformance replay``."""
 
 from __future__ import annotations
 
+import functools
 import shlex
 from dataclasses import dataclass
 from importlib import resources
@@ -36,6 +37,7 @@ class ItemId:
     dtype: str | None
 
 
+@functools.cache  # fixed for the process; every collected item's re-run command asks
 def suite_specs() -> Path:
     """The suite's spec files: ``conformance/specs_data/specs`` in an installed package (in a
     checkout it links to the repository's ``specs/``)."""
@@ -89,12 +91,18 @@ def _spec_file(where: str, cwd: Path) -> Path:
     return _local(where, cwd)
 
 
+@functools.lru_cache(maxsize=256)
+def _resolved(path: Path) -> Path:
+    """``path.resolve()``, once per spec file (each of its items asks)."""
+    return path.resolve()
+
+
 def portable_id(path: Path, name: str, *, generated: bool, cwd: Path | None = None) -> str:
     """The id of the item ``name`` of spec file ``path`` (of the specs root ``path`` when
     ``generated``) that :func:`parse_item` reads back from any directory."""
     if generated:
         return f"{SUITE_SPECS}::{GENERATED}::{name}"
-    path = Path(path).resolve()
+    path = _resolved(Path(path))
     try:
         return f"{SUITE_SPECS}/{path.relative_to(suite_specs()).as_posix()}::{name}"
     except ValueError:

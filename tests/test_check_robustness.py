@@ -466,6 +466,17 @@ def test_a_failing_verdict_names_each_crashed_and_failed_item_with_how_it_ended(
                                    "  failed:  s::wrong[candidate-cpu-float32]"]
 
 
+def test_a_check_whose_every_candidate_item_was_skipped_says_why():
+    """check --device cuda on a machine without CUDA: COULD NOT JUDGE, with the device's reason."""
+    why = "cuda not available: torch.cuda.is_available() is False"
+    records = [{"nodeid": f"s::c{i}[candidate-cuda-float32]", "backend": "candidate", "op": "adagrad",
+                "outcome": "skipped", "message": why} for i in range(3)]
+    verdict = check.judge({"run": {"id": "a", "status": "complete", "not_run": []}, "records": records}, run_id="a",
+                          status=0, ops=["adagrad"])
+    assert verdict.code == check.COULD_NOT_JUDGE
+    assert verdict.lines()[0] == f"RESULT: COULD NOT JUDGE (3 skipped): no candidate item ran: every one was skipped ({why})"
+
+
 # ------------------------------------------------------------------ errors before imports (issue 30, point 6)
 
 USAGE_ERRORS = [(["check", "--frobnicate", "adagrad=torch.optim:Adagrad"], 4), (["check"], 4),

@@ -553,7 +553,9 @@ def judge(document: dict | None, *, run_id: str, status: int, ops: list[str], si
             verdict.code, verdict.word = UNSUPPORTED, "UNSUPPORTED"
             verdict.reason = "every candidate item was unsupported: nothing was checked"
         else:
-            verdict.reason = "no candidate item ran"
+            why = Counter(r.get("message") for r in candidate if r.get("outcome") == "skipped" and r.get("message"))
+            verdict.reason = "no candidate item ran" + (
+                f": every one was skipped ({'; '.join(reason for reason, _ in why.most_common(2))})" if why else "")
         return verdict
     if status != 0 and not (status == 1 and findings):
         verdict.reason = f"pytest exited with status {status} although every candidate item passed"

@@ -197,3 +197,30 @@ def test_references_on_shipped_cases_warn_nothing(path):
                          if np.asarray(v).dtype.kind == "f")
     if path.stem in ("masked_mean", "sparse_adam", "adagrad"):
         assert nonfinite, f"{path.name}: no case gives a non-finite output, so this test shows nothing"
+
+
+DIVERGENT = GOOD_CASE + """\
+    known_divergences:
+      - backends: [coo]
+        torch: "<2.14"
+        reason: a bug torch 2.14 fixed
+"""
+
+
+@pytest.mark.parametrize("version, shown", [("2.13.0+cpu", True), ("2.9.0+cu128", True), ("2.13.1", True),
+                                            ("2.14.0", False), ("2.15.0+cu132", False),
+                                            ("2.14.0.dev20260101", False)])
+def test_a_known_divergence_applies_on_the_torch_releases_it_names(tmp_path, monkeypatch, version, shown):
+    """Issue 28: torch 2.14 fixed fused SGD's half-precision bug, and on torch 2.15.0 the case's xfail
+    read as an unexpected pass (xpass); ``torch:`` names the releases that show it, and on any other the
+    entry does not apply (the local label, +cpu, is not part of the release)."""
+    case = load_spec(write(tmp_path, DIVERGENT)).cases[0]
+    assert case.known_divergences[0].torch == "<2.14"
+    monkeypatch.setattr(torch, "__version__", version)
+    assert (case.divergence_for("coo", "cpu", "float32") is not None) is shown
+
+
+def test_a_torch_release_range_that_does_not_parse_is_an_invalid_spec(tmp_path):
+    """A typo must not make the entry apply on no torch at all: an invalid-spec naming field and line."""
+    error = error_of(write(tmp_path, DIVERGENT.replace('"<2.14"', '"2.14"')))
+    assert error.line == 10 and "known_divergences[0].torch" in error.message and "'<2.14'" in error.message

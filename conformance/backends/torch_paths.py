@@ -202,12 +202,13 @@ def _vectorized_entries_unmoved(inputs, got, for_loop, agrees) -> bool:
 
 FUSED_SGD_HALF_VECTOR = register(PathDivergence(
     "torch-fused-sgd-half-skips-vectorized-entries",
-    "torch 2.13's fused SGD step on cpu (SGD(fused=True), torch._fused_sgd_) leaves a float16/bfloat16 parameter "
-    "unchanged at its vectorized entries -- the leading multiple of the vector length (16 here), e.g. every entry "
-    "of a 16- or 32-entry parameter -- and updates only the scalar tail (15 entries or fewer: all of them move): "
-    "SGD(lr=1, fused=True) on ones(16) with gradient ones(16) keeps 1.0 where the documented step "
-    "(param - lr * grad, the for-loop step) gives 0.0; float32/float64 are updated everywhere",
+    "torch's fused SGD step on cpu up to 2.13 (SGD(fused=True), torch._fused_sgd_) leaves a float16/bfloat16 "
+    "parameter unchanged at its vectorized entries -- the leading multiple of the vector length (16 here), e.g. every "
+    "entry of a 16- or 32-entry parameter -- and updates only the scalar tail (15 entries or fewer: all of them "
+    "move): SGD(lr=1, fused=True) on ones(16) with gradient ones(16) keeps 1.0 where the documented step "
+    "(param - lr * grad, the for-loop step) gives 0.0; float32/float64 are updated everywhere. Fixed in torch 2.14: "
+    "2.14.0, 2.14.1 and 2.15.0 update every entry (2.9.0 and 2.13.0, cpu and cu130 builds alike, do not)",
     "https://github.com/pytorch/pytorch/blob/v2.13.0/aten/src/ATen/native/cpu/FusedSGDKernel.cpp",
     ops=("sgd",), backends=("fused",), dtypes=HALF, properties=(PATHS_AGREE,), behaviour=STOCK_TORCH,
-    explains=_vectorized_entries_unmoved,
+    explains=_vectorized_entries_unmoved, torch="<2.14",
 ))

@@ -12,12 +12,21 @@ Triton interpreter's rounding. :func:`lookup` is the one way to find those that 
 A divergence of stock torch (``behaviour: stock-torch``) applies to whatever returns torch's
 result on the same inputs, judged on the outputs (conformance.judging.verdict); one that torch no longer
 shows is reported as stale.
+
+A divergence that torch fixed (or brought in) in some release says which releases show it: ``torch``,
+a PEP 440 specifier set on the running torch's release (its local label, ``+cpu``, dropped), e.g.
+``"<2.14"``. On any other torch it does not apply: its items pass or fail on their own, as they would
+without it, and never read as an unexpected pass of a divergence that version does not have.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable, Iterable
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
 
 STOCK_TORCH = "stock-torch"  # behaviour: what stock torch does, whichever implementation shows it
 
@@ -38,6 +47,11 @@ class Divergence:
     model: Callable[[Any], Any] | None = None  # inputs -> what the diverging implementation returns
     rounding: str | None = None  # the rounding mode used instead of round-to-nearest-even
     kind: str = "mismatch"  # what a spec item's xfail catches: mismatch, error or any
+    torch: str | None = None  # the torch releases that show it (PEP 440 specifiers, "<2.14"); None: every one
+
+    def __post_init__(self) -> None:
+        if self.torch is not None:
+            torch_specifier(self.torch)  # a typo must not silently make it apply nowhere
 
     @property
     def is_torch_behaviour(self) -> bool:
@@ -49,11 +63,46 @@ class Divergence:
         return self.reason + (f" ({self.link})" if self.link else "")
 
     def applies_to(self, *, op: str | None = None, backend: str | None = None, device: str | None = None,
-                   dtype: str | None = None, property: str | None = None) -> bool:
-        """Whether each place given is among this divergence's (a place not given is not asked)."""
+                   dtype: str | None = None, property: str | None = None, torch: str | None = None) -> bool:
+        """Whether each place given is among this divergence's (a place not given is not asked), on
+        ``torch`` (a version; not given: the running torch's) when the divergence names its releases."""
         asked = ((op, self.ops), (backend, self.backends), (device, self.devices), (dtype, self.dtypes),
                  (property, self.properties))
-        return all(place is None or among is None or place in among for place, among in asked)
+        return (all(place is None or among is None or place in among for place, among in asked)
+                and self.shown_by(torch))
+
+    def shown_by(self, torch_version: str | None = None) -> bool:
+        """Whether the torch release ``torch_version`` (None: the running torch's) is one that shows it."""
+        if self.torch is None:
+            return True
+        # a nightly counts as its version (2.16.0.dev1 is in ">=2.14"; PEP 440 leaves it out of "<2.16")
+        return torch_specifier(self.torch).contains(torch_release(torch_version), prereleases=True)
+
+
+class InvalidTorchVersions(ValueError):
+    """A divergence's ``torch`` that is not a PEP 440 specifier set."""
+
+
+@lru_cache(maxsize=None)
+def torch_specifier(text: str) -> SpecifierSet:
+    """``text`` ("<2.14", ">=2.10,<2.14") as a specifier set; InvalidTorchVersions if it is none."""
+    try:
+        specifier = SpecifierSet(text)
+    except InvalidSpecifier as exc:
+        raise InvalidTorchVersions(f"torch: {text!r} is not a version specifier such as '<2.14' ({exc})") from None
+    if not str(specifier):
+        raise InvalidTorchVersions(f"torch: {text!r} names no version (e.g. '<2.14')")
+    return specifier
+
+
+def torch_release(version: str | None = None) -> Version:
+    """A torch version's release, its local label dropped ("2.13.0+cpu" -> 2.13.0); None: the running
+    torch's."""
+    if version is None:
+        import torch
+
+        version = str(torch.__version__)
+    return Version(version.split("+")[0])
 
 
 _REGISTERED: dict[str, Divergence] = {}
@@ -66,7 +115,7 @@ def register(divergence: Divergence) -> Divergence:
 
 
 def lookup(declared: Iterable[Divergence] | None = None, **where: str | None) -> tuple[Divergence, ...]:
-    """The divergences that apply ``where`` (op, backend, device, dtype, property; see
+    """The divergences that apply ``where`` (op, backend, device, dtype, property, torch; see
     :meth:`Divergence.applies_to`), in declaration order: among ``declared`` (a spec case's), or
     among the registered ones."""
     pool = _REGISTERED.values() if declared is None else declared

@@ -23,7 +23,7 @@ import jsonschema
 import yaml
 
 from conformance.core.compare import Tolerance
-from conformance.core.divergences import Divergence, lookup
+from conformance.core.divergences import Divergence, InvalidTorchVersions, lookup, torch_specifier
 from conformance.ops import OPS
 
 if TYPE_CHECKING:  # annotations only: records are found in the OPS registry
@@ -449,6 +449,12 @@ def _check_names(path: Path, lines: dict, data: dict) -> None:
         check(case, ("cases", index))
         for d_index, divergence in enumerate(case.get("known_divergences", []) or []):
             check(divergence, ("cases", index, "known_divergences", d_index))
+            if isinstance(divergence, dict) and isinstance(divergence.get("torch"), str):
+                try:  # a typo must not make it apply on no torch at all
+                    torch_specifier(divergence["torch"])
+                except InvalidTorchVersions as exc:
+                    raise _fail(path, lines, ("cases", index, "known_divergences", d_index, "torch"),
+                                str(exc)) from None
     for index, bench in enumerate(data.get("benchmark", []) or []):
         check(bench, ("benchmark", index))
     if isinstance(data.get("defaults"), dict):
@@ -532,4 +538,5 @@ def _divergence(case_id: str, index: int, op: Op, entry: dict) -> Divergence:
 
     return Divergence(f"{case_id}/{index}", entry["reason"], entry.get("link"), ops=(op.name,),
                       backends=names("backends"), devices=names("devices"), dtypes=names("dtypes"),
-                      properties=(case_id,), behaviour=entry.get("behaviour"), kind=entry.get("kind", "mismatch"))
+                      properties=(case_id,), behaviour=entry.get("behaviour"), kind=entry.get("kind", "mismatch"),
+                      torch=entry.get("torch"))

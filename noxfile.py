@@ -23,6 +23,10 @@ Environment:
   CONFORMANCE_TORCH_VERSIONS         comma-separated torch versions instead of the list below
                                      (a version with a torch_xla release below gets it too)
   CONFORMANCE_NOX_KERNEL_TESTS=0     skip the kernel tests in the conformance sessions
+  PIP_CONSTRAINT=/dev/null           lift a pip constraint file that caps torch: with pip.conf's
+                                     `constraint` holding torch<=2.14.1 (the development VM's), torch
+                                     2.15.0's install fails ("install failed" in its status file, pip
+                                     naming "(constraint) torch<=2.14.1")
 Virtualenvs are reused (nox's reuse_venv), and torch is not reinstalled when the venv already has
 the requested version, so a repeated run costs only the tests.
 """

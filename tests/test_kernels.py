@@ -978,11 +978,30 @@ def test_the_kernels_load_once_per_process_even_if_their_module_is_imported_agai
     assert loads == [] and _build._LOADED
 
 
+def _blocks_a_build(lock) -> bool:
+    """Whether torch's ``lock`` file in a build directory makes the next build wait: by existing
+    (torch 2.14 and older's FileBaton) or by being held (torch 2.15's advisory lock)."""
+    import filelock
+
+    from torch.utils import cpp_extension
+
+    if getattr(cpp_extension, "FileBaton", None) is not None:
+        return lock.exists()
+    try:
+        filelock.FileLock(str(lock)).acquire(timeout=0).lock.release()
+    except filelock.Timeout:
+        return True
+    return False
+
+
 @pytest.mark.timeout(120)
 def test_a_build_left_half_done_by_a_dead_process_does_not_hang_the_next_one(monkeypatch):
-    """torch's cpp_extension marks a build in progress with a ``lock`` file that it deletes when
-    done; a process killed mid-build leaves it, and every later build waited on it forever. The
-    kernels' own lock (released by the OS with its process) tells that nobody is building."""
+    """torch's cpp_extension (2.14 and older) marks a build in progress with a ``lock`` file that it
+    deletes when done; a process killed mid-build leaves it, and every later build waited on it
+    forever. The kernels' own lock (released by the OS with its process) tells that nobody is
+    building. torch 2.15 holds an advisory lock on that file instead and leaves the file after every
+    build: there it blocks nothing (it read as a failure on torch 2.15.0 when this test asked that
+    the file be gone)."""
     K.load_cpu_kernels()  # built (and loaded) once in this process
     stale = K.build_directory() / "lock"
     stale.touch()  # as a process killed while compiling leaves it
@@ -991,4 +1010,33 @@ def test_a_build_left_half_done_by_a_dead_process_does_not_hang_the_next_one(mon
     loads = []
     monkeypatch.setattr(torch.ops, "load_library", lambda path: loads.append(path))  # loaded already
     K.load_cpu_kernels()
-    assert len(loads) == 1 and not stale.exists()
+    assert len(loads) == 1 and not _blocks_a_build(stale)
+
+
+@pytest.mark.timeout(120)
+def test_torch_2_15s_advisory_build_lock_left_in_place_blocks_no_build(monkeypatch, tmp_path):
+    """torch 2.15's cpp_extension.load, stood in for on any torch: it holds filelock's lock on ``lock``
+    while it builds and leaves the file there. The kernels build and load, and the file left behind
+    blocks no later build -- what the test above checks on each torch (it asked that the file be
+    gone, and failed on torch 2.15.0 although nothing waited on it)."""
+    import filelock
+    from torch.utils import cpp_extension
+
+    monkeypatch.setenv("CONFORMANCE_KERNELS_BUILD_DIR", str(tmp_path))
+    monkeypatch.delattr(cpp_extension, "FileBaton", raising=False)  # torch 2.15's module has none
+
+    def load_as_torch_2_15(*, name, sources, build_directory, is_python_module, **kwargs):
+        with filelock.FileLock(os.path.join(build_directory, "lock")):
+            torch.ops.load_library(os.path.join(build_directory, f"{name}.so"))
+
+    monkeypatch.setattr(cpp_extension, "load", load_as_torch_2_15)
+    monkeypatch.setattr(_build, "_LOADED", False)
+    monkeypatch.setattr(_build, "_FAILURE", None)
+    monkeypatch.setattr(_build, "_registered", lambda: False)
+    loads = []
+    monkeypatch.setattr(torch.ops, "load_library", lambda path: loads.append(path))
+    K.load_cpu_kernels()
+    lock = K.build_directory() / "lock"
+    assert len(loads) == 1 and lock.exists() and not _blocks_a_build(lock)
+    with filelock.FileLock(str(lock)):  # a build in progress does block
+        assert _blocks_a_build(lock)

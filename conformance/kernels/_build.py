@@ -69,9 +69,11 @@ def _stable_source(directory: Path) -> Path:
 @contextmanager
 def _only_builder(directory: Path):
     """Hold the build directory's own lock (``filelock``: the OS releases it when the process ends)
-    while torch builds there. torch's own lock (a ``lock`` file it deletes when done) stays behind
-    when a process dies mid-build, and every later build would wait on it forever; holding ours,
-    no other process is building, so such a file is stale and goes."""
+    while torch builds there. Up to torch 2.14 torch's own lock is a ``lock`` file it deletes when
+    done (``FileBaton``): it stays behind when a process dies mid-build, and every later build would
+    wait on it forever; holding ours, no other process is building, so such a file is stale and goes.
+    torch 2.15 holds an advisory lock (``filelock``) on that file instead and leaves the file after
+    every build; it blocks nothing, and goes the same way (nobody holds it while we hold ours)."""
     import filelock
 
     with filelock.FileLock(str(directory / "conformance-build.lock")):

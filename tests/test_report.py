@@ -263,3 +263,43 @@ def test_an_older_results_file_gates_and_its_shards_merge(tmp_path, capsys):
         assert records[xla_item]["compiles"]["counts"] == XLA_COUNTS
         assert records[dynamo_item]["compiles"]["compiler"] == "torch.compile/inductor"
     capsys.readouterr()
+
+
+def test_the_matrix_shows_torchs_paths_per_torch_version(tmp_path):
+    """Issue 28: the report of the nox sessions' results (one file per torch version) shows, in each
+    path's column (foreach, fused, compiled), one line per torch version, so the version whose path
+    diverges reads off the row: torch 2.13's fused SGD in float16 leaves a 16-entry parameter unmoved
+    (xfail), torch 2.14 and later move it (a TEST FIXTURE stands for torch 2.15.0: this torch's run
+    with that item passed, as torch 2.15.0's run gives it)."""
+    from conformance_runs import run_inprocess
+
+    code, real = run_inprocess("paths-per-version", "specs/sgd.yaml", "--conformance-backend",
+                               "foreach,fused,compiled", "--conformance-dtype", "float16",
+                               "-k", "dense-step-of-sixteen-entries and not generated")
+    assert code == 0
+    document = load(real)
+    fused = next(r for r in document["records"] if r["backend"] == "fused")
+    fixture = fixture_copy(real, "torch-2.15-paths-fixture", torch="2.15.0+cu132", label="torch 2.15.0 (test fixture)")
+    changed = load(fixture)
+    passed = {key: fused[key] for key in ("nodeid", "kind", "spec", "case", "op", "backend", "device", "dtype",
+                                          "rerun", "seconds") if key in fused}
+    changed["records"] = [{**passed, "outcome": "passed", "message": None} if r["nodeid"] == fused["nodeid"] else r
+                          for r in changed["records"]]
+    fixture.write_text(json.dumps(changed))
+    out = tmp_path / "index.html"
+    assert main(["report", str(real), str(fixture), "-o", str(out)]) == 0
+
+    page = Page(out.read_text(encoding="utf-8"))
+    labels = json.loads(page.data_text)["runs"]
+    assert labels[1] == "torch 2.15.0 (test fixture)"
+    headers = {a["data-backend"] for a in page.find("th") if a.get("class", "").startswith("device")}
+    assert {"foreach", "fused", "compiled"} <= headers
+    shown = {chip["title"] for chip in page.find("button") if "chip" in chip.get("class", "")}
+    this_torch = "passed" if fused["outcome"] == "passed" else "xfail"  # torch 2.14 and later: passed
+    for label in labels:
+        assert f"{label} · foreach · cpu · float16: passed" in shown
+        assert any(title.startswith(f"{label} · compiled · cpu · float16: unsupported") for title in shown)
+    assert f"{labels[0]} · fused · cpu · float16: {this_torch}" in shown
+    assert f"{labels[1]} · fused · cpu · float16: passed" in shown
+    rows = [a for a in page.find("tr") if "case-row" in a.get("class", "")]
+    assert len(rows) == 1 and ("differs" in rows[0]["class"]) is (this_torch != "passed")

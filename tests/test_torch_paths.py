@@ -110,6 +110,23 @@ def test_fused_sgd_leaves_a_half_parameters_vectorized_entries_unmoved():
     check_paths_agree(Trial(OPS["sgd"], fused, "cpu", "float16"), short)
 
 
+@pytest.mark.parametrize("start, step", [(1.0, 0.5), (100.0, 0.5), (100.0, 2.5), (1000.0, 2.5)])
+def test_unmoved_vectorized_entries_are_named_as_such_not_as_rounding(start, step):
+    """torch 2.13's fused SGD in bfloat16 leaves a 16-entry parameter of 100 where the step of 0.5 gives
+    99.5 (1 ulp): within a correct implementation's tolerance, so "rounds otherwise" (torch-fused-rounding)
+    also accepted it, and the twin named it, on the nox session's drawn examples. The bug is tried first;
+    on torch 2.14 and later every entry moves and the twin agrees."""
+    fused = builtin_backends()["fused"]
+    inputs = OptimizerInputs(np.full(16, start), [np.full(16, step)], {"lr": 1.0})
+    trial = Trial(OPS["sgd"], fused, "cpu", "bfloat16")
+    if not FUSED_SGD_HALF_VECTOR.shown_by():
+        check_paths_agree(trial, inputs)
+        return
+    with pytest.raises(DivergenceObserved) as observed:
+        check_paths_agree(trial, inputs)
+    assert observed.value.divergence is FUSED_SGD_HALF_VECTOR
+
+
 @pytest.mark.parametrize("version, shown", [("2.9.0+cu128", True), ("2.13.0+cpu", True), ("2.14.0+cu130", False),
                                             ("2.14.1", False), ("2.15.0+cu132", False)])
 def test_the_fused_sgd_half_divergence_is_torchs_up_to_2_13(version, shown):

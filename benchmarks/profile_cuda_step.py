@@ -45,6 +45,8 @@ def timed(opt, p, grad, reps: int = 50) -> tuple[float, float]:
 
 
 def main() -> None:
+    if not torch.cuda.is_available():
+        sys.exit("profile_cuda_step.py needs CUDA (torch.cuda.is_available() is False)")
     torch.manual_seed(0)
     grad = gradient()
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; {N}x{D} float32, {B} rows looked up")

@@ -345,7 +345,7 @@ def _learning_rate_in_float32(inputs, got, for_loop, agrees) -> bool:
 
 COMPILED_ADAGRAD_LR_IN_FLOAT32 = register(PathDivergence(
     "torch-compiled-adagrad-float32-learning-rate",
-    "torch 2.13's Adagrad step under torch.compile computes the effective learning rate "
+    "torch's Adagrad step under torch.compile (2.9.0, 2.13.0 and 2.15.0 alike) computes the effective learning rate "
     "clr = lr / (1 + (step - 1) * lr_decay) from the float32 step tensor (torch/optim/adagrad.py, "
     "_single_tensor_adagrad: _get_value(step_t) returns the tensor while compiling, not step_t.item()), so a "
     "float64 parameter moves by lr rounded to float32: Adagrad(lr=8.31, eps=1e-6) on param -1.0, gradient 2.875 "

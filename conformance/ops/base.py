@@ -11,6 +11,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from conformance.core.divergences import Divergence
 from conformance.core.dtypes import OPMATH_ROUNDOFF
 from conformance.core.tensors import encode_array
 from conformance.core.types import RunContext
@@ -71,7 +72,7 @@ class Op:
     # stock torch's other known half-precision arithmetic, as rounds-correctly judges it: (the registered
     # Divergence, rounding_bounds keywords that model it); an output outside the correctly rounded bounds
     # but inside the model's, where the divergence applies, is that divergence (conformance/cases/checks.py)
-    torch_rounding_models: tuple[tuple[Any, dict[str, Any]], ...] = ()
+    torch_rounding_models: tuple[tuple[Divergence, dict[str, Any]], ...] = ()
     # optimizers: output name -> the optimizer's state key it is read from (empty: not an optimizer)
     state_outputs: dict[str, str] = {}
     # optimizers: outputs read after the steps as sqrt(a state output) + a hyperparameter, at the last

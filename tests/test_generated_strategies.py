@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 
@@ -157,3 +158,47 @@ def test_float16_eps_underflow_is_classified():
     with pytest.raises(DivergenceObserved) as observed:
         check_agrees_with_reference(Trial(OPS["adagrad"], builtin_backends()["coo"], "cpu", "float16"), inputs)
     assert observed.value.divergence.key == "float16-eps-underflow"
+
+
+def _empty_then_one(eps: float):
+    from conformance.ops.optimizers import OptimizerInputs
+
+    empty, one = (CooArray(np.zeros((1, 0), dtype=np.int64), np.zeros(0), (1,)),
+                  CooArray(np.array([[0]]), np.array([1.0]), (1,)))
+    return OptimizerInputs(np.array([1.0]), [empty, one], {"lr": 1.0, "eps": eps})
+
+
+@pytest.mark.parametrize("dtype, eps", [("float32", 0.0), ("float64", 0.0), ("float16", 1e-10)])
+def test_sparse_equals_dense_skips_the_entries_dense_adagrad_makes_0_over_0(dtype, eps):
+    """Found by check at its defaults (2026-11-26): dense Adagrad on a densified empty first gradient
+    divides 0/0 (eps 0, or 1e-10 rounded to 0 in float16, at an accumulator still 0), so it writes NaN
+    where the sparse step leaves the entry alone; stock torch was failed there. That entry's parameter
+    is no longer compared; its accumulator still is."""
+    from conformance.cases.checks import check_sparse_equals_dense, undefined_when_densified
+    from conformance.ops.optimizers.reference import densified
+
+    inputs = _empty_then_one(eps)
+    assert undefined_when_densified(OPS["adagrad"], inputs, densified(inputs, dtype), dtype).tolist() == [True]
+    check_sparse_equals_dense(Trial(OPS["adagrad"], builtin_backends()["coo"], "cpu", dtype), inputs)
+    positive = _empty_then_one(1e-3)
+    assert not undefined_when_densified(OPS["adagrad"], positive, densified(positive, dtype), dtype).any()
+
+
+def test_sparse_equals_dense_still_fails_a_sparse_path_that_differs_at_a_compared_entry():
+    from conformance.backends.candidate import CandidateBackend
+    from conformance.cases.checks import check_sparse_equals_dense
+
+    class SparseHalfStep(torch.optim.Adagrad):
+        """Adagrad whose sparse steps move half as far (dense steps are torch's)."""
+
+        def step(self, closure=None):
+            sparse = [p for g in self.param_groups for p in g["params"] if p.grad is not None and p.grad.is_sparse]
+            before = [p.detach().clone() for p in sparse]
+            super().step(closure)
+            with torch.no_grad():
+                for p, b in zip(sparse, before):
+                    p.copy_(b + (p - b) / 2)
+
+    trial = Trial(OPS["adagrad"], CandidateBackend("candidate", {"adagrad": SparseHalfStep}), "cpu", "float64")
+    with pytest.raises(Mismatch, match="dense Adagrad"):
+        check_sparse_equals_dense(trial, _empty_then_one(1e-3))

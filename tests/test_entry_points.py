@@ -65,3 +65,16 @@ def test_replay_reruns_one_failing_item_and_prints_its_own_command(tmp_path, mon
     output = capsys.readouterr().out
     assert "1 failed" in output and f"replay: python -m conformance replay '{item}' --impl {wrong}" in output
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__") == ["my_adagrad.py"]
+
+
+@pytest.mark.parametrize("command", ["check", "replay"])
+def test_pytest_args_may_start_with_a_dash(command):
+    """``--pytest-args "--durations=10"`` is a value, not an option argparse stops at ("expected one
+    argument", exit 4, as it was until 2026-11-26)."""
+    from conformance.entry_points.cli import _attach_pytest_args, build_parser
+
+    target = "adagrad=torch.optim:Adagrad" if command == "check" else "specs::generated::x[coo-cpu-float32]"
+    argv = _attach_pytest_args([command, target, "--pytest-args", "--durations=10", "--pytest-args"])
+    args, unknown = build_parser().parse_known_args(argv[:-1])
+    assert args.pytest_args == "--durations=10" and not unknown
+    assert argv[-1] == "--pytest-args"  # a trailing flag without its value is left for argparse to name

@@ -268,12 +268,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _attach_pytest_args(argv: list[str]) -> list[str]:
+    """``--pytest-args "--durations=10"`` as ``--pytest-args=--durations=10``: argparse reads a value
+    that starts with "-" as an option of its own and would stop with "expected one argument"."""
+    joined: list[str] = []
+    rest = iter(argv)
+    for arg in rest:
+        if arg == "--pytest-args":
+            value = next(rest, None)
+            joined.append(arg if value is None else f"{arg}={value}")
+        else:
+            joined.append(arg)
+    return joined
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse, then run the command. Nothing heavy is imported before the arguments are parsed: a
     usage error comes at once, torch unloaded. An option the command does not know is that
     command's usage error (check's is 4), not the top-level parser's 2."""
     parser = build_parser()
-    args, unknown = parser.parse_known_args(argv)
+    args, unknown = parser.parse_known_args(_attach_pytest_args(sys.argv[1:] if argv is None else list(argv)))
     if unknown:
         getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     return int(args.func(args))

@@ -149,3 +149,30 @@ def test_raising_torchs_limitation_is_same_as_torch_and_a_wrong_value_fails():
         assert record["outcome"] == "failed" and record["verdict"] == "differs", record
         assert "the NumPy reference of the documented algorithm (torch raises here: a limitation of torch" in \
             record["message"]
+
+
+def test_a_bias_corrected_step_size_beyond_float16_is_no_error_on_any_builtin_backend():
+    """Found by check at its defaults (2026-11-26): lr 1000 with betas (0.999, 0.9) gives SparseAdam a
+    first step size of 1000 * sqrt(0.1) / 0.001 = 316,228, beyond float16's 65,504. Torch multiplies
+    the update by it (then adds), which stays finite here (-999.5); the masked backend's
+    ``add(alpha=-step_size)`` raised "value cannot be converted to type c10::Half without overflow",
+    an error of the suite's own backend that made check COULD NOT JUDGE."""
+    import numpy as np
+    import torch
+
+    from conformance.backends import builtin_backends
+    from conformance.cases.trial import Trial
+    from conformance.core.tensors import CooArray
+    from conformance.ops import OPS
+    from conformance.ops.optimizers import OptimizerInputs
+
+    inputs = OptimizerInputs(np.ones((2, 3)), [CooArray(np.array([[0], [0]]), np.array([1.0]), (2, 3))],
+                             {"lr": 1000.0, "eps": 1e-10, "betas": (0.999, 0.9)})
+    want = Trial(OPS["sparse_adam"], builtin_backends()["coo"], "cpu", "float16").run(inputs)["param"]
+    assert want[0, 0].item() == -999.5 and (want.flatten()[1:] == 1).all()
+    for name in ("dense", "masked"):  # torch's arithmetic: the product rounded, then subtracted
+        got = Trial(OPS["sparse_adam"], builtin_backends()[name], "cpu", "float16").run(inputs)["param"]
+        torch.testing.assert_close(got, want, rtol=0, atol=0, msg=name)
+    # the fused kernel rounds once: the exact -998.99999968 to float16's nearest, -999
+    got = Trial(OPS["sparse_adam"], builtin_backends()["kernel"], "cpu", "float16").run(inputs)["param"]
+    assert got[0, 0].item() == -999.0

@@ -57,7 +57,9 @@ def sparse_adam_masked(inputs: OptimizerInputs, ctx: RunContext):
         exp_avg = exp_avg + ((masked_grad - masked(exp_avg, mask)) * (1 - beta1)).to_tensor(0)
         exp_avg_sq = exp_avg_sq + ((masked_grad.pow(2) - masked(exp_avg_sq, mask)) * (1 - beta2)).to_tensor(0)
         denom = masked(exp_avg_sq, mask).sqrt().add(eps)
-        return param.add((masked(exp_avg, mask) / denom).to_tensor(0), alpha=-step_size), exp_avg, exp_avg_sq
+        # step_size * update, rounded, then subtracted, as torch does; not add(alpha=-step_size), which
+        # raises where the bias-corrected step size is beyond the dtype (lr 1000, betas (0.999, 0.9) in float16)
+        return param - step_size * (masked(exp_avg, mask) / denom).to_tensor(0), exp_avg, exp_avg_sq
 
     return sparse_adam_steps(inputs, ctx, update)
 

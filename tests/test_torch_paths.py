@@ -184,3 +184,32 @@ def test_a_slip_planted_in_torchs_own_path_fails_that_paths_twin_only(monkeypatc
                 check_paths_agree(trial, inputs)
         else:
             check_paths_agree(trial, inputs)
+
+
+def test_foreach_adagrads_float16_numerator_overflow_is_torchs_divergence_not_a_failure():
+    """Found by the main job at 100 examples, seed 5 (2026-11-26): lr 10000 and a dense gradient of 8 in
+    float16. torch's foreach Adagrad stores -clr * grad = -80000 in float16 (-inf) before dividing by
+    std = 8; its for-loop step divides first and gives -10000. The twin named no divergence and failed
+    stock torch's foreach item."""
+    from conformance.backends.torch_paths import FOREACH_ADAGRAD_NUMERATOR_OVERFLOW
+
+    inputs = OptimizerInputs(np.ones((2, 2)), [np.array([[1.0, 1.0], [1.0, 8.0]])], {"lr": 1e4, "eps": 1e-10})
+    trial = Trial(OPS["adagrad"], builtin_backends()["foreach"], "cpu", "float16")
+    assert torch.isinf(trial.run(inputs)["param"][1, 1])  # torch's own behaviour, as described
+    with pytest.raises(DivergenceObserved) as observed:
+        check_paths_agree(trial, inputs)
+    assert observed.value.divergence is FOREACH_ADAGRAD_NUMERATOR_OVERFLOW
+
+
+def test_an_inf_where_no_numerator_overflows_is_still_a_failure():
+    """The divergence explains an inf only at the entries whose |grad| * clr is beyond float16: a foreach
+    step that writes inf elsewhere fails its twin."""
+    from conformance.backends.torch_paths import _numerator_overflows
+
+    inputs = OptimizerInputs(np.ones(2), [np.array([1.0, 8.0])], {"lr": 1e4})
+    loop = {"param": np.array([-9999.0, -9999.0])}
+    assert _numerator_overflows(inputs, {"param": np.array([-9999.0, -np.inf])}, loop, lambda: False)
+    assert not _numerator_overflows(inputs, {"param": np.array([-np.inf, -9999.0])}, loop, lambda: False)
+    assert not _numerator_overflows(inputs, {"param": np.array([-9000.0, -np.inf])}, loop, lambda: False)
+    small = OptimizerInputs(np.ones(2), [np.array([1.0, 8.0])], {"lr": 1.0})
+    assert not _numerator_overflows(small, {"param": np.array([0.0, -np.inf])}, {"param": np.zeros(2)}, lambda: False)

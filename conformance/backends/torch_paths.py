@@ -21,6 +21,7 @@ import numpy as np
 
 from conformance.backends.base import Backend, torch_kernels_missing_are_unsupported
 from conformance.ops import OPS
+from conformance.ops.optimizers.inputs import OptimizerInputs
 from conformance.core.divergences import STOCK_TORCH, Divergence, register
 from conformance.core.types import RunContext, Unsupported
 
@@ -158,6 +159,44 @@ class PathDivergence(Divergence):
 def _rounds_otherwise(inputs, got, for_loop, agrees) -> bool:
     return agrees()
 
+
+FLOAT16_MAX = 65504.0
+
+
+def _numerator_overflows(inputs, got, for_loop, agrees) -> bool:
+    """The path's parameter is inf (or NaN) where the for-loop step's is finite only at entries where
+    some dense step's |grad| * clr is beyond float16's largest value (65504), and every other entry
+    and output is within a few ulps of the for-loop step's."""
+    if "param" not in got or not isinstance(inputs, OptimizerInputs):
+        return False
+    h = {"lr": 1e-2, "lr_decay": 0.0, **inputs.hyperparameters}
+    overflow = np.zeros(np.shape(inputs.param), dtype=bool)
+    for step, grad in enumerate(inputs.grads, start=1):
+        if isinstance(grad, np.ndarray):
+            clr = h["lr"] / (1 + (step - 1) * h["lr_decay"])
+            with np.errstate(over="ignore"):
+                overflow |= np.abs(grad.astype(np.float64)) * clr > FLOAT16_MAX
+    path, loop = np.asarray(got["param"]), np.asarray(for_loop["param"])
+    broken = ~np.isfinite(path) & np.isfinite(loop)
+    if not broken.any() or (broken & ~overflow).any():
+        return False
+    rest = {name: (np.asarray(got[name])[~overflow] if name == "param" else np.asarray(got[name]),
+                   np.asarray(for_loop[name])[~overflow] if name == "param" else np.asarray(for_loop[name]))
+            for name in got if name in for_loop}
+    return all(np.allclose(a, b, rtol=2.0 ** -6, atol=0.0, equal_nan=True) for a, b in rest.values())
+
+
+# before torch-foreach-half-rounding: lookup tries them in declaration order
+FOREACH_ADAGRAD_NUMERATOR_OVERFLOW = register(PathDivergence(
+    "torch-foreach-adagrad-float16-numerator-overflow",
+    "torch's foreach Adagrad step stores the numerator -clr * grad in the parameter's dtype "
+    "(torch._foreach_mul in _multi_tensor_adagrad) before dividing by std; in float16 that product overflows "
+    "to -inf once |grad| * clr > 65504 (lr 10000 and grad 8), where the for-loop step's "
+    "addcdiv_(grad, std, value=-clr) divides first in float32 and stays finite (-10000.0)",
+    "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/optim/adagrad.py",
+    ops=("adagrad",), backends=("foreach",), dtypes=("float16",), properties=(PATHS_AGREE,),
+    behaviour=STOCK_TORCH, explains=_numerator_overflows,
+))
 
 FOREACH_HALF_ROUNDING = register(PathDivergence(
     "torch-foreach-half-rounding",

@@ -39,21 +39,35 @@ def _rounding_sensitivity(op: Op, inputs: Any, dtype: str, reference: dict) -> d
     ``dtype`` and duplicates summed in float32 (float64 for float64). This catches the
     ill-conditioned cases a formula cannot: SparseAdam's ``v + (g*g - v) * (1 - beta2)`` cancels
     when beta2 = 0 and the old v is large, and the parameter inherits the relative error.
-    Non-finite differences (float16 eps/g**2 underflow) are left to the known-divergence models."""
+    Non-finite differences (float16 eps/g**2 underflow) are left to the known-divergence models.
+    Plus how far the reference moves when duplicates are summed in another order
+    (``Op.regrouped_inputs``): a kernel's order is its own."""
+    result: dict[str, float] = {}
     try:
         emulated = lowprec.emulate(op, inputs, dtype, accumulate="float64" if dtype == "float64" else "float32")
-    except Exception:  # noqa: BLE001 - no model for this input: no widening
-        return {}
-    result = {}
+    except Exception:  # noqa: BLE001 - no model for this input: no widening from it
+        emulated = None
+    if emulated is not None:
+        _widen(result, reference, emulated)
+    for regrouped in op.regrouped_inputs(inputs, dtype):
+        try:
+            moved = op.reference(regrouped)
+        except Exception:  # noqa: BLE001 - the reference refuses the shifted sums: no widening from them
+            continue
+        _widen(result, reference, moved)
+    return result
+
+
+def _widen(result: dict[str, float], reference: dict, other: dict) -> None:
+    """``result[name]``: at least the largest finite |reference - other| of each output."""
     for name, value in reference.items():
-        a, b = np.asarray(value, dtype=np.float64), np.asarray(emulated.get(name), dtype=np.float64)
+        a, b = np.asarray(value, dtype=np.float64), np.asarray(other.get(name), dtype=np.float64)
         if a.shape != b.shape or not a.size:
             continue
         with np.errstate(invalid="ignore"):
             diff = np.abs(a - b)
         diff = diff[np.isfinite(diff)]
-        result[name] = float(diff.max()) if diff.size else 0.0
-    return result
+        result[name] = max(result.get(name, 0.0), float(diff.max()) if diff.size else 0.0)
 
 
 def tolerances(op: Op, inputs: Any, dtype: str, reference: dict | None = None) -> dict[str, Tolerance | None]:

@@ -200,6 +200,12 @@ class Op:
         hyperparameters), drawn from the NumPy generator ``rng``."""
         raise ValueError(f"op {self.name!r} has no benchmark inputs (Op.benchmark_inputs)")
 
+    def regrouped_inputs(self, inputs: Any, dtype: str) -> list[Any]:
+        """Inputs whose float64 reference outputs bound what summing duplicates in another order does to
+        a correct implementation's outputs in ``dtype`` (the tolerances widen by how far those move);
+        none by default."""
+        return []
+
     def half_precision_model(self, inputs: Any, dtype: str, accumulate: str):
         """Stock torch's result computed the way torch rounds in ``dtype``, duplicates summed at
         ``accumulate``, and the flags of what that rounding did ("accumulation": the duplicates'

@@ -10,12 +10,14 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
+from conformance.core.dtypes import DTYPES
 from conformance.core.types import RunContext, Unsupported
 from conformance.ops.base import GeneratedProperty, Op
 from conformance.ops.coalesce import coalesce_reference
 from conformance.ops.optimizers.contract import check_optimizer_outputs, watch_optimizer
 from conformance.ops.optimizers.drive import run_optimizer
 from conformance.ops.optimizers.inputs import OptimizerInputs, ParamGroupsInputs, optimizer_benchmark_inputs
+from conformance.ops.optimizers.reference import duplicate_sums_shifted
 from conformance.ops.optimizers.strategies import (LONG_EXAMPLES, LONG_STEPS, drawn_inputs, long_trajectories, param_groups,
                                                    resume_points, rounding_inputs)
 from conformance.core.tensors import CooArray, encode_array, encode_coo, quantize
@@ -261,6 +263,15 @@ class OptimizerOp(Op):
 
     def benchmark_inputs(self, bench, rng, dtype: str) -> OptimizerInputs:
         return optimizer_benchmark_inputs(bench, rng, dtype)
+
+    def regrouped_inputs(self, inputs: Any, dtype: str) -> list[OptimizerInputs]:
+        """A sparse gradient's duplicates summed in another order than the reference's: each sum shifted
+        by its bound in float32 (a correct implementation's accumulation for float32, float16 and
+        bfloat16; exact enough in float64): the kernels' duplicates [128, 0, -128, 2.0000038] give
+        2.0 in float32 where the sum is 2.0000038 (:func:`duplicate_sums_shifted`)."""
+        if dtype == "float64" or not isinstance(inputs, OptimizerInputs):
+            return []
+        return duplicate_sums_shifted(inputs, DTYPES["float32"].unit_roundoff)
 
     def half_precision_model(self, inputs: OptimizerInputs, dtype: str, accumulate: str):
         """torch's sparse (and dense) branch replayed, rounding to ``dtype`` where torch stores a tensor."""

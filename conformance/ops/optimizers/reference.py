@@ -35,6 +35,34 @@ def densified(inputs: OptimizerInputs, dtype: str) -> OptimizerInputs:
     return OptimizerInputs(inputs.param, grads, inputs.hyperparameters)
 
 
+def duplicate_sums_shifted(inputs: OptimizerInputs, unit: float) -> list[OptimizerInputs]:
+    """The trajectory twice, each sparse gradient coalesced (float64 sums) with every duplicate sum shifted
+    up, then down, by the bound on summing its k terms in another order in arithmetic of unit roundoff
+    ``unit``: (k - 1) * unit * the sum of the terms' magnitudes (Higham, Accuracy and Stability of
+    Numerical Algorithms, 4.2). Empty where no gradient has duplicates."""
+    up, down, shifted = [], [], False
+    for grad in inputs.grads:
+        if isinstance(grad, CooArray) and grad.indices.shape[1] > 1:
+            unique, inverse, counts = np.unique(grad.indices.T, axis=0, return_inverse=True, return_counts=True)
+            if counts.max() > 1:
+                shape = (len(unique), *grad.values.shape[1:])
+                sums, magnitudes = np.zeros(shape), np.zeros(shape)
+                np.add.at(sums, inverse.reshape(-1), grad.values.astype(np.float64))
+                np.add.at(magnitudes, inverse.reshape(-1), np.abs(grad.values.astype(np.float64)))
+                bound = ((counts - 1) * unit).reshape(-1, *[1] * (len(shape) - 1)) * magnitudes
+                indices = unique.T.copy()
+                up.append(CooArray(indices, sums + bound, grad.size))
+                down.append(CooArray(indices, sums - bound, grad.size))
+                shifted = True
+                continue
+        up.append(grad)
+        down.append(grad)
+    if not shifted:
+        return []
+    return [OptimizerInputs(inputs.param, up, inputs.hyperparameters),
+            OptimizerInputs(inputs.param, down, inputs.hyperparameters)]
+
+
 def single_step_param_bounds(inputs: OptimizerInputs, reference_param: np.ndarray, dtype: str,
                              intermediates: int) -> dict[str, tuple]:
     """The parameter after one sparse step without duplicate indices: its exact value, widened by

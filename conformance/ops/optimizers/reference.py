@@ -40,19 +40,18 @@ def duplicate_sums_shifted(inputs: OptimizerInputs, unit: float) -> list[Optimiz
     up, then down, by the bound on summing its k terms in another order in arithmetic of unit roundoff
     ``unit``: (k - 1) * unit * the sum of the terms' magnitudes (Higham, Accuracy and Stability of
     Numerical Algorithms, 4.2). Empty where no gradient has duplicates."""
+    from conformance.ops.coalesce import coalesce_reference  # here: a level less for this module (tests/test_layout.py)
+
     up, down, shifted = [], [], False
     for grad in inputs.grads:
         if isinstance(grad, CooArray) and grad.indices.shape[1] > 1:
-            unique, inverse, counts = np.unique(grad.indices.T, axis=0, return_inverse=True, return_counts=True)
+            counts = coalesce_reference(CooArray(grad.indices, np.ones(grad.indices.shape[1]), grad.size))["values"]
             if counts.max() > 1:
-                shape = (len(unique), *grad.values.shape[1:])
-                sums, magnitudes = np.zeros(shape), np.zeros(shape)
-                np.add.at(sums, inverse.reshape(-1), grad.values.astype(np.float64))
-                np.add.at(magnitudes, inverse.reshape(-1), np.abs(grad.values.astype(np.float64)))
-                bound = ((counts - 1) * unit).reshape(-1, *[1] * (len(shape) - 1)) * magnitudes
-                indices = unique.T.copy()
-                up.append(CooArray(indices, sums + bound, grad.size))
-                down.append(CooArray(indices, sums - bound, grad.size))
+                summed = coalesce_reference(grad)
+                magnitudes = coalesce_reference(CooArray(grad.indices, np.abs(grad.values), grad.size))["values"]
+                bound = ((counts - 1) * unit).reshape(-1, *[1] * (magnitudes.ndim - 1)) * magnitudes
+                up.append(CooArray(summed["indices"], summed["values"] + bound, grad.size))
+                down.append(CooArray(summed["indices"], summed["values"] - bound, grad.size))
                 shifted = True
                 continue
         up.append(grad)

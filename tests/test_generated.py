@@ -323,16 +323,19 @@ def test_a_backend_that_fails_a_replayed_example_gets_the_verdict_hypothesis_giv
 
     prop, settings = _property("adagrad-agrees-with-reference"), _ci_settings()
     mutant = CandidateBackend("candidate", {"adagrad": load_object(CandidateTarget.parse(f"adagrad={REPO / MUTANTS}:EpsInsideSqrtAdagrad"))})
-    results = []
+    results, first_failures = [], []
     for replay in (True, False):
         drawn = DrawnExamples()
         if replay:
-            search.run_property(prop, builtin_backends()["coo"], "cpu", "float64", settings=settings, base_seed=0, drawn=drawn)
+            search.run_property(prop, builtin_backends()["coo"], "cpu", "float64", settings=settings, base_seed=0,
+                                drawn=drawn, on_failure=lambda: first_failures.append("stock"))
             assert drawn.get(drawn.key(prop, "float64", settings, 0))  # kept: the mutant's run starts as a replay
-        results.append(search.run_property(prop, mutant, "cpu", "float64", settings=settings, base_seed=0, drawn=drawn))
+        results.append(search.run_property(prop, mutant, "cpu", "float64", settings=settings, base_seed=0, drawn=drawn,
+                                           on_failure=lambda: first_failures.append(replay)))
         assert drawn.replayed == 0
     with_replay, alone = results
     assert with_replay.failure is not None and alone.failure is not None
+    assert first_failures == [True, False]  # the shrinking notice's call: once per failing search, not per failing example
     assert repr(with_replay.failing_example) == repr(alone.failing_example)
 
 

@@ -174,13 +174,15 @@ def _torch_trial(op, backend: Backend, device: str, dtype: str) -> Trial | None:
 
 def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, settings, base_seed: int,
                  database_key: str | None = None, budget: float | None = None,
-                 saved: list | None = None, drawn: DrawnExamples | None = None) -> PropertyResult:
+                 saved: list | None = None, drawn: DrawnExamples | None = None,
+                 on_failure: Callable[[], None] | None = None) -> PropertyResult:
     """Search ``prop`` on one backend/device/dtype with Hypothesis under ``settings`` (replaying the
     examples of an earlier clean run of the same property and dtype kept in the run's ``drawn``, where
     that gives the same verdict; see :class:`DrawnExamples`; None: nothing kept, nothing replayed). With ``budget`` (seconds), the search stops between two examples once
     it has run that long, and the verdict stands on the examples that ran (``budget_reached``).
     ``saved`` failing examples (a replay's) run first, outside the budget: one that still fails is
-    the verdict, with no search; when all pass now, the search runs as usual."""
+    the verdict, with no search; when all pass now, the search runs as usual. ``on_failure`` is called
+    once, when the search finds its first failing example (before Hypothesis shrinks it)."""
     for example in saved or ():
         try:
             judged = judge_example(prop, backend, device, dtype, example)
@@ -220,7 +222,7 @@ def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, s
     result = PropertyResult(seed=base_seed, budget=budget, saved="passes now" if saved else None)
     examples: list = []
     check = _example_check(prop, trial, torch_trial, result, record=examples if key is not None else None,
-                           deadline=deadline, narrowing=narrowing)
+                           deadline=deadline, narrowing=narrowing, on_failure=on_failure)
     _search(prop, dtype, check, result, settings=settings, base_seed=base_seed, database_key=database_key,
             narrowing=narrowing)
     result.narrowed = narrowing.describe()
@@ -237,11 +239,19 @@ def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, s
 
 def _example_check(prop: Property, trial: Trial, torch_trial: Trial | None, result: PropertyResult, *,
                    record: list | None = None, replaying: bool = False,
-                   deadline: float | None = None, narrowing: Narrowing | None = None) -> Callable[[Any], None]:
+                   deadline: float | None = None, narrowing: Narrowing | None = None,
+                   on_failure: Callable[[], None] | None = None) -> Callable[[Any], None]:
     """The check of one example, counted into ``result`` (and the example kept in ``record``); an
     unsupported example is rejected (Hypothesis draws another), or raised when ``replaying``. Past
-    ``deadline`` (time.monotonic), the next example is not run: the search ends (_BudgetReached)."""
+    ``deadline`` (time.monotonic), the next example is not run: the search ends (_BudgetReached).
+    ``on_failure`` is called at the first failing example."""
     from hypothesis import reject
+
+    def failed(example, failure: BaseException) -> None:
+        first = result.failing_example is None
+        result.failing_example, result.last_failure = example, failure
+        if first and on_failure is not None:
+            on_failure()
 
     def observed(hit: DivergenceObserved, example) -> None:
         result.divergences[hit.divergence.key] += 1
@@ -277,15 +287,15 @@ def _example_check(prop: Property, trial: Trial, torch_trial: Trial | None, resu
                     observed(hit, example)
                     return
                 except Mismatch as differs_from_both:
-                    result.failing_example, result.last_failure = example, differs_from_both
+                    failed(example, differs_from_both)
                     raise differs_from_both from None
-            result.failing_example, result.last_failure = example, mismatch
+            failed(example, mismatch)
             raise
         except BaseException as exc:
             if _is_pytest_timeout(exc):
                 raise _TimedOut(exc) from None
             result.examples += 1
-            result.failing_example, result.last_failure = example, exc
+            failed(example, exc)
             raise
         else:
             result.examples += 1

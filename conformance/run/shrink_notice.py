@@ -7,47 +7,35 @@ PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before py
 from __future__ import annotations
 
 import threading
+from functools import partial
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
 from conformance.run.timeouts import WATCH, WATCH_DIR
 
+
 class ShrinkNotice:
     """``--conformance-progress``: a generated item whose search found a failing example says so on
-    the console while Hypothesis shrinks it ("shrinking <item>..."), through Hypothesis's
-    observability callbacks. In an xdist worker the line goes to a file of the controller's
-    :class:`WorkerWatch` folder, which the controller prints as it comes."""
+    the console while Hypothesis shrinks it ("shrinking <item>..."): the search calls
+    :meth:`for_item`'s notice at its first failing example (``run_property``'s ``on_failure``). In an
+    xdist worker the line goes to a file of the controller's :class:`WorkerWatch` folder, which the
+    controller prints as it comes. (Not through Hypothesis's observability callbacks: with one
+    registered, Hypothesis traces every example's lines and describes its arguments, which made
+    ``check``'s items 4-5 times slower.)"""
 
     def __init__(self, config: pytest.Config, path: Path | None):
         self.config, self.path = config, path
         self.printer: threading.Thread | None = None
         self.stop = threading.Event()
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item):
-        record = getattr(item, "record", None)
-        try:
-            from hypothesis.internal.observability import add_observability_callback, remove_observability_callback
-        except ImportError:  # an older Hypothesis: no notice
-            return (yield)
-        if not (isinstance(record, dict) and record.get("generated")) or self.config.getoption(
-                "conformance_no_shrink", False):
-            return (yield)
-        said: list[bool] = []
-
-        def observe(observation) -> None:
-            if said or getattr(observation, "type", None) != "test_case" or getattr(observation, "status", "") != "failed":
-                return
-            said.append(True)
-            self.announce(f"shrinking {item.nodeid}: an example failed; Hypothesis is looking for the smallest "
-                          "failing example (--conformance-no-shrink skips this)...")
-
-        add_observability_callback(observe)
-        try:
-            return (yield)
-        finally:
-            remove_observability_callback(observe)
+    def for_item(self, item: pytest.Item) -> Callable[[], None] | None:
+        """The notice of ``item``'s first failing example (None: it would not shrink, nothing to say)."""
+        if self.config.getoption("conformance_no_shrink", False):
+            return None
+        return partial(self.announce, f"shrinking {item.nodeid}: an example failed; Hypothesis is looking for the "
+                                      "smallest failing example (--conformance-no-shrink skips this)...")
 
     def announce(self, text: str) -> None:
         if self.path is not None:
@@ -86,7 +74,6 @@ class ShrinkNotice:
                     _console(self.config, line)
 
 
-
 def _console(config: pytest.Config, text: str) -> None:
     terminal = config.pluginmanager.getplugin("terminalreporter")
     capture = config.pluginmanager.getplugin("capturemanager")
@@ -100,6 +87,12 @@ def _console(config: pytest.Config, text: str) -> None:
             terminal.write_line(text, yellow=True)
     except Exception:  # noqa: BLE001 - a notice, never worth failing a run
         pass
+
+
+def notice_for(item: pytest.Item) -> Callable[[], None] | None:
+    """The shrinking notice of a generated ``item`` under ``--conformance-progress`` (else None)."""
+    plugin = item.config.pluginmanager.get_plugin("conformance-progress")
+    return plugin.for_item(item) if plugin is not None else None
 
 
 def configure(config: pytest.Config) -> None:

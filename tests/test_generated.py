@@ -17,6 +17,7 @@ import json
 import os
 import shlex
 import runpy
+import types
 import subprocess
 import sys
 from pathlib import Path
@@ -31,27 +32,56 @@ REPO = Path(__file__).resolve().parents[1]
 MUTANTS = "tests/candidates/mutants.py"
 
 
-def run_pytest(args: list[str], cwd: Path = REPO, records: Path | None = None,
-               env: dict | None = None) -> subprocess.CompletedProcess:
-    """``python -m pytest ARGS`` in this process (torch is imported once), as a subprocess would see
-    it: its own working directory and environment (restored afterwards) and its output captured."""
+@contextlib.contextmanager
+def as_a_subprocess(cwd: Path, env: dict | None = None):
+    """Run code in this process as a child process would see it: its own working directory and
+    environment (restored afterwards); yields the buffer its stdout and stderr go to."""
     saved_env, saved_cwd, output = dict(os.environ), os.getcwd(), io.StringIO()
     os.environ.clear()
     os.environ.update({**clean_env(saved_env), **(env or {})})
-    if records is not None:
-        os.environ["CONFORMANCE_RECORDS"] = str(records)
-        if not any(arg.startswith("--conformance-counterexamples") for arg in args):  # not into the checkout
-            args = [*args, f"--conformance-counterexamples={records.parent / 'counterexamples'}"]
     try:
         os.chdir(cwd)
         with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
-            code = pytest.main(["-p", "no:cacheprovider", "-p", "tests.record_dump", "-o", "addopts=",
-                                *NO_GC_AT_EXIT, *args])
+            yield output
     finally:
         os.chdir(saved_cwd)
         os.environ.clear()
         os.environ.update(saved_env)
+
+
+def run_pytest(args: list[str], cwd: Path = REPO, records: Path | None = None,
+               env: dict | None = None) -> subprocess.CompletedProcess:
+    """``python -m pytest ARGS`` in this process (torch is imported once), as a subprocess would see
+    it (:func:`as_a_subprocess`), its output captured."""
+    env = dict(env or {})
+    if records is not None:
+        env["CONFORMANCE_RECORDS"] = str(records)
+        if not any(arg.startswith("--conformance-counterexamples") for arg in args):  # not into the checkout
+            args = [*args, f"--conformance-counterexamples={records.parent / 'counterexamples'}"]
+    with as_a_subprocess(cwd, env) as output:
+        code = pytest.main(["-p", "no:cacheprovider", "-p", "tests.record_dump", "-o", "addopts=",
+                            *NO_GC_AT_EXIT, *args])
     return subprocess.CompletedProcess(args, int(code), output.getvalue(), "")
+
+
+def run_replay(command: str, monkeypatch) -> subprocess.CompletedProcess:
+    """A printed ``python -m conformance replay ...`` command, from the repository, in this process:
+    its ``main(argv)``, and the pytest it starts as ``pytest.main`` (the same command across the
+    process boundary, from a user's directory and a wheel: tests/test_wheel.py)."""
+    from conformance.entry_points import replay
+    from conformance.entry_points.cli import main as cli_main
+
+    argv = shlex.split(command)
+    assert argv[:3] == ["python", "-m", "conformance"], command
+
+    def pytest_here(child: list[str]) -> int:
+        assert child[:3] == [sys.executable, "-m", "pytest"], child
+        return int(pytest.main([*child[3:], *NO_GC_AT_EXIT]))
+
+    with monkeypatch.context() as patch, as_a_subprocess(REPO) as output:
+        patch.setattr(replay, "subprocess", types.SimpleNamespace(call=pytest_here))
+        code = cli_main(argv[3:])
+    return subprocess.CompletedProcess(argv, code, output.getvalue(), "")
 
 
 def clean_env(environ) -> dict:
@@ -98,7 +128,7 @@ SHRUNK_ROUND = ROUNDS[-1]
 
 @pytest.mark.parametrize("mutants", ROUNDS, ids=lambda r: "+".join(r.values()))
 @pytest.mark.slow
-def test_single_slip_mutants_are_flagged_with_a_counterexample_spec(tmp_path, mutants):
+def test_single_slip_mutants_are_flagged_with_a_counterexample_spec(tmp_path, monkeypatch, mutants):
     shrink = [] if mutants is SHRUNK_ROUND else ["--conformance-no-shrink"]
     proc, records, counterexamples = run_generated(
         tmp_path, {op: f"{MUTANTS}:{name}" for op, name in mutants.items()}, "--conformance-dtype", "float64",
@@ -131,8 +161,7 @@ def test_single_slip_mutants_are_flagged_with_a_counterexample_spec(tmp_path, mu
             assert exited.value.code == 1, f"{script} does not reproduce the failure of {mutant}"
             if record["case"] not in REPLAYED:  # each property's printed replay, once: it fails again
                 REPLAYED.add(record["case"])
-                replayed = subprocess.run(shlex.split(record["rerun"].replace("python", sys.executable, 1)), cwd=REPO,
-                                          env=clean_env(dict(os.environ)), capture_output=True, text=True, timeout=600)
+                replayed = run_replay(record["rerun"], monkeypatch)
                 assert replayed.returncode == 1, f"{record['rerun']}\n{replayed.stdout[-3000:]}{replayed.stderr[-2000:]}"
                 assert "the saved failing example, run first: still fails" in replayed.stdout, replayed.stdout[-3000:]
         assert "replay: python -m conformance replay 'specs::generated::" in output and "--seed 0" in output

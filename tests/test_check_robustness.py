@@ -531,7 +531,7 @@ def test_check_html_states_the_verdict_and_a_second_check_says_what_it_moved(tmp
     from test_results_files import document, record
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(check, "_probe", lambda *args: None)
+    monkeypatch.setattr(check, "_probe", lambda *args, **kwargs: None)
 
     def fake_pytest(command):
         run_id = command[command.index("--conformance-run-id") + 1]

@@ -120,7 +120,7 @@ def test_check_refuses_an_unusable_output_before_running_anything(tmp_path, caps
     monkeypatch.chdir(tmp_path)
     import conformance.entry_points.check as check
 
-    monkeypatch.setattr(check, "_probe", lambda *args: pytest.fail("probed before the outputs were checked"))
+    monkeypatch.setattr(check, "_probe", lambda *args, **kwargs: pytest.fail("probed before the outputs were checked"))
     (tmp_path / "reports").mkdir()
     target = tmp_path / "reports" / ("check.html" if option == "--report" else "folder")
     if option == "--report":

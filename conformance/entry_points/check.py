@@ -50,6 +50,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Callable
 
 from conformance.core.arguments import MAX_EXAMPLES, examples_count, whole_number
 from conformance.core.record import ItemRecord
@@ -267,13 +268,16 @@ def _kill_group(child: subprocess.Popen) -> None:
             pass
 
 
-def _probe(targets: list[CandidateTarget], timeout: float = PROBE_TIMEOUT) -> float:
+def _probe(targets: list[CandidateTarget], timeout: float = PROBE_TIMEOUT, *,
+           meanwhile: Callable[[], object] | None = None) -> float:
     """Import the candidates in a child process (an import that ends the process, os._exit(0)
     included, cannot end this one) and check each against its op's contract. An import that takes
     longer than ``timeout`` seconds is a usage error; SIGINT or SIGTERM to check ends the child (and
     whatever it started) before check ends (:class:`Interrupted`). Returns the seconds it took: what
     importing python, torch and the candidate costs on this machine now, from which the run sets the
-    candidate's first-call limit (conformance.run.plugin.first_call_limit)."""
+    candidate's first-call limit (conformance.run.plugin.first_call_limit). ``meanwhile`` runs in
+    this process while the child imports (check loads the op records there: torch's import, twice
+    at once instead of one after the other)."""
     started = time.monotonic()
     child = subprocess.Popen([sys.executable, "-c", PROBE, *map(str, targets)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, start_new_session=True, preexec_fn=_preexec)
@@ -290,8 +294,10 @@ def _probe(targets: list[CandidateTarget], timeout: float = PROBE_TIMEOUT) -> fl
     except ValueError:  # not the main thread: no handlers, the timeout still holds
         pass
     try:
+        if meanwhile is not None:
+            meanwhile()
         try:
-            stdout, stderr = child.communicate(timeout=timeout)
+            stdout, stderr = child.communicate(timeout=max(0.0, timeout - (time.monotonic() - started)))
         except subprocess.TimeoutExpired:
             _kill_group(child)
             child.communicate()
@@ -311,6 +317,11 @@ def _probe(targets: list[CandidateTarget], timeout: float = PROBE_TIMEOUT) -> fl
     tail = "\n".join((stdout + stderr).strip().splitlines()[-5:])
     raise UsageError(f"importing the candidate ended the process (exit status {child.returncode}) before it was "
                      f"loaded{': ' + tail if tail else ''}")
+
+
+def _load_the_op_records() -> None:
+    """Import the op records (and torch), which :func:`pytest_command` reads."""
+    importlib.import_module("conformance.ops")
 
 
 def _check_outputs(report: Path, markdown: str | None) -> None:
@@ -614,7 +625,7 @@ def run(args: argparse.Namespace) -> int:
         if report == results:
             raise UsageError("--report and --results name the same file")
         _check_outputs(report, args.markdown)
-        imported = _probe(targets, args.import_timeout)
+        imported = _probe(targets, args.import_timeout, meanwhile=_load_the_op_records)
         moved = _set_aside(results, report)
     except UsageError as exc:
         print(f"conformance check: usage error: {exc}", file=sys.stderr)

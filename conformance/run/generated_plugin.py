@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from conformance.core.arguments import MAX_EXAMPLES, examples_count
-from conformance.run import outcomes, shrink_notice
+from conformance.run import outcomes
 from conformance.run.items import ConformanceItem, placements
 from conformance.run.rerun import command_for
 from conformance.run.state import (BUDGET_SHARE, candidate_targets, GENERATED, SELECTION, WORKER_FLAG, GeneratedConfig, is_conformance_run,
@@ -287,6 +287,7 @@ class GeneratedItem(ConformanceItem):
 
     def run(self) -> None:
         from conformance.cases.search import describe_divergences, run_property
+        from conformance.run.shrink_notice import notice_for
 
         gen = self.config.stash[GENERATED]
         if not self.backend.implements(self.prop.op):  # no example could run: none is drawn
@@ -300,7 +301,7 @@ class GeneratedItem(ConformanceItem):
                 self.warn(pytest.PytestWarning(unreadable))
         result = run_property(self.prop, self.backend, self.device, self.dtype, settings=gen.hypothesis_settings(),
                               base_seed=gen.seed, database_key=self.name, budget=gen.budget_for(self), saved=saved,
-                              drawn=gen.drawn, on_failure=shrink_notice.notice_for(self))
+                              drawn=gen.drawn, on_failure=notice_for(self))
         if result.saved:
             self.record["saved_example"] = result.saved
         self.record.update(examples=result.examples, unsupported_examples=result.unsupported_examples,

@@ -408,6 +408,22 @@ def test_a_full_disk_mid_run_ends_the_run_interrupted_with_a_clean_message(tmp_p
     assert document_["run"]["status"] == "running" and 1 <= len(document_["records"]) < 3
 
 
+def test_the_progress_notice_leaves_hypothesis_observability_off(monkeypatch):
+    """check's progress (``--conformance-progress``: the notice "shrinking <item>") comes from the
+    search itself: through Hypothesis's observability callbacks, as it came before, every example was
+    traced line by line and check's items ran 4-5 times slower. (The notice on the console:
+    tests/test_check_robustness.py, slow tier.)"""
+    import hypothesis.internal.observability as observability
+
+    observed: list = []
+    monkeypatch.setattr(observability, "add_observability_callback", observed.append)
+    code, results = run_inprocess("progress", "specs", "--conformance-progress", "--conformance-op", "adagrad",
+                                  "--conformance-examples", "2", "-k", "generated and agrees-with-reference and "
+                                  "coo-cpu-float64")
+    assert code == 0 and [r["outcome"] for r in load(results)["records"]] == ["passed"]
+    assert observed == []
+
+
 @pytest.mark.slow
 def test_a_failing_check_says_when_it_is_shrinking(tmp_path):
     results = tmp_path / "reports" / "candidate.json"

@@ -55,23 +55,6 @@ def test_check_fails_the_wrong_adagrad_naming_the_item_with_torch_beside_it(tmp_
     assert (tmp_path / "reports" / "check.html").is_file()
 
 
-def test_check_s_progress_notices_leave_hypothesis_observability_off(tmp_path, monkeypatch, capsys):
-    """check's progress (the notice "shrinking <item>") comes from the search itself: through Hypothesis's
-    observability callbacks, as it came before, every example was traced line by line and check's
-    items ran 4-5 times slower. (The notice on the console: tests/test_check_robustness.py, slow tier.)"""
-    import hypothesis.internal.observability as observability
-
-    observed: list = []
-    monkeypatch.setattr(observability, "add_observability_callback", observed.append)
-    monkeypatch.setattr(check, "run_pytest", lambda command: (_pytest_here(command), None))
-    code = check.main(["adagrad=torch.optim:Adagrad", "--results", str(tmp_path / "candidate.json"),
-                       "--report", str(tmp_path / "check.html"), "--examples", "3", "--pytest-args",
-                       "-n 0 -k 'generated and agrees-with-reference and candidate-cpu-float64'"])
-    output = capsys.readouterr().out
-    assert code == check.PASS and "RESULT: PASS (1 passed)" in output, output[-3000:]
-    assert observed == []
-
-
 def test_replay_reruns_one_failing_item_and_prints_its_own_command(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(replay, "subprocess", types.SimpleNamespace(call=_pytest_here))
     monkeypatch.chdir(tmp_path)  # from a directory of the user's own, with their Adagrad in a file

@@ -48,6 +48,13 @@ def run_inprocess(name: str, *args: str, timeout: float = 0) -> tuple[int, Path]
     return int(code), results
 
 
+def pytest_here(command: list[str]) -> int:
+    """``python -m pytest ARGS`` as ``pytest.main(ARGS)`` in this process (for an entry point's
+    ``subprocess.call`` of its own pytest)."""
+    assert command[:3] == [sys.executable, "-m", "pytest"], command
+    return int(pytest.main([*command[3:], *NO_GC_AT_EXIT]))
+
+
 def run_subprocess(name: str, *args: str, timeout: float = 300) -> tuple[subprocess.CompletedProcess, Path]:
     """The same in a fresh interpreter (for runs that crash or kill their process)."""
     results = _TMP / name / "results.json"

@@ -20,19 +20,13 @@ import pytest
 
 from conformance.entry_points import check, replay
 from conformance.entry_points.cli import main as cli_main
-from conformance_runs import MUTANTS, NO_GC_AT_EXIT, REPO, SMALL_SPEC, by_case, wrong_adagrad_source
-
-
-def _pytest_here(command: list[str]) -> int:
-    """``python -m pytest ARGS`` as ``pytest.main(ARGS)`` in this process."""
-    assert command[:3] == [sys.executable, "-m", "pytest"], command
-    return int(pytest.main([*command[3:], *NO_GC_AT_EXIT]))
+from conformance_runs import MUTANTS, REPO, pytest_here, SMALL_SPEC, by_case, wrong_adagrad_source
 
 
 def _check(tmp_path, monkeypatch, impl: str) -> tuple[int, dict]:
     """``conformance check IMPL`` on the small spec (three cases, float64), no generated examples,
     its pytest in this process."""
-    monkeypatch.setattr(check, "run_pytest", lambda command: (_pytest_here(command), None))
+    monkeypatch.setattr(check, "run_pytest", lambda command: (pytest_here(command), None))
     results = tmp_path / "reports" / "candidate.json"
     code = check.main([impl, "--specs", str(SMALL_SPEC), "--results", str(results),
                        "--report", str(tmp_path / "reports" / "check.html"), "--examples", "0",
@@ -56,7 +50,7 @@ def test_check_fails_the_wrong_adagrad_naming_the_item_with_torch_beside_it(tmp_
 
 
 def test_replay_reruns_one_failing_item_and_prints_its_own_command(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(replay, "subprocess", types.SimpleNamespace(call=_pytest_here))
+    monkeypatch.setattr(replay, "subprocess", types.SimpleNamespace(call=pytest_here))
     monkeypatch.chdir(tmp_path)  # from a directory of the user's own, with their Adagrad in a file
     (tmp_path / "my_adagrad.py").write_text(wrong_adagrad_source(), encoding="utf-8")
     wrong = "adagrad=my_adagrad.py:SquareBeforeSumAdagrad"

@@ -26,7 +26,7 @@ import pytest
 
 from conformance.core.target import CandidateTarget
 from conformance.specs.load import load_spec
-from conformance_runs import NO_GC_AT_EXIT
+from conformance_runs import NO_GC_AT_EXIT, pytest_here
 
 REPO = Path(__file__).resolve().parents[1]
 MUTANTS = "tests/candidates/mutants.py"
@@ -73,10 +73,6 @@ def run_replay(command: str, monkeypatch) -> subprocess.CompletedProcess:
 
     argv = shlex.split(command)
     assert argv[:3] == ["python", "-m", "conformance"], command
-
-    def pytest_here(child: list[str]) -> int:
-        assert child[:3] == [sys.executable, "-m", "pytest"], child
-        return int(pytest.main([*child[3:], *NO_GC_AT_EXIT]))
 
     with monkeypatch.context() as patch, as_a_subprocess(REPO) as output:
         patch.setattr(replay, "subprocess", types.SimpleNamespace(call=pytest_here))

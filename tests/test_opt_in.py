@@ -44,6 +44,19 @@ def test_a_projects_specs_folder_is_not_a_run_of_the_suites(project):
     assert fixture.ret == pytest.ExitCode.NO_TESTS_COLLECTED, fixture.stdout.str()[-2000:]
 
 
+def test_the_plugin_is_registered_only_in_a_run_of_the_suites(project):
+    """The entry point registers the suite's options in every run; the plugin itself (and with it
+    torch, Hypothesis and the op records) only in a run that opts in (tests/test_outside_project.py
+    shows a project's own run importing no torch)."""
+    own = project.parseconfigure("tests")
+    assert own.pluginmanager.has_plugin("conformance.run.options")
+    assert not own.pluginmanager.has_plugin("conformance.run.plugin")
+    assert own.getoption("conformance_examples") is None  # the options are there all the same
+    suites = project.parseconfigure("specs", "--conformance-examples", "0")
+    assert suites.pluginmanager.has_plugin("conformance.run.plugin")
+    assert suites.pluginmanager.has_plugin("conformance.run.generated_plugin")
+
+
 def test_the_plain_flag_opts_in(project):
     result = _run(project, "reports", "--conformance", "--collect-only", "--conformance-examples", "0",
                   "--conformance-device", "cpu")
@@ -83,3 +96,12 @@ def test_this_repositorys_ini_opts_its_specs_in_and_its_tests_out(pytestconfig):
     from conformance.run.state import is_conformance_run
 
     assert not is_conformance_run(pytestconfig)  # this very run of the harness's tests
+
+
+def test_the_help_names_every_dtype_and_device():
+    """``--help`` lists them without importing torch: the names must be the tables' own."""
+    from conformance.core.devices import DEVICES
+    from conformance.core.dtypes import DTYPES
+    from conformance.run.options import DEVICE_NAMES, DTYPE_NAMES
+
+    assert DTYPE_NAMES == tuple(DTYPES) and DEVICE_NAMES == tuple(DEVICES)

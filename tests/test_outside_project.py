@@ -29,6 +29,7 @@ paths: {}
 OWN_TESTS = """\
 import os
 import signal
+import sys
 
 import pytest
 from hypothesis import given, strategies as st
@@ -44,6 +45,12 @@ def test_the_run_is_left_as_it_was():
     assert "CONFORMANCE_GENERATED_SEED" not in os.environ
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_the_suite_is_not_imported():
+    # the entry point adds the suite's options and nothing more: no torch, no plugin to load
+    assert "torch" not in sys.modules
+    assert "conformance.run.plugin" not in sys.modules
 """
 
 
@@ -78,7 +85,7 @@ def test_a_projects_own_run_is_left_alone(tmp_path, args):
     run = _pytest(project, *args)
     output = run.stdout + run.stderr
     assert run.returncode == 0, output[-3000:]
-    assert "2 passed" in output and "error" not in output.lower(), output[-3000:]
+    assert "3 passed" in output and "error" not in output.lower(), output[-3000:]
     assert "generated" not in output and "conformance" not in output, output[-3000:]
     # no reports/ of ours (pytest-benchmark makes .benchmarks/ in every run, the project's Hypothesis .hypothesis/)
     assert sorted(path.name for path in project.iterdir() if not path.name.startswith(".")) == ["specs", "tests"]

@@ -135,7 +135,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     def help_with_the_op_names() -> str:
         from conformance.ops import OPS
 
-        impl.help = IMPL_HELP.format(ops=", ".join(OPS))
+        impl.help = IMPL_HELP.format(ops=", ".join(OPS)) + ". What each op's candidate must be: " + "; ".join(
+            f"{name}: {op.candidate_contract}" for name, op in OPS.items())
         return format_help()
 
     parser.format_help = help_with_the_op_names

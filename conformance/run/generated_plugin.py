@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from conformance.core.arguments import MAX_EXAMPLES, examples_count
 from conformance.run import outcomes
 from conformance.run.items import ConformanceItem, placements
+from conformance.run.options import DEFAULT_SEED
 from conformance.run.rerun import command_for
 from conformance.run.state import (BUDGET_SHARE, candidate_targets, GENERATED, SELECTION, WORKER_FLAG, GeneratedConfig, is_conformance_run,
                                    timeout_user_set)
@@ -45,7 +45,6 @@ from conformance.core.dtypes import FLOAT_DTYPES
 if TYPE_CHECKING:  # annotations only
     from conformance.cases.trial import Property
 
-DEFAULT_SEED = 0
 SEED_VARIABLE = "CONFORMANCE_GENERATED_SEED"
 
 
@@ -60,35 +59,6 @@ class GeneratedCaseError(Exception):
     """A backend raised (not a Mismatch) on a generated example: the outcome ``error``."""
 
 
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("conformance")
-    group.addoption("--conformance-examples", type=examples_count, metavar="N",
-                    help="Hypothesis examples per generated item (property x backend x device x dtype); "
-                         f"0 leaves the generated items out, at most {MAX_EXAMPLES:,}. Default: the profile's "
-                         "(" + ", ".join(f"{k}: {v['examples']}" for k, v in PROFILES.items()) + ").")
-    group.addoption("--conformance-hypothesis-profile", choices=sorted(PROFILES), metavar="PROFILE",
-                    help="ci (default: fixed seed, no example database) or thorough (nightly: many examples, "
-                         "a fresh seed, example database under reports/hypothesis/). "
-                         "Also read from CONFORMANCE_HYPOTHESIS_PROFILE or HYPOTHESIS_PROFILE.")
-    group.addoption("--conformance-seed", type=int, metavar="SEED",
-                    help="base seed of the generated cases (printed with every failure, to replay it). "
-                         f"Default: {DEFAULT_SEED} for ci, a fresh one for thorough.")
-    group.addoption("--conformance-counterexamples", metavar="DIR",
-                    help="where shrunk counterexamples are written (default: counterexamples/ beside the "
-                         "--conformance-results file, else ./reports/counterexamples)")
-    group.addoption("--conformance-no-shrink", action="store_true",
-                    help="report a generated item's first failing example as drawn, without minimising it: the "
-                         "verdict is the same and comes sooner (shrinking tries many new inputs, and libraries "
-                         "that compile per input shape pay for each); the counterexample is then not minimal")
-    group.addoption("--conformance-budget", type=float, metavar="SECONDS", default=None,
-                    help="time budget of one generated item's search: past it, the search stops between two "
-                         "examples and the verdict stands on the examples that ran ('budget reached after N "
-                         f"examples'). Default: {BUDGET_SHARE:g} of the item's timeout (none without one); 0: none")
-    group.addoption("--conformance-generated-on-xla", action="store_true",
-                    help="also run the generated items on the xla device (skipped by default: XLA compiles a "
-                         "graph for every new shape, and every generated example has new shapes)")
 
 
 def _profile(config: pytest.Config) -> str:

@@ -1,6 +1,10 @@
-"""The run's command-line options beyond the selection: results files, progress notices, per-item
-timeouts and benchmarks. Loaded through ``pytest_plugins`` in :mod:`conformance.run.plugin`, where
-its place in the list keeps these options in the order ``--help`` has always shown them.
+"""The suite's command line -- every ``--conformance-*`` option and ini value, in the order ``--help``
+shows them -- and whether a pytest run is the suite's (:func:`is_conformance_run`). Imported at
+every pytest start in the environment by the ``pytest11`` entry point
+(:mod:`conformance.entry_points.plugin`): it imports neither torch nor Hypothesis nor the op
+records, so that a project's own test runs, which the plugin leaves alone, do not pay for them.
+The rest of the plugin (:mod:`conformance.run.plugin`) is registered by this module's
+``pytest_configure``, only in a run that opts in.
 
 --conformance-results PATH   write the run's results JSON to PATH (atomically: at the end, every
                              ``--conformance-results-every`` seconds while running, and when
@@ -21,10 +25,15 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import shlex
+from pathlib import Path
 
 import pytest
 
-from conformance.core.arguments import whole_number
+from conformance.core.arguments import MAX_EXAMPLES, examples_count, whole_number
+from conformance.core.profiles import PROFILES
+from conformance.results.shards import OPTION as SHARD_OPTION
 
 DEFAULT_TIMEOUT = 60.0
 BENCHMARK_TIMEOUT_FACTOR = 10
@@ -53,8 +62,131 @@ def _seconds(minimum_exclusive: bool):
     return parse
 
 
+# ---------------------------------------------------------------- whether a run is the suite's
+
+SPEC_SUFFIXES = (".yaml", ".yml")
+CONFORMANCE_RUN = pytest.StashKey[bool]()
+WORKER_FLAG = "conformance_run"  # xdist workerinput: the controller's decision
+OPT_IN_FLAG = "--conformance"  # the plain opt-in: a run of the suite's with its defaults
+PATHS_INI = "conformance_specs"  # ini: folders of specs; a run given one of them (or a path inside) is the suite's
+
+
+def is_conformance_run(config: pytest.Config) -> bool:
+    """Whether this pytest run is the suite's: an explicit opt-in, as pytest plugins conventionally
+    have one. It is when one of the suite's options is given (``--conformance`` or any
+    ``--conformance-...``, on the command line, in ``addopts`` or in ``PYTEST_ADDOPTS``), when
+    ``conformance_results`` is set in the ini file, or when the ini file's ``conformance_specs``
+    names folders of specs and a path argument is one of them or inside one (this repository's
+    pyproject.toml names ``specs``, so ``pytest specs`` in a clone is a run of the suite's). Paths
+    alone never decide: a project's own ``specs/`` folder, YAML fixtures and ``reports/`` are its own.
+    The entry point is installed for every pytest run of the environment (``pytest11``); any other
+    run gets this module's options and nothing else: the plugin is not even imported (no torch, no
+    Hypothesis storage folder, no signal handlers, no torch thread count, no xdist worker restarts,
+    no watchdog). An xdist worker takes its controller's decision."""
+    if CONFORMANCE_RUN not in config.stash:
+        config.stash[CONFORMANCE_RUN] = _decide(config)
+    return config.stash[CONFORMANCE_RUN]
+
+
+def _decide(config: pytest.Config) -> bool:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and WORKER_FLAG in workerinput:
+        return bool(workerinput[WORKER_FLAG])
+    try:
+        addopts = list(config.getini("addopts"))
+    except ValueError:
+        addopts = []
+    try:
+        environment = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
+    except ValueError:  # unbalanced quotes: pytest says so itself
+        environment = []
+    given = [*map(str, config.invocation_params.args), *addopts, *environment]
+    if any(arg == OPT_IN_FLAG or arg.startswith(OPT_IN_FLAG + "-") or arg.startswith(OPT_IN_FLAG + "=")
+           for arg in given):
+        return True
+    try:
+        if config.getini("conformance_results"):
+            return True
+    except ValueError:
+        pass
+    return _names_a_spec_folder(config)
+
+
+def _names_a_spec_folder(config: pytest.Config) -> bool:
+    """A path argument is one of the ini file's ``conformance_specs`` folders or inside one."""
+    try:
+        folders = [Path(folder).resolve() for folder in config.getini(PATHS_INI) or []]
+    except ValueError:  # the option is not registered (the plugin's options are not loaded)
+        return False
+    if not folders:
+        return False
+    here = Path(config.invocation_params.dir)
+    for arg in config.args:
+        path = (here / str(arg).split("::")[0]).resolve()
+        if any(path == folder or folder in path.parents for folder in folders):
+            return True
+    return False
+
+
+# ---------------------------------------------------------------- the options
+
+# a generated item's default time budget, as a share of its pytest-timeout: the rest is left for the
+# example in flight when the budget runs out, the counterexample written on a failure and the replays
+BUDGET_SHARE = 0.5
+DEFAULT_SEED = 0  # the ci profile's base seed of the generated cases
+# the names --help lists without importing torch (tests/test_opt_in.py holds them to
+# conformance.core.dtypes.DTYPES and conformance.core.devices.DEVICES)
+DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64")
+DEVICE_NAMES = ("cpu", "cuda", "xla")
+
+
+PLUGIN = "conformance.run.plugin"
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("conformance")
+    """Every option and ini value of the suite, in every pytest run of the environment."""
+    group = parser.getgroup("conformance", "sparse/masked semantics conformance (specs/*.yaml)")
+    _add_selection(group, parser)
+    _add_results_and_watch(group, parser)
+    _add_generated(group)
+    group.addoption(SHARD_OPTION, metavar="K/N", default=None,
+                    help="run only shard K of N (1 <= K <= N): the items whose node id hashes to K, the same "
+                         "split on every machine and with any -n; join the N results files with "
+                         "`conformance merge`")
+    group.addoption("--conformance-item", action="append", metavar="ITEM",
+                    help="run exactly this item (an id as the suite prints it, e.g. "
+                         "specs::generated::adagrad-agrees-with-reference[coo-cpu-float32]); repeatable. "
+                         "python -m conformance replay ITEM is the command that uses it.")
+
+
+def _add_selection(group, parser: pytest.Parser) -> None:
+    group.addoption(OPT_IN_FLAG, action="store_true", default=False, dest="conformance",
+                    help="make this a run of the suite's with its defaults: collect the specs (*.yaml) and the "
+                         "generated cases under the paths given. Any --conformance-* option or the "
+                         f"'conformance_results' ini value does too, and so does a path inside a folder the "
+                         f"'{PATHS_INI}' ini value names; without one of them the plugin collects and changes "
+                         "nothing.")
+    group.addoption("--conformance-backend", action="append", metavar="NAME[,NAME]",
+                    help="backends to run (repeatable or comma-separated; 'all' for every one). "
+                         "Default: every built-in backend, or only the candidates when --conformance-impl is given.")
+    group.addoption("--conformance-device", action="append", metavar="DEVICE[,DEVICE]",
+                    help=f"devices to run on (known: {', '.join(DEVICE_NAMES)}). Default: all of them; "
+                         "an unavailable device is skipped with the reason.")
+    group.addoption("--conformance-dtype", action="append", metavar="DTYPE[,DTYPE]",
+                    help=f"dtypes to run ({', '.join(DTYPE_NAMES)}). Default: each case's own list.")
+    group.addoption("--conformance-op", action="append", metavar="OP[,OP]",
+                    help="ops to run (`conformance check --help` lists them; an unknown one is a usage error "
+                         "that names the known ones). Default: all.")
+    group.addoption("--conformance-impl", action="append", metavar="OP=module:attr",
+                    help="gate a candidate implementation of OP as a backend named 'candidate' "
+                         "(repeatable; module:attr or path/to/file.py:attr). What each op's candidate must be: "
+                         "`conformance check --help`.")
+    parser.addini(PATHS_INI, "folders of specs (relative to the ini file): a run given one of them, or a path "
+                  "inside one, is a run of the suite's without --conformance (this repository's pyproject.toml "
+                  "names specs)", type="paths", default=[])
+
+
+def _add_results_and_watch(group, parser: pytest.Parser) -> None:
     group.addoption("--conformance-results", metavar="PATH", default=None,
                     help="write the run's results JSON here (atomically; also every "
                          "--conformance-results-every seconds and on interruption), and JUnit XML "
@@ -82,6 +214,43 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "(add -m conformance_benchmark to run only those; needs -n 0 or -n 1)")
     parser.addini("conformance_results", "default for --conformance-results", default="")
 
+
+def _add_generated(group) -> None:
+    group.addoption("--conformance-examples", type=examples_count, metavar="N",
+                    help="Hypothesis examples per generated item (property x backend x device x dtype); "
+                         f"0 leaves the generated items out, at most {MAX_EXAMPLES:,}. Default: the profile's "
+                         "(" + ", ".join(f"{k}: {v['examples']}" for k, v in PROFILES.items()) + ").")
+    group.addoption("--conformance-hypothesis-profile", choices=sorted(PROFILES), metavar="PROFILE",
+                    help="ci (default: fixed seed, no example database) or thorough (nightly: many examples, "
+                         "a fresh seed, example database under reports/hypothesis/). "
+                         "Also read from CONFORMANCE_HYPOTHESIS_PROFILE or HYPOTHESIS_PROFILE.")
+    group.addoption("--conformance-seed", type=int, metavar="SEED",
+                    help="base seed of the generated cases (printed with every failure, to replay it). "
+                         f"Default: {DEFAULT_SEED} for ci, a fresh one for thorough.")
+    group.addoption("--conformance-counterexamples", metavar="DIR",
+                    help="where shrunk counterexamples are written (default: counterexamples/ beside the "
+                         "--conformance-results file, else ./reports/counterexamples)")
+    group.addoption("--conformance-no-shrink", action="store_true",
+                    help="report a generated item's first failing example as drawn, without minimising it: the "
+                         "verdict is the same and comes sooner (shrinking tries many new inputs, and libraries "
+                         "that compile per input shape pay for each); the counterexample is then not minimal")
+    group.addoption("--conformance-budget", type=float, metavar="SECONDS", default=None,
+                    help="time budget of one generated item's search: past it, the search stops between two "
+                         "examples and the verdict stands on the examples that ran ('budget reached after N "
+                         f"examples'). Default: {BUDGET_SHARE:g} of the item's timeout (none without one); 0: none")
+    group.addoption("--conformance-generated-on-xla", action="store_true",
+                    help="also run the generated items on the xla device (skipped by default: XLA compiles a "
+                         "graph for every new shape, and every generated example has new shapes)")
+
+
+
+@pytest.hookimpl(tryfirst=True)  # the plugin's own pytest_configure runs at its registration, here
+def pytest_configure(config: pytest.Config) -> None:
+    """Registers the plugin in a run of the suite's, and only there; pytest calls its
+    ``pytest_configure`` at once (a historic hook), before junitxml reads its path and xdist starts
+    its workers."""
+    if is_conformance_run(config) and not config.pluginmanager.has_plugin(PLUGIN):
+        config.pluginmanager.import_plugin(PLUGIN)
 
 
 def configure(config: pytest.Config) -> None:

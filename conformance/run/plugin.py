@@ -1,4 +1,4 @@
-"""pytest hooks only: options, collecting ``specs/**/*.yaml``, turning cases into items,
+"""pytest hooks only, registered by the entry point in a run of the suite's: collecting ``specs/**/*.yaml``, turning cases into items,
 and mapping pytest's reports onto conformance outcomes.
 
 PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before pytest registers it.
@@ -32,48 +32,21 @@ from conformance.core.types import Mismatch, exception_text, safe_text
 from conformance.judging.verdict import SameAsTorch
 
 
-# options of results, progress, timeouts and benchmarks (first: --help lists them in this order);
-# the results file; the shrink notice; per-item timeouts and the native-hang watchdog; xdist
-# transfer of collections and case contexts; crashed xdist workers; signals; an implementation's
-# isolation (pytest.exit, stray threads). Their tryfirst pytest_configure hooks run in the reverse
-# of this order (crashes, transfer, timeouts, shrink notice, results), which is the order their
-# plugins must be registered in. Then generated (Hypothesis) cases: their options, profiles and the
-# specs::generated collector; --conformance-shard K/N (conformance/run/shard.py)
-pytest_plugins = ["conformance.run.options", "conformance.run.results_writer", "conformance.run.shrink_notice",
+# the plugin's other modules, each with the hooks of its part: the results file; the shrink notice;
+# per-item timeouts and the native-hang watchdog; xdist transfer of collections and case contexts;
+# crashed xdist workers; signals; an implementation's isolation (pytest.exit, stray threads);
+# generated (Hypothesis) cases: profiles and the specs::generated collector; --conformance-shard K/N;
+# --conformance-item and each record's re-run command. Their state is built by pytest_configure below,
+# in one visible order. Their options are conformance.run.options' (the entry point adds them to
+# every pytest run; this module and these are registered only in a run that opts in).
+pytest_plugins = ["conformance.run.results_writer", "conformance.run.shrink_notice",
                   "conformance.run.timeouts", "conformance.run.transfer", "conformance.run.crashes",
                   "conformance.run.signals", "conformance.run.isolation",
-                  "conformance.run.generated_plugin", "conformance.run.shard"]
+                  "conformance.run.generated_plugin", "conformance.run.shard", "conformance.run.rerun"]
 
 
 def _split(values: list[str] | None) -> list[str]:
     return [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("conformance", "sparse/masked semantics conformance (specs/*.yaml)")
-    group.addoption(OPT_IN_FLAG, action="store_true", default=False, dest="conformance",
-                    help="make this a run of the suite's with its defaults: collect the specs (*.yaml) and the "
-                         "generated cases under the paths given. Any --conformance-* option or the "
-                         f"'conformance_results' ini value does too, and so does a path inside a folder the "
-                         f"'{PATHS_INI}' ini value names; without one of them the plugin collects and changes "
-                         "nothing.")
-    group.addoption("--conformance-backend", action="append", metavar="NAME[,NAME]",
-                    help="backends to run (repeatable or comma-separated; 'all' for every one). "
-                         "Default: every built-in backend, or only the candidates when --conformance-impl is given.")
-    group.addoption("--conformance-device", action="append", metavar="DEVICE[,DEVICE]",
-                    help=f"devices to run on (known: {', '.join(DEVICES)}). Default: {','.join(DEFAULT_DEVICES)}; "
-                         "an unavailable device is skipped with the reason.")
-    group.addoption("--conformance-dtype", action="append", metavar="DTYPE[,DTYPE]",
-                    help=f"dtypes to run ({', '.join(DTYPES)}). Default: each case's own list.")
-    group.addoption("--conformance-op", action="append", metavar="OP[,OP]",
-                    help=f"ops to run ({', '.join(OPS)}). Default: all.")
-    group.addoption("--conformance-impl", action="append", metavar="OP=module:attr",
-                    help="gate a candidate implementation of OP as a backend named 'candidate' "
-                         "(repeatable; module:attr or path/to/file.py:attr). "
-                         + "; ".join(f"{name}: {op.candidate_contract}" for name, op in OPS.items()) + ".")
-    parser.addini(PATHS_INI, "folders of specs (relative to the ini file): a run given one of them, or a path "
-                  "inside one, is a run of the suite's without --conformance (this repository's pyproject.toml "
-                  "names specs)", type="paths", default=[])
 
 
 def _select(config: pytest.Config) -> Selection:

@@ -51,14 +51,6 @@ def _shown(path: Path, here: Path) -> str:
         return str(Path(path).resolve())
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.getgroup("conformance").addoption(
-        "--conformance-item", action="append", metavar="ITEM",
-        help="run exactly this item (an id as the suite prints it, e.g. "
-             "specs::generated::adagrad-agrees-with-reference[coo-cpu-float32]); repeatable. "
-             "python -m conformance replay ITEM is the command that uses it.")
-
-
 def _matches(item: pytest.Item, wanted: ItemId) -> bool:
     if item.name != wanted.name:
         return False

@@ -21,14 +21,6 @@ from conformance.results.shards import OPTION, Shard, parse_shard, shard_of
 SHARD = pytest.StashKey[Shard | None]()
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("conformance")
-    group.addoption(OPTION, metavar="K/N", default=None,
-                    help="run only shard K of N (1 <= K <= N): the items whose node id hashes to K, the same "
-                         "split on every machine and with any -n; join the N results files with "
-                         "`conformance merge`")
-
-
 def configure(config: pytest.Config) -> None:
     """This module's part of the run's state (called by :func:`conformance.run.plugin.pytest_configure`)."""
     text = config.getoption("conformance_shard")

@@ -1,5 +1,5 @@
 """What the plugin's modules share, in one place below them: whether this run is the suite's
-(:func:`is_conformance_run`), the command line's selection, the generated items' configuration,
+(:func:`is_conformance_run`, :mod:`conformance.run.options`'s), the command line's selection, the generated items' configuration,
 per-item timeouts, spec paths relative to the rootdir, and whether this process is an xdist
 worker. The modules of ``run/`` import this one and never each other's privates."""
 
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +17,9 @@ from conformance.cases.drawn import DrawnExamples
 from conformance.core.profiles import PROFILES
 from conformance.core.record import ItemRecord
 from conformance.core.target import CandidateTarget, TargetError, parse_targets
+# whether a run is the suite's, and its command line, live below the plugin (the entry point imports them alone)
+from conformance.run.options import (BUDGET_SHARE, OPT_IN_FLAG, PATHS_INI, SPEC_SUFFIXES, WORKER_FLAG,  # noqa: F401
+                                     is_conformance_run)
 
 
 @dataclass
@@ -43,11 +45,6 @@ def candidate_targets(config: pytest.Config) -> dict[str, CandidateTarget]:
             raise pytest.UsageError(f"--conformance-impl {exc}") from None
         config.stash[CANDIDATE_TARGETS] = {target.op: target for target in targets}
     return config.stash[CANDIDATE_TARGETS]
-
-
-# a generated item's default time budget, as a share of its pytest-timeout: the rest is left for the
-# example in flight when the budget runs out, the counterexample written on a failure and the replays
-BUDGET_SHARE = 0.5
 
 
 @dataclass
@@ -101,12 +98,7 @@ def relative_spec(record: ItemRecord, config: pytest.Config) -> ItemRecord:
     return record
 
 
-SPEC_SUFFIXES = (".yaml", ".yml")
 _OP_KEY = re.compile(rb"^op\s*:", re.M)  # a spec's top-level ``op:`` line (tests/test_outside_project.py)
-CONFORMANCE_RUN = pytest.StashKey[bool]()
-WORKER_FLAG = "conformance_run"  # xdist workerinput: the controller's decision
-OPT_IN_FLAG = "--conformance"  # the plain opt-in: a run of the suite's with its defaults
-PATHS_INI = "conformance_specs"  # ini: folders of specs; a run given one of them (or a path inside) is the suite's
 
 
 def is_conformance_spec(path: Path) -> bool:
@@ -119,63 +111,6 @@ def is_conformance_spec(path: Path) -> bool:
             return bool(_OP_KEY.search(handle.read(1 << 20)))
     except OSError:
         return False
-
-
-def is_conformance_run(config: pytest.Config) -> bool:
-    """Whether this pytest run is the suite's: an explicit opt-in, as pytest plugins conventionally
-    have one. It is when one of the suite's options is given (``--conformance`` or any
-    ``--conformance-...``, on the command line, in ``addopts`` or in ``PYTEST_ADDOPTS``), when
-    ``conformance_results`` is set in the ini file, or when the ini file's ``conformance_specs``
-    names folders of specs and a path argument is one of them or inside one (this repository's
-    pyproject.toml names ``specs``, so ``pytest specs`` in a clone is a run of the suite's). Paths
-    alone never decide: a project's own ``specs/`` folder, YAML fixtures and ``reports/`` are its own.
-    The plugin is installed for every pytest run of the environment (``pytest11``); in any other run
-    it collects nothing and changes nothing: no Hypothesis storage folder, no signal handlers, no
-    torch thread count, no xdist worker restarts, no watchdog. An xdist worker takes its controller's
-    decision."""
-    if CONFORMANCE_RUN not in config.stash:
-        config.stash[CONFORMANCE_RUN] = _decide(config)
-    return config.stash[CONFORMANCE_RUN]
-
-
-def _decide(config: pytest.Config) -> bool:
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None and WORKER_FLAG in workerinput:
-        return bool(workerinput[WORKER_FLAG])
-    try:
-        addopts = list(config.getini("addopts"))
-    except ValueError:
-        addopts = []
-    try:
-        environment = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
-    except ValueError:  # unbalanced quotes: pytest says so itself
-        environment = []
-    given = [*map(str, config.invocation_params.args), *addopts, *environment]
-    if any(arg == OPT_IN_FLAG or arg.startswith(OPT_IN_FLAG + "-") or arg.startswith(OPT_IN_FLAG + "=")
-           for arg in given):
-        return True
-    try:
-        if config.getini("conformance_results"):
-            return True
-    except ValueError:
-        pass
-    return _names_a_spec_folder(config)
-
-
-def _names_a_spec_folder(config: pytest.Config) -> bool:
-    """A path argument is one of the ini file's ``conformance_specs`` folders or inside one."""
-    try:
-        folders = [Path(folder).resolve() for folder in config.getini(PATHS_INI) or []]
-    except ValueError:  # the option is not registered (the plugin's options are not loaded)
-        return False
-    if not folders:
-        return False
-    here = Path(config.invocation_params.dir)
-    for arg in config.args:
-        path = (here / str(arg).split("::")[0]).resolve()
-        if any(path == folder or folder in path.parents for folder in folders):
-            return True
-    return False
 
 
 def is_controller(config: pytest.Config) -> bool:

@@ -15,6 +15,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -153,11 +154,12 @@ def test_a_one_percent_slip_fails_and_every_reproducer_it_prints_exits_1(tmp_pat
     commands = sorted(set(re.findall(r"^replay: (python -m conformance replay .*)$", output, flags=re.M)))
     assert any("specs::generated::" in c for c in commands) and any("specs/adagrad.yaml::" in c for c in commands), \
         output[-5000:]
-    for command in commands:
-        rerun = _run(["bash", "-c", command.replace("python", shlex.quote(python), 1)], cwd=user)
-        assert rerun.returncode == 1, f"{command}\n{rerun.stdout[-3000:]}{rerun.stderr[-2000:]}"
     scripts = sorted(set(re.findall(r"^counterexample script: (.+\.py)$", output, flags=re.M)))
     assert scripts, output[-5000:]
-    for script in scripts:
-        reproduced = _run([python, script], cwd=user)
-        assert reproduced.returncode == 1, f"{script}\n{reproduced.stdout[-2000:]}{reproduced.stderr[-2000:]}"
+    # each one a process of its own, as a user runs them; one per core at a time (independent replays)
+    runs = [(command, ["bash", "-c", command.replace("python", shlex.quote(python), 1)]) for command in commands]
+    runs += [(script, [python, script]) for script in scripts]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        finished = list(pool.map(lambda run: (run[0], _run(run[1], cwd=user)), runs))
+    for what, rerun in finished:
+        assert rerun.returncode == 1, f"{what}\n{rerun.stdout[-3000:]}{rerun.stderr[-2000:]}"

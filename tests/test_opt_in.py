@@ -89,7 +89,7 @@ def test_the_ini_names_the_folders_of_specs(pytester: pytest.Pytester):
 
 
 def test_this_repositorys_ini_opts_its_specs_in_and_its_tests_out(pytestconfig):
-    from conformance.run.state import PATHS_INI
+    from conformance.run.options import PATHS_INI
 
     folders = [path.name for path in pytestconfig.getini(PATHS_INI)]
     assert folders == ["specs"]

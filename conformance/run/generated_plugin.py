@@ -34,7 +34,7 @@ from conformance.run import outcomes
 from conformance.run.items import ConformanceItem, placements
 from conformance.run.options import DEFAULT_SEED
 from conformance.run.rerun import command_for
-from conformance.run.state import (BUDGET_SHARE, candidate_targets, GENERATED, SELECTION, WORKER_FLAG, GeneratedConfig, is_conformance_run,
+from conformance.run.state import (candidate_targets, GENERATED, SELECTION, WORKER_FLAG, GeneratedConfig, is_conformance_run,
                                    timeout_user_set)
 from conformance.core.profiles import DEFAULT_PROFILE, PROFILES
 from conformance.core.types import Mismatch, safe_text, Unsupported

@@ -23,7 +23,7 @@ from conformance.core.devices import DEFAULT_DEVICES, DEVICES
 from conformance.ops import OPS
 from conformance.core.record import ItemRecord
 from conformance.run.items import ConformanceItem, first_calls_made, placements, warmed_up_last
-from conformance.run.state import (OPT_IN_FLAG, PATHS_INI, SELECTION, candidate_targets, SPEC_SUFFIXES, Selection,
+from conformance.run.state import (SELECTION, candidate_targets, SPEC_SUFFIXES, Selection,
                                    is_conformance_run, is_conformance_spec, relative_spec)
 from conformance.judging.runner import run_item
 from conformance.specs.load import Case, SpecError, load_spec

@@ -17,9 +17,9 @@ from conformance.cases.drawn import DrawnExamples
 from conformance.core.profiles import PROFILES
 from conformance.core.record import ItemRecord
 from conformance.core.target import CandidateTarget, TargetError, parse_targets
-# whether a run is the suite's, and its command line, live below the plugin (the entry point imports them alone)
-from conformance.run.options import (BUDGET_SHARE, OPT_IN_FLAG, PATHS_INI, SPEC_SUFFIXES, WORKER_FLAG,  # noqa: F401
-                                     is_conformance_run)
+# whether a run is the suite's lives below the plugin, in its options (the entry point imports them alone);
+# is_conformance_run and WORKER_FLAG are passed on to the plugin's modules from here
+from conformance.run.options import BUDGET_SHARE, SPEC_SUFFIXES, WORKER_FLAG, is_conformance_run  # noqa: F401
 
 
 @dataclass

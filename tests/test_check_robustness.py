@@ -61,11 +61,12 @@ def env(**extra: str) -> dict:
 
 def run_check(tmp_path: Path, candidate: str, *pytest_args: str, timeout: float = 300,
               **extra_env: str) -> tuple[subprocess.CompletedProcess, Path]:
-    """``python -m conformance check adagrad=<fault>`` on the small spec only, from the repository."""
+    """``python -m conformance check adagrad=<fault>`` on the small spec only, from the repository, with
+    one worker (a second would only import torch again: the small spec has a handful of items)."""
     results = tmp_path / "reports" / "candidate.json"
     proc = subprocess.run([sys.executable, "-m", "conformance", "check", f"adagrad={FAULTS}:{candidate}",
                            "--specs", str(SMALL_SPEC), "--results", str(results),
-                           "--report", str(tmp_path / "reports" / "check.html"),
+                           "--report", str(tmp_path / "reports" / "check.html"), "--workers", "1",
                            "--pytest-args", " ".join(["--conformance-examples 0", *pytest_args])],
                           cwd=REPO, env=env(**extra_env), capture_output=True, text=True, timeout=timeout)
     return proc, results

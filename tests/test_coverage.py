@@ -18,11 +18,13 @@ NONFINITE_CASES = ("nan-at-a-valid-entry", "inf-at-a-valid-entry", "inf-and-minu
 
 
 def run_check(tmp_path, impl: str, select: str) -> tuple[subprocess.CompletedProcess, dict]:
-    """``python -m conformance check IMPL`` at its defaults (profile ci, seed 0), narrowed with -k."""
+    """``python -m conformance check IMPL`` at its default examples (profile ci, seed 0), narrowed with
+    -k, in one worker (the few items selected do not need a second one to import torch again)."""
     results = tmp_path / "reports" / "candidate.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-m", "conformance", "check", impl, "--results", str(results),
-                           "--report", str(tmp_path / "reports" / "check.html"), "--pytest-args", f"-k '{select}'"],
+                           "--report", str(tmp_path / "reports" / "check.html"), "--workers", "1",
+                           "--pytest-args", f"-k '{select}'"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert results.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc, load(results)

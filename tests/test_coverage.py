@@ -51,6 +51,7 @@ def test_a_skipna_masked_mean_fails_check_in_its_spec_case_and_its_generated_ite
     assert set(outcomes(document, "masked").values()) <= {"passed", "unsupported"}
 
 
+@pytest.mark.slow  # every built-in backend on four specs, the Triton kernels interpreted among them
 def test_nonfinite_values_at_valid_positions_pass_on_every_builtin_backend():
     # NaN/inf at a valid entry of a masked mean, in an optimizer's gradient: torch propagates them,
     # and so does every built-in backend (no known divergence needed)

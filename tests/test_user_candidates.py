@@ -216,3 +216,36 @@ def test_an_exception_without_text_is_shown_by_its_type():
     with pytest.raises(AssertionError) as raised:
         check_rejects_invalid(Trial(op, Bare(), "cpu", "float64"), invalid)
     assert str(raised.value).endswith("but it raised NotImplementedError")
+
+
+# ---------------------------------------------------------------- a constructor without an option
+
+def test_a_constructor_without_one_of_torchs_options_is_told_how_to_decline_it():
+    """torch's constructor is the contract, so an item that sets maximize is an error for a
+    constructor without it (the others pass); its message says how to decline the option instead
+    (take it, raise Unsupported; unsupported_options for the draws)."""
+    records = candidate_run("users-no-maximize", "NoMaximizeArgumentAdagrad", "float32",
+                            "maximize or tutorial-step-1", "--conformance-examples", "0")
+    outcome = {r["case"]: r["outcome"] for r in records}
+    assert outcome == {"maximize": "error", "dense-step-maximize-with-initial-accumulator": "error",
+                       "tutorial-step-1": "passed"}, outcome
+    message = next(r for r in records if r["case"] == "maximize")["message"]
+    assert message.startswith("TypeError: NoMaximizeArgumentAdagrad.__init__() got an unexpected keyword argument "
+                              "'maximize'; torch.optim.Adagrad's constructor takes 'maximize'. If "
+                              "NoMaximizeArgumentAdagrad does not support it, take it and raise "
+                              "conformance.Unsupported when it is set"), message
+    assert "unsupported_options = {'maximize'}" in message
+
+
+def test_other_type_errors_of_a_constructor_are_left_as_they_are():
+    from conformance.ops.optimizers.contract import option_not_taken
+
+    op = OPS["adagrad"]
+    named = TypeError("X.__init__() got an unexpected keyword argument 'maximize'")
+    assert option_not_taken(op, users.NoMaximizeArgumentAdagrad, named, {"maximize": True}).startswith(
+        "torch.optim.Adagrad's constructor takes 'maximize'")
+    assert option_not_taken(op, users.NoMaximizeArgumentAdagrad, TypeError("lr must be a float"), {"lr": 1}) is None
+    not_an_option = TypeError("X.__init__() got an unexpected keyword argument 'foreach'")
+    assert option_not_taken(op, users.NoMaximizeArgumentAdagrad, not_an_option, {"foreach": True}) is None
+    not_given = TypeError("inner() got an unexpected keyword argument 'maximize'")  # raised deeper, not by us
+    assert option_not_taken(op, users.NoMaximizeArgumentAdagrad, not_given, {"lr": 1.0}) is None

@@ -10,7 +10,8 @@ tests/test_user_candidates.py:
   ("looks like: ..."): ``DenseUpdateAdagrad`` (NaN at entries the gradient does not specify),
   ``OutOfPlaceAdagrad`` and ``DeviceBetasSparseAdam`` (a step that does nothing),
   ``PooledStateAdagrad`` (nondeterministic), ``HalfUnsupportedAdagrad`` (a ``NotImplementedError``
-  without text, shown by its type).
+  without text, shown by its type), ``NoMaximizeArgumentAdagrad`` (a constructor without one of
+  torch's options: told how to decline it).
 """
 
 from __future__ import annotations
@@ -158,3 +159,12 @@ class HalfUnsupportedAdagrad(torch.optim.Adagrad):
                 if p.dtype in (torch.float16, torch.bfloat16):
                     raise NotImplementedError
         return super().step(closure)
+
+
+class NoMaximizeArgumentAdagrad(torch.optim.Adagrad):
+    """torch's Adagrad behind a constructor written without ``maximize`` (nor foreach, fused...), as
+    users write their own: an item that sets maximize gets a TypeError from the constructor."""
+
+    def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0, eps=1e-10):
+        super().__init__(params, lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                         initial_accumulator_value=initial_accumulator_value, eps=eps)

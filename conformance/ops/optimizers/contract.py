@@ -7,6 +7,7 @@ a float16 parameter is allowed)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
@@ -21,7 +22,13 @@ def watch_optimizer(op: Any, candidate: Any):
     op_name = op.name
 
     def build(params, *args, **kwargs):
-        optimizer = candidate(params, *args, **kwargs)
+        try:
+            optimizer = candidate(params, *args, **kwargs)
+        except TypeError as exc:
+            hint = option_not_taken(op, candidate, exc, kwargs)
+            if hint is None:
+                raise
+            raise TypeError(f"{exc}; {hint}") from exc
         step = optimizer.step
 
         def checked_step(*step_args, **step_kwargs):
@@ -49,6 +56,20 @@ def watch_optimizer(op: Any, candidate: Any):
 
     build.sparse_gradients_only = getattr(candidate, "sparse_gradients_only", False)  # (declared on the class)
     return build
+
+
+def option_not_taken(op: Any, candidate: Any, error: TypeError, kwargs: dict) -> str | None:
+    """What to do about a constructor that rejects one of the op's options (``TypeError: ... got an
+    unexpected keyword argument 'maximize'``): the way to say it does not support it. None for any
+    other TypeError."""
+    match = re.search(r"unexpected keyword argument '(\w+)'", str(error))
+    if match is None or match.group(1) not in kwargs or match.group(1) not in op.option_names():
+        return None
+    name, owner = match.group(1), getattr(candidate, "__qualname__", "the candidate")
+    return (f"{op.candidate_contract.split(' with ', 1)[-1]} takes {name!r}. If {owner} does not support it, "
+            f"take it and raise conformance.Unsupported when it is set (such a case is then unsupported, "
+            f"not an error); unsupported_options = {{{name!r}}} on the class also keeps the generated "
+            f"items' draws at torch's default (docs/generated.md)")
 
 
 def check_optimizer_outputs(op: Any, outputs: dict[str, Any], ctx: RunContext) -> None:

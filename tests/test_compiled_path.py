@@ -58,8 +58,12 @@ def test_the_counts_do_not_depend_on_whether_another_backend_built_the_optimizer
     traces that hook. Without the backend constructing the class itself, SGD with nesterov traced 5
     frames and broke once in a process where no SGD had been built, and 11 frames with 2 breaks after
     an item of the coo backend: records that changed with xdist's scheduling."""
+    # torch's hook is on SGD.step once an SGD was built in this process (by an earlier test or not): build
+    # one, so that "unhooked" is the step under it, not the step under _use_grad_for_differentiable
+    torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
     hooked = torch.optim.SGD.step
-    unhooked = getattr(hooked, "__wrapped__", hooked)
+    assert getattr(hooked, "hooked", False), "torch no longer marks the hooked step"
+    unhooked = hooked.__wrapped__
     runs = []
     for step in (unhooked, hooked):  # as in a process where no SGD was built yet, and where one was
         monkeypatch.setattr(torch.optim.SGD, "step", step)

@@ -66,7 +66,7 @@ def option_not_taken(op: Any, candidate: Any, error: TypeError, kwargs: dict) ->
     if match is None or match.group(1) not in kwargs or match.group(1) not in op.option_names():
         return None
     name, owner = match.group(1), getattr(candidate, "__qualname__", "the candidate")
-    return (f"{op.candidate_contract.split(' with ', 1)[-1]} takes {name!r}. If {owner} does not support it, "
+    return (f"torch.optim.{op.torch_implementation.__name__}'s constructor takes {name!r}. If {owner} does not support it, "
             f"take it and raise conformance.Unsupported when it is set (such a case is then unsupported, "
             f"not an error); unsupported_options = {{{name!r}}} on the class also keeps the generated "
             f"items' draws at torch's default (docs/generated.md)")

@@ -18,7 +18,7 @@ from conformance.core.profiles import PROFILES
 from conformance.core.record import ItemRecord
 from conformance.core.target import CandidateTarget, TargetError, parse_targets
 # whether a run is the suite's lives below the plugin, in its options (the entry point imports them alone);
-# is_conformance_run and WORKER_FLAG are passed on to the plugin's modules from here
+# is_conformance_run, WORKER_FLAG and SPEC_SUFFIXES are passed on to the plugin's modules from here
 from conformance.run.options import BUDGET_SHARE, SPEC_SUFFIXES, WORKER_FLAG, is_conformance_run  # noqa: F401
 
 

@@ -6,13 +6,19 @@ installed. Items are independent; ``-n 0`` (or any ``-n``/``-p no:xdist``) overr
 given paths (the main job: ``pytest specs ...``) stay in one process unless ``-n`` is given. Any
 run here with ``-n`` and no ``--dist`` uses xdist's ``worksteal`` scheduling.
 
-The harness's tests come in two tiers. Tests marked ``slow`` (child processes where the process
-boundary is what is tested, the browser, the docs' long commands, nox, long ``conformance check``
-runs) are deselected unless ``--run-slow`` is given or a ``-m`` expression names ``slow``:
+The harness's tests come in three tiers. Tests marked ``slow`` (child processes where the process
+boundary is what is tested, the browser, the docs' short commands, nox, small ``conformance check``
+runs) are deselected unless ``--run-slow`` is given or a ``-m`` expression names ``slow``. Tests
+marked ``acceptance`` run what a user runs at its documented size, minutes each: the docs'
+commands that run ``check`` at its defaults (100 examples, a worker per core), ``check``'s own
+default limits, and the wheel installed into a venv from the package index. They are deselected
+unless ``--run-acceptance`` is given or a ``-m`` expression names ``acceptance``:
 
-  python -m pytest                       # the fast tier (the README's test command)
-  python -m pytest --run-slow            # the full tier: both
-  python -m pytest --run-slow -m slow    # the slow tier alone (.ci/run runs it after the fast one)"""
+  python -m pytest                                   # the fast tier (the README's test command)
+  python -m pytest --run-slow                        # the full tier: fast and slow (minutes)
+  python -m pytest --run-slow -m slow                # the slow tier alone (.ci/run runs it after the fast one)
+  python -m pytest --run-acceptance -m acceptance    # the acceptance tier alone (.ci/run runs it last)
+  python -m pytest --run-slow --run-acceptance       # every test"""
 
 from __future__ import annotations
 
@@ -24,10 +30,17 @@ pytest_plugins = ("pytester",)
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-slow", action="store_true", default=False,
                      help="also run the harness's tests marked slow (the full tier; with -m slow, the slow tier alone)")
+    parser.addoption("--run-acceptance", action="store_true", default=False,
+                     help="also run the harness's tests marked acceptance: the docs' commands and check at their "
+                          "default sizes, the wheel in a venv (with -m acceptance, that tier alone)")
 
 
-def _runs_slow(config: pytest.Config) -> bool:
-    return config.getoption("--run-slow") or "slow" in (config.getoption("markexpr", "") or "")
+TIERS = {"slow": "--run-slow", "acceptance": "--run-acceptance"}  # marker -> the option that runs its tier
+
+
+def _runs(config: pytest.Config, marker: str) -> bool:
+    """Whether this run keeps the tier of ``marker``: its option, or a ``-m`` expression naming it."""
+    return config.getoption(TIERS[marker]) or marker in (config.getoption("markexpr", "") or "")
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
@@ -41,15 +54,15 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselects the items marked ``slow`` (the fast tier) unless the run asks for them. Only
-    items carrying the marker are touched: a run of the suite's specs (the main job) has none,
+    """Deselects the items of each tier the run does not ask for (``slow``, ``acceptance``). Only
+    items carrying a tier's marker are touched: a run of the suite's specs (the main job) has none,
     and its recorded options (``-m``) stay as given."""
-    if _runs_slow(config):
-        return
-    slow = [item for item in items if item.get_closest_marker("slow") is not None]
-    if slow:
-        config.hook.pytest_deselected(items=slow)
-        items[:] = [item for item in items if item.get_closest_marker("slow") is None]
+    left_out = [marker for marker in TIERS if not _runs(config, marker)]
+    deselected = [item for item in items if any(item.get_closest_marker(m) is not None for m in left_out)]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        dropped = set(map(id, deselected))
+        items[:] = [item for item in items if id(item) not in dropped]
 
 
 @pytest.hookimpl(tryfirst=True)

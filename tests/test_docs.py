@@ -10,7 +10,9 @@ on the line before it, an HTML comment that Markdown does not show:
   as from a clone, and what they write stays out of it); its exit status and each ``expect`` text
   in its output are asserted. Several specs separated by ``|`` stand for the block's command lines,
   one each, in order. ``timeout=SECONDS`` (default 600) bounds a command: ``check`` at its defaults
-  on a failing candidate took over 600 s on the 2-core VM beside another job.
+  on a failing candidate took over 600 s on the 2-core VM beside another job. Such a block runs in
+  the slow tier; ``tier=acceptance`` puts it in the acceptance tier instead (conftest.py): the
+  blocks that run ``check`` at its defaults, a minute or more a command.
 * ``<!-- runnable: kind=spec -->``: a YAML spec, loaded and validated as ``specs/*.yaml`` are.
 * ``<!-- runnable: kind=workflow -->``: a workflow calling one of this repository's reusable
   workflows; it must name the workflow file and only inputs it declares.
@@ -173,10 +175,15 @@ def _check_workflow(block: Block, cwd: Path) -> None:
 
 
 def _param(block: Block):
-    """A block that runs commands (each a child process: ``conformance check`` at its defaults,
-    replay, sharded runs) is in the slow tier; a spec or workflow sample is checked in process."""
-    kind = options(block.spec)[0].get("kind", ["commands"])[0]
-    return pytest.param(block, id=block.id, marks=() if kind in ("spec", "workflow") else pytest.mark.slow)
+    """A block that runs commands (each a child process: replay, sharded runs, ``check``) is in the
+    slow tier, or in the acceptance tier when its marker says ``tier=acceptance`` (``check`` at its
+    defaults); a spec or workflow sample is checked in process, in the fast tier."""
+    first = options(block.spec)[0]
+    if first.get("kind", ["commands"])[0] in ("spec", "workflow"):
+        return pytest.param(block, id=block.id)
+    tier = first.get("tier", ["slow"])[0]
+    assert tier in ("slow", "acceptance"), f"{block.id}: tier={tier}: a command block's tier is slow or acceptance"
+    return pytest.param(block, id=block.id, marks=getattr(pytest.mark, tier))
 
 
 @pytest.mark.parametrize("block", [_param(block) for block in RUNNABLE])

@@ -292,7 +292,7 @@ def test_check_stops_early_when_the_candidate_deadlocks_on_every_input(tmp_path)
     assert elapsed < 2 * (5 + 10) + 240, elapsed
 
 
-@pytest.mark.slow
+@pytest.mark.acceptance  # check at its defaults: 60 s items, the suite's specs, minutes each
 @pytest.mark.parametrize("source, name", [(DEADLOCKED, "DeadlockedAdagrad"), (GIL_HELD, "GilHeldAdagrad")],
                          ids=["deadlock-gil-released", "spin-gil-held"])
 def test_check_at_its_defaults_fails_a_candidate_that_hangs_on_every_input_within_three_minutes(tmp_path, source,

@@ -189,7 +189,7 @@ def test_options_named_by_unsupported_are_learned():
     assert record["narrowed"].startswith("narrowed: ") and "learned from Unsupported: " in record["narrowed"]
 
 
-@pytest.mark.slow  # conformance check at its defaults: 100 examples, a worker per core
+@pytest.mark.acceptance  # conformance check at its defaults: 100 examples, a worker per core
 def test_check_at_its_default_settings_runs_100_examples_per_property_of_a_restricted_candidate(tmp_path):
     from conformance.cases.properties import PROPERTIES
 

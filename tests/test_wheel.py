@@ -22,7 +22,7 @@ import pytest
 
 from conformance_runs import REPO, wrong_adagrad_source
 
-pytestmark = pytest.mark.slow  # builds a wheel and a venv with torch from the package index: minutes
+pytestmark = pytest.mark.acceptance  # builds a wheel and a venv with torch from the package index: minutes
 
 # one spec case and one generated property, in one dtype: a failure of each kind, in about a minute
 TORCH = "2.13.0"  # the README's install: a CPU build that brings no triton

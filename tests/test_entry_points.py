@@ -3,10 +3,11 @@
 called here on a narrow selection, and the pytest command line it builds runs here too
 (``pytest.main``) instead of in a child interpreter. Everything else is theirs: the options, the
 candidate's probe (check: a child interpreter that imports it), the results file, the verdict, the
-report, the exit status. The same commands across the process boundary -- check at its defaults,
-from a wheel, with crashes, hangs and signals; replay from an empty directory -- are in the slow
-tier (``python -m pytest --run-slow``): tests/test_check_robustness.py, tests/test_replay.py,
-tests/test_wheel.py, tests/test_docs.py. The other entry points' fast end-to-end tests run in this
+report, the exit status. The same commands across the process boundary -- with crashes, hangs and
+signals; replay from an empty directory -- are in the slow tier (``python -m pytest --run-slow``):
+tests/test_check_robustness.py, tests/test_replay.py, tests/test_docs.py; check at its defaults and
+from a wheel in the acceptance tier (``--run-acceptance``): tests/test_wheel.py, tests/test_docs.py,
+tests/test_hangs.py. The other entry points' fast end-to-end tests run in this
 process too: ``pytest specs`` (tests/test_outcomes.py, pytester), ``report`` (tests/test_report.py),
 ``gate`` (tests/test_gate.py), ``merge`` (tests/test_merge.py, shards of a narrow run)."""
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 
@@ -11,18 +13,28 @@ def pytest_configure(config: pytest.Config) -> None:
     when it is initialised a second time ("refusing to add duplicate key"). A run of the suite's
     own imports it at its start (``import_the_whole_suite``); this run of the harness's tests is
     not one (``is_conformance_run``), so it does the same here -- in each process that runs tests:
-    an xdist controller runs none, and its workers start only after it is configured. Each xdist
-    worker also gives torch its share of the cores, as a worker of the suite's own runs does."""
+    an xdist controller runs none, and its workers start only after it is configured. First, torch
+    gets one thread in every process of the run (:func:`_one_torch_thread_per_process`)."""
+    _one_torch_thread_per_process(config)
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
         return
     from conformance.run.generated_plugin import import_the_whole_suite
-    from conformance.run.plugin import take_a_share_of_the_cores
 
     import_the_whole_suite()
-    # the in-process runs of the suite here are torch's work too: with each of the test command's
-    # workers using every core, OpenMP's threads spin waiting for each other (the full tier on
-    # 2 cores and 4 workers: an in-process round of slips took 50 s of CPU there and 7.5 s alone)
-    take_a_share_of_the_cores(config)
+
+
+def _one_torch_thread_per_process(config: pytest.Config) -> None:
+    """``OMP_NUM_THREADS=1`` for this run of the harness's tests and every process it starts
+    (restored at its end; a value already set is left alone). The tests start many small torch
+    processes side by side -- xdist workers, ``check``, its workers, replays -- on tensors too small
+    for intra-op parallelism; with two threads each, OpenMP's threads spin waiting for each other
+    (the full tier on 2 cores and 4 workers: an in-process round of slips took 50 s of CPU there and
+    7.5 s alone). Results do not depend on it; the suite's own xdist workers share the cores the
+    same way (``conformance.run.plugin._take_a_share_of_the_cores``)."""
+    if "OMP_NUM_THREADS" in os.environ:
+        return
+    os.environ["OMP_NUM_THREADS"] = "1"
+    config.add_cleanup(lambda: os.environ.pop("OMP_NUM_THREADS", None))
 
 
 @pytest.fixture(scope="session")

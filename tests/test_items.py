@@ -113,10 +113,10 @@ def test_an_xdist_worker_gives_torch_its_share_of_the_cores(monkeypatch, workers
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
     monkeypatch.setattr(plugin.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    plugin.take_a_share_of_the_cores(types.SimpleNamespace(workerinput={"workercount": workers}))
+    plugin._take_a_share_of_the_cores(types.SimpleNamespace(workerinput={"workercount": workers}))
     assert set_to == set_threads
     set_to.clear()
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
-    plugin.take_a_share_of_the_cores(types.SimpleNamespace(workerinput={"workercount": workers}))
-    plugin.take_a_share_of_the_cores(types.SimpleNamespace())  # not a worker
+    plugin._take_a_share_of_the_cores(types.SimpleNamespace(workerinput={"workercount": workers}))
+    plugin._take_a_share_of_the_cores(types.SimpleNamespace())  # not a worker
     assert set_to == []

@@ -105,10 +105,10 @@ def _configure_selection(config: pytest.Config) -> None:
         return  # someone's own tests: their warnings and torch's threads are theirs
     for message in QUIET_WARNINGS:
         config.addinivalue_line("filterwarnings", f"ignore:{message}")
-    take_a_share_of_the_cores(config)
+    _take_a_share_of_the_cores(config)
 
 
-def take_a_share_of_the_cores(config: pytest.Config) -> None:
+def _take_a_share_of_the_cores(config: pytest.Config) -> None:
     """An xdist worker gives torch's intra-op pool its share of the cores, not all of them. With
     every worker using every core, OpenMP's threads spin waiting for each other: on 2 cores the main
     job took 81 s instead of 61 s while the C++ kernels compiled beside it, and 52 s instead of 49

@@ -34,7 +34,7 @@ def outcomes(document: dict, backend: str = "candidate") -> dict[str, str]:
     return {key: record["outcome"] for key, record in by_case(document).items() if record["backend"] == backend}
 
 
-@pytest.mark.slow  # conformance check at its defaults
+@pytest.mark.acceptance  # conformance check at its default examples: what they find is the point
 def test_a_skipna_masked_mean_fails_check_in_its_spec_case_and_its_generated_items(tmp_path):
     # pandas' Series.where(mask).mean(): [nan, 1] both valid gives 1.0, torch NaN. The generated
     # strategy must find it too, at the default 8 examples per item and seed 0, not only the spec case
@@ -66,7 +66,7 @@ def test_nonfinite_values_at_valid_positions_pass_on_every_builtin_backend():
     assert {("nan-in-a-gradient-value", "coo"), ("inf-in-a-gradient-value-through-the-momentum-buffer", "coo")} <= ran
 
 
-@pytest.mark.slow  # conformance check at its defaults
+@pytest.mark.acceptance  # conformance check at its default examples: what they find is the point
 def test_a_coalesce_that_raises_on_sparse_dim_zero_fails_check_in_spec_and_generated_items(tmp_path):
     proc, document = run_check(tmp_path, f"coalesce={COVERAGE}:coalesce_without_sparse_scalars",
                                "sparse-scalar or all-dense-hybrid or coalesce-agrees-with-reference")

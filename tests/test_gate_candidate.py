@@ -57,7 +57,9 @@ def run_gate_step(tmp_path, impl: str, pytest_args: str = "") -> subprocess.Comp
     user_repo = tmp_path / "user-repo"
     (user_repo / "mypkg").mkdir(parents=True)
     shutil.copy(REPO / "tests" / "candidates" / "mutants.py", user_repo / "mypkg" / "__init__.py")
-    env = {**os.environ, "IMPL": impl, "DEVICE": "cpu", "PYTEST_ARGS": pytest_args,
+    # one xdist worker (through the workflow's pytest-args input, as a user may set it): the spec
+    # cases and a few examples do not need a second worker importing torch again
+    env = {**os.environ, "IMPL": impl, "DEVICE": "cpu", "PYTEST_ARGS": f"{pytest_args} -n 1".strip(),
            "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
            # this checkout's conformance, not the one an editable install may point at
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}

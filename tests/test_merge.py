@@ -401,7 +401,9 @@ def test_the_matrix_mode_runs_here_for_one_torch_version_with_two_shards(tmp_pat
     """Plan, then each shard's "Gate shard" step, then "Merge and report", as the jobs would run them
     (the artifacts' upload and download leave reports/shards/ as it is: one folder per run)."""
     version = torch.__version__.split("+")[0]
-    impl, pytest_args = "adagrad=mypkg:SquareBeforeSumAdagrad", "-k 'not generated' --conformance-dtype float32"
+    # one xdist worker per shard (the workflow's pytest-args input, as a user may set it): the few
+    # items of a shard do not need a second worker importing torch again
+    impl, pytest_args = "adagrad=mypkg:SquareBeforeSumAdagrad", "-k 'not generated' --conformance-dtype float32 -n 1"
     proc, outputs = _plan(tmp_path, **{"torch-versions": version, "devices": "cpu", "shards": 2})
     assert proc.returncode == 0, proc.stderr
     include = json.loads(outputs["matrix"])["include"]

@@ -68,11 +68,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _default_workers(config: pytest.Config) -> str | int:
-    """A worker per core for the fast tier; two per core for a run that takes the slow or acceptance
-    tier too: most of their time is spent waiting on child processes (interpreters starting, item
-    timeouts running out, hangs being ended). The full tier kept 2 cores 165% busy with a worker per
-    core (7 min 52 s) and 196% with two per core (5 min 49 s, once torch's threads were shared)."""
-    if not any(_runs(config, marker) for marker in TIERS):
+    """Two xdist workers per core for the full tier and the slow tier alone: most of the slow tier's
+    time is spent waiting on child processes (interpreters starting, item timeouts running out,
+    hangs being ended). The full tier kept 2 cores 165% busy with a worker per core (7 min 52 s) and
+    196% with two per core (5 min 49 s, once torch's threads were shared). A worker per core
+    otherwise: the fast tier, and any run that takes the acceptance tier, whose ``check`` runs at
+    their defaults start a worker per core of their own and are held to their time bounds."""
+    if not _runs(config, "slow") or _runs(config, "acceptance"):
         return "auto"
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return 2 * cores

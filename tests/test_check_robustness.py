@@ -367,7 +367,7 @@ def test_sigterm_to_check_reaches_its_pytest_which_writes_its_results_and_lets_g
     results = tmp_path / "reports" / "candidate.json"
     proc = subprocess.Popen([sys.executable, "-m", "conformance", "check", f"adagrad={FAULTS}:WaitingAdagrad",
                              "--specs", str(SMALL_SPEC), "--results", str(results),
-                             "--report", str(tmp_path / "reports" / "check.html"),
+                             "--report", str(tmp_path / "reports" / "check.html"), "--workers", "1",
                              "--pytest-args", "--conformance-examples 0 -k misbehave"],
                             cwd=REPO, env=env(CONFORMANCE_TEST_GATE=str(gate)), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)

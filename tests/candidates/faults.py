@@ -67,11 +67,19 @@ class NativeDeadlockAdagrad(torch.optim.Adagrad):
 
 
 class GilHoldingAdagrad(torch.optim.Adagrad):
-    """Spins in C code that holds the GIL and never checks for signals: ``sum(range(10**11))``."""
+    """Hangs in C code that holds the GIL and never checks for signals: locks a plain pthread mutex
+    twice through ``ctypes.PyDLL``, which (unlike ``CDLL``) keeps the GIL around the call; the
+    futex wait ignores signals. It blocks instead of spinning, so the minutes a test waits for the
+    watchdog cost no CPU (tests/test_hangs.py's ``GIL_HELD`` spins, at check's defaults)."""
 
     def step(self, closure=None):
         if _here(self):
-            sum(range(10**11))
+            import ctypes
+
+            libc = ctypes.PyDLL(None)
+            mutex = ctypes.create_string_buffer(64)  # zeroed: PTHREAD_MUTEX_INITIALIZER on glibc
+            libc.pthread_mutex_lock(mutex)
+            libc.pthread_mutex_lock(mutex)
         return super().step(closure)
 
 

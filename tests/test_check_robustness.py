@@ -222,8 +222,8 @@ def test_check_ends_a_candidate_deadlocked_in_native_code(tmp_path):
 
 @pytest.mark.slow
 def test_a_candidate_holding_the_gil_in_c_is_ended_too(tmp_path):
-    # the candidate spins holding the GIL until the item's timeout: 10 s of a core, as short as a
-    # loaded machine's fresh worker allows (its first call of the op is made before the timer starts)
+    # the candidate blocks in C holding the GIL; a 10 s item timeout, as short as a loaded machine's
+    # fresh worker allows (its first call of the op is made before the item's timer starts)
     proc, results = pytest_run(tmp_path, "GilHoldingAdagrad", "-n", "1", "-p", "no:benchmark",
                                "--conformance-timeout", "10", "-k", "misbehave")
     document_ = load(results)

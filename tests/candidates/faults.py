@@ -51,18 +51,24 @@ def _here(optimizer: torch.optim.Optimizer) -> bool:
     return any(tuple(p.shape) == (3, 3) for group in optimizer.param_groups for p in group["params"])
 
 
+def _lock_a_mutex_twice(gil_held: bool) -> None:
+    """A deadlock in C: a plain pthread mutex locked twice (the futex wait ignores signals), through
+    ``ctypes.PyDLL`` (the GIL kept around the call) or ``ctypes.CDLL`` (the GIL released)."""
+    import ctypes
+
+    libc = (ctypes.PyDLL if gil_held else ctypes.CDLL)(None)
+    mutex = ctypes.create_string_buffer(64)  # zeroed: PTHREAD_MUTEX_INITIALIZER on glibc
+    libc.pthread_mutex_lock(mutex)
+    libc.pthread_mutex_lock(mutex)
+
+
 class NativeDeadlockAdagrad(torch.optim.Adagrad):
     """Deadlocks in C with the GIL released, as a hung fused kernel does: locks a plain pthread
     mutex twice (ctypes releases the GIL around foreign calls; the futex wait ignores signals)."""
 
     def step(self, closure=None):
         if _here(self):
-            import ctypes
-
-            libc = ctypes.CDLL(None)
-            mutex = ctypes.create_string_buffer(64)  # zeroed: PTHREAD_MUTEX_INITIALIZER on glibc
-            libc.pthread_mutex_lock(mutex)
-            libc.pthread_mutex_lock(mutex)
+            _lock_a_mutex_twice(gil_held=False)
         return super().step(closure)
 
 
@@ -74,12 +80,7 @@ class GilHoldingAdagrad(torch.optim.Adagrad):
 
     def step(self, closure=None):
         if _here(self):
-            import ctypes
-
-            libc = ctypes.PyDLL(None)
-            mutex = ctypes.create_string_buffer(64)  # zeroed: PTHREAD_MUTEX_INITIALIZER on glibc
-            libc.pthread_mutex_lock(mutex)
-            libc.pthread_mutex_lock(mutex)
+            _lock_a_mutex_twice(gil_held=True)
         return super().step(closure)
 
 

@@ -22,14 +22,15 @@ from conformance.core.tensors import CooArray, to_torch
 DENSE_LIMIT = 10_000_000  # elements a densified sparse tensor may have (the spec loader's ELEMENT_BUDGET)
 
 
-def dense_with_mask(coo: CooArray, ctx: RunContext) -> tuple[torch.Tensor, torch.Tensor]:
-    """(dense sum of the entries, mask over the sparse dims) on the item's device and dtype."""
+def dense_with_mask(coo: CooArray, ctx: RunContext, role: str = "") -> tuple[torch.Tensor, torch.Tensor]:
+    """(dense sum of the entries, mask over the sparse dims) on the item's device and dtype; its indices
+    and values in the layouts the example gives ``<role>indices`` and ``<role>values``."""
     if math.prod(coo.size) > DENSE_LIMIT:
         raise Unsupported(f"the dense backend would allocate {math.prod(coo.size):,} elements for this sparse tensor "
                           f"(limit {DENSE_LIMIT:,})")
     device = ctx.torch_device
-    index = tuple(torch.from_numpy(coo.indices.copy()).to(device))
-    values = to_torch(coo.values, ctx.dtype, device)
+    index = tuple(ctx.place(f"{role}indices", torch.from_numpy(coo.indices.copy()).to(device)))
+    values = ctx.place(f"{role}values", to_torch(coo.values, ctx.dtype, device))
     dense = torch.zeros(coo.size, dtype=ctx.dtype, device=device)
     mask = torch.zeros(coo.sparse_shape, dtype=torch.bool, device=device)
     written, marked = dense, mask
@@ -58,9 +59,9 @@ def coalesce_dense(inputs: CooArray, ctx: RunContext):
 def step_gradient(grad, param: torch.Tensor, ctx: RunContext):
     """(dense gradient, mask over the parameter's shape, mask over the sparse dims or None if dense)."""
     if isinstance(grad, CooArray):
-        dense, sparse_mask = dense_with_mask(grad, ctx)
+        dense, sparse_mask = dense_with_mask(grad, ctx, "grad.")
         return dense, broadcast_mask(sparse_mask, param.shape), sparse_mask
-    return to_torch(grad, ctx.dtype, ctx.torch_device), torch.ones_like(param, dtype=torch.bool), None
+    return ctx.place("grad", to_torch(grad, ctx.dtype, ctx.torch_device)), torch.ones_like(param, dtype=torch.bool), None
 
 
 def adagrad_steps(inputs: OptimizerInputs, ctx: RunContext, update) -> dict:
@@ -69,7 +70,7 @@ def adagrad_steps(inputs: OptimizerInputs, ctx: RunContext, update) -> dict:
     masked backends differ only there."""
     adagrad = OPS["adagrad"]
     h = adagrad.hyperparameters(inputs.hyperparameters)
-    param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
+    param = ctx.place("param", to_torch(inputs.param, ctx.dtype, ctx.torch_device))
     state_sum = torch.full_like(param, h["initial_accumulator_value"])
     std_values = None
     for step, grad in enumerate(inputs.grads, start=1):
@@ -117,7 +118,7 @@ def sparse_adam_steps(inputs: OptimizerInputs, ctx: RunContext, update) -> dict:
     sparse_adam = OPS["sparse_adam"]
     h = sparse_adam.hyperparameters(inputs.hyperparameters)
     beta1, beta2 = h["betas"]
-    param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
+    param = ctx.place("param", to_torch(inputs.param, ctx.dtype, ctx.torch_device))
     exp_avg = torch.zeros_like(param)
     exp_avg_sq = torch.zeros_like(param)
     for step, grad in enumerate(inputs.grads, start=1):
@@ -159,7 +160,7 @@ def sgd_gradient(h: dict, grad, param: torch.Tensor, ctx: RunContext, layout: bo
 def sgd_dense(inputs: OptimizerInputs, ctx: RunContext):
     h = OPS["sgd"].hyperparameters(inputs.hyperparameters)
     m = h["momentum"]
-    param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
+    param = ctx.place("param", to_torch(inputs.param, ctx.dtype, ctx.torch_device))
     buf = buf_mask = layout = None
     for grad in inputs.grads:
         g, mask, layout = sgd_gradient(h, grad, param, ctx, layout)

@@ -49,7 +49,7 @@ def adagrad_masked(inputs: OptimizerInputs, ctx: RunContext):
 
 def sparse_adam_masked(inputs: OptimizerInputs, ctx: RunContext):
     OPS["sparse_adam"].hyperparameters(inputs.hyperparameters)  # torch's constructor errors come first
-    param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
+    param = ctx.place("param", to_torch(inputs.param, ctx.dtype, ctx.torch_device))
     masked(param, torch.ones_like(param, dtype=torch.bool))  # dtype check even with no steps
 
     def update(param, exp_avg, exp_avg_sq, g, mask, beta1, beta2, eps, step_size):
@@ -69,7 +69,7 @@ def sgd_masked(inputs: OptimizerInputs, ctx: RunContext):
     ``param.add(masked_step.to_tensor(0), alpha=-lr)``."""
     h = OPS["sgd"].hyperparameters(inputs.hyperparameters)
     m, dampening = h["momentum"], h["dampening"]
-    param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
+    param = ctx.place("param", to_torch(inputs.param, ctx.dtype, ctx.torch_device))
     masked(param, torch.ones_like(param, dtype=torch.bool))  # dtype check even with no steps
     buf = buf_mask = layout = None
     for grad in inputs.grads:
@@ -91,8 +91,8 @@ def sgd_masked(inputs: OptimizerInputs, ctx: RunContext):
 
 
 def masked_mean_masked(inputs: MaskedMeanInputs, ctx: RunContext):
-    values = to_torch(inputs.values, ctx.dtype, ctx.torch_device)
-    mask = to_torch(inputs.mask, None, ctx.torch_device)
+    values = ctx.place("values", to_torch(inputs.values, ctx.dtype, ctx.torch_device))
+    mask = ctx.place("mask", to_torch(inputs.mask, None, ctx.torch_device))
     leaf = masked(values, mask, requires_grad=True)
     result = leaf.mean()
     result.backward()

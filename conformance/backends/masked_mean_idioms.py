@@ -284,8 +284,8 @@ def compile_experiment(name: str, masks: list[torch.Tensor], values: torch.Tenso
 
 def _masked_mean_runner(info: ApproachInfo):
     def run(inputs, ctx):
-        values = to_torch(inputs.values, ctx.dtype, ctx.torch_device)
-        mask = to_torch(inputs.mask, None, ctx.torch_device)
+        values = ctx.place("values", to_torch(inputs.values, ctx.dtype, ctx.torch_device))
+        mask = ctx.place("mask", to_torch(inputs.mask, None, ctx.torch_device))
         value, grad = info.fn(values, mask)
         return {"value": value.reshape(()), "grad": grad}
 

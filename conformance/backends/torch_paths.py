@@ -22,7 +22,7 @@ import numpy as np
 from conformance.backends.base import Backend, torch_kernels_missing_are_unsupported
 from conformance.ops import OPS
 from conformance.ops.optimizers.inputs import OptimizerInputs
-from conformance.core.divergences import STOCK_TORCH, Divergence, register
+from conformance.core.divergences import STOCK_TORCH, Divergence, LayoutDivergence, register
 from conformance.core.types import RunContext, Unsupported
 
 COMPILED = "compiled"  # the path under torch.compile: its backend is conformance/backends/compiled.py
@@ -82,7 +82,7 @@ class TorchPathBackend(Backend):
     lists_unimplemented_ops = False  # an op without the path (SparseAdam: no foreach, no fused) gets no items
     # generated: only the twin (the path against torch's for-loop step on the same inputs); the
     # for-loop step itself is the coo backend's, checked against the reference by every property
-    generated_properties = ("paths-agree",)
+    generated_properties = ("paths-agree", "layout-invariant")  # (and the path on views of its inputs)
 
     def __init__(self, path: str, classes: dict[str, type] | None = None, *, name: str | None = None,
                  description: str | None = None):
@@ -256,4 +256,21 @@ FUSED_ROUNDING = register(PathDivergence(
     "https://github.com/pytorch/pytorch/blob/v2.13.0/aten/src/ATen/native/cpu/FusedAdagradKernel.cpp",
     ops=("adagrad", "sgd"), backends=("fused",), properties=(PATHS_AGREE,), behaviour=STOCK_TORCH,
     explains=_rounds_otherwise,
+))
+
+
+LAYOUT_INVARIANT = "layout-invariant"  # the property (conformance/cases/checks.py)
+
+FUSED_WALKS_STORAGE = register(LayoutDivergence(
+    "torch-fused-cpu-walks-storage-linearly",
+    "torch's fused CPU optimizer kernels (Adagrad(fused=True), SGD(fused=True): torch._fused_adagrad_, "
+    "torch._fused_sgd_) walk the parameter, its gradient and its state from data_ptr() as if they were contiguous: "
+    "on a parameter that is a strided view (torch.zeros(3, 4, 2)[..., 0]) they update the wrong entries and write "
+    "into the storage around the view, and a transposed dense gradient (g.t()) is read in storage order. The "
+    "for-loop and foreach steps read the strides. Modelled exactly: the same fused step handed the contiguous "
+    "tensor over each view's window of storage leaves every storage and state as the run did. Shown by torch "
+    "2.13.0 on cpu; docs/findings.md has the torch-only reproducer",
+    "https://github.com/pytorch/pytorch/blob/v2.13.0/aten/src/ATen/native/cpu/FusedAdagradKernel.cpp",
+    ops=("adagrad", "sgd"), backends=("fused",), devices=("cpu",), properties=(LAYOUT_INVARIANT,),
+    behaviour=STOCK_TORCH, walks=("param", "grad"),
 ))

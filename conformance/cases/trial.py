@@ -108,7 +108,13 @@ class Trial:
     dtype: str
 
     def run(self, inputs: Any) -> dict[str, Any]:
-        return self.backend.run(self.op.name, inputs, RunContext(self.device, torch_dtype(self.dtype)))
+        return self.backend.run(self.op.name, inputs, self.context())
+
+    def context(self, layouts: dict | None = None, linear_windows: tuple[str, ...] = ()) -> RunContext:
+        """A fresh RunContext of this trial's device and dtype, each input in the layout ``layouts``
+        gives its role (conformance.core.layouts)."""
+        return RunContext(self.device, torch_dtype(self.dtype), layouts=dict(layouts or {}),
+                          linear_windows=linear_windows)
 
     def reference(self, inputs: Any) -> dict[str, Any]:
         return self.op.reference(inputs)

@@ -79,6 +79,20 @@ class Divergence:
         return torch_specifier(self.torch).contains(torch_release(torch_version), prereleases=True)
 
 
+@dataclass(frozen=True)
+class LayoutDivergence(Divergence):
+    """A divergence of an implementation that reads and writes the inputs ``walks`` names (roles:
+    ``param``, ``grad``) in storage order from ``data_ptr()``, ignoring their strides. It explains a
+    miss of the property layout-invariant when the same implementation, handed each of those inputs
+    as the contiguous tensor over its view's window of storage (``RunContext.linear_windows``), leaves
+    every storage and output bit for bit as the miss did (conformance/cases/checks.py)."""
+
+    walks: tuple[str, ...] = ()
+    # where no model run reproduces it: ``triggered(inputs, placements) -> bool``, whether the example holds
+    # what brings it out (the placements: conformance.core.layouts.Placement, where each input went)
+    triggered: Callable[..., bool] | None = None
+
+
 class InvalidTorchVersions(ValueError):
     """A divergence's ``torch`` that is not a PEP 440 specifier set."""
 

@@ -95,15 +95,16 @@ class CooArray:
     def quantized(self, dtype: str | torch.dtype) -> "CooArray":
         return CooArray(self.indices, quantize(self.values, dtype), self.size)
 
-    def to_torch(self, dtype: torch.dtype, device: str | torch.device = "cpu") -> torch.Tensor:
-        """An uncoalesced torch sparse COO tensor, duplicates and order as written."""
-        return torch.sparse_coo_tensor(
-            torch.from_numpy(self.indices.copy()),
-            torch.from_numpy(self.values.copy()).to(dtype),
-            self.size,
-            device=device,
-            check_invariants=True,
-        )
+    def to_torch(self, dtype: torch.dtype, device: str | torch.device = "cpu", place=None,
+                 role: str = "") -> torch.Tensor:
+        """An uncoalesced torch sparse COO tensor, duplicates and order as written. ``place(role,
+        tensor)`` (a RunContext's): its indices and values in the layouts the example gives
+        ``<role>indices`` and ``<role>values`` (torch keeps a non-contiguous indices or values tensor as given)."""
+        indices = torch.from_numpy(self.indices.copy()).to(device)
+        values = torch.from_numpy(self.values.copy()).to(dtype).to(device)
+        if place is not None:
+            indices, values = place(f"{role}indices", indices), place(f"{role}values", values)
+        return torch.sparse_coo_tensor(indices, values, self.size, device=device, check_invariants=True)
 
     def specified_mask(self) -> np.ndarray:
         """Boolean mask over the sparse dims: True where any entry is specified."""

@@ -12,6 +12,8 @@ from typing import Any, Callable, Mapping
 
 import torch
 
+from conformance.core.layouts import CONTIGUOUS, Layout, Placement, place
+
 
 class Outcome(str, Enum):
     """One item's outcome (the meanings: conformance/run/outcomes.py); a str, so records and JSON carry
@@ -113,11 +115,30 @@ def missing_dtype_kernel(exc: BaseException) -> str | None:
 
 @dataclass
 class RunContext:
-    """Where and how one item runs, and a place for backends to record extra facts."""
+    """Where and how one item runs, and a place for backends to record extra facts.
+
+    ``layouts``: the memory layout of each input of the example by its role (``param``, ``grad``,
+    ``values``, ``indices``, ``mask``; absent: contiguous), which whatever turns the example into
+    tensors applies through :meth:`place`; ``placements`` keeps where each went
+    (:mod:`conformance.core.layouts`). ``linear_windows``: the roles whose contiguous tensor over the
+    view's window of storage is handed over instead of the view (the model of a kernel that walks
+    ``data_ptr()`` linearly)."""
 
     device: str
     dtype: torch.dtype
     record: dict[str, Any] = field(default_factory=dict)
+    layouts: Mapping[str, Layout] = field(default_factory=dict)
+    linear_windows: tuple[str, ...] = ()
+    placements: list[Placement] = field(default_factory=list)
+
+    def place(self, role: str, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` (contiguous, fresh) in the layout this example gives ``role``: itself when none."""
+        layout = self.layouts.get(role)
+        if layout is None or layout.kind == CONTIGUOUS or not layout.fits(tensor.dim()):
+            return tensor  # (transposing a 1-D tensor, as t() does, or channels_last off 4-D: itself)
+        placement = place(role, tensor, layout, linear_window=role in self.linear_windows)
+        self.placements.append(placement)
+        return placement.handed
 
     @property
     def torch_device(self) -> torch.device:

@@ -10,11 +10,16 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
+from hypothesis import strategies as st
 
 from conformance.core.divergences import Divergence
 from conformance.core.dtypes import OPMATH_ROUNDOFF
+from conformance.core.layouts import STRIDED, TRANSPOSED, Layout
 from conformance.core.tensors import encode_array
 from conformance.core.types import RunContext
+from conformance.ops.draw import layouts
+
+LAYOUT_INVARIANT = "layout-invariant"  # the property every op with input_layouts has (conformance/cases/checks.py)
 
 
 def _quiet_numpy(reference: Callable) -> Callable:
@@ -88,6 +93,13 @@ class Op:
     # known mistakes in implementing the op (conformance.core.diagnosis.Mistake): what a failing output
     # "looks like", named in the failure, its record and the report
     mistakes: tuple = ()
+    # each input the op's examples hand over as a tensor, by role (RunContext.place), -> the memory layouts
+    # it may take (conformance.core.layouts.LAYOUT_KINDS, contiguous first: what Hypothesis shrinks toward);
+    # empty: the op has no layout-invariant property
+    input_layouts: dict[str, tuple[str, ...]] = {}
+    # outputs a correct implementation may compute in another order on a non-contiguous input (a reduction):
+    # layout-invariant compares them within the agreement tolerance, every other output bit for bit
+    layout_reordered_outputs: frozenset[str] = frozenset()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """An op's NumPy references propagate NaN and inf as documented (0/0, inf - inf): they run
@@ -243,12 +255,33 @@ class Op:
 
     def all_properties(self) -> tuple[GeneratedProperty, ...]:
         """:meth:`properties` and the ones every op has: ``deterministic`` (the same inputs run
-        twice give bit-for-bit the same outputs and state), on :meth:`inputs_strategy`."""
+        twice give bit-for-bit the same outputs and state), on :meth:`inputs_strategy`, and where the
+        record declares :attr:`input_layouts`, ``layout-invariant`` (:meth:`layout_inputs_strategy`)."""
         own = tuple(self.properties())
         if any(p.name == "deterministic" for p in own) or type(self).inputs_strategy is Op.inputs_strategy:
             return own  # (an op without an input strategy has nothing to draw)
+        layouts = (GeneratedProperty(
+            LAYOUT_INVARIANT, "the same inputs handed over as non-contiguous views (a strided view into a larger "
+            "storage, transposed, channels_last) give bit for bit the result of contiguous copies, and no byte of "
+            "the storage outside a view changes", self.layout_inputs_strategy, examples=self.layout_examples),
+        ) if self.input_layouts else ()
         return (*own, GeneratedProperty("deterministic", "the same inputs run twice give bit-for-bit the same "
-                                        "outputs and state", self.inputs_strategy))
+                                        "outputs and state", self.inputs_strategy), *layouts)
+
+    def layout_inputs_strategy(self, dtype: str) -> Any:
+        """(inputs, layouts by role): :meth:`inputs_strategy`'s inputs, each role of :attr:`input_layouts`
+        in a drawn layout (shrinking toward contiguous)."""
+        return st.tuples(self.inputs_strategy(dtype), layouts(self.input_layouts))
+
+    def layout_examples(self, dtype: str) -> list:
+        """(inputs, layouts) run first by layout-invariant: each explicit example with every role that
+        fits a 2-D view strided (offset 1, step 2), then transposed."""
+        examples = []
+        for inputs in self.explicit_examples(dtype)[:1]:
+            for layout in (Layout(STRIDED, 1, 2), Layout(TRANSPOSED)):
+                examples.append((inputs, {role: layout for role, kinds in self.input_layouts.items()
+                                          if layout.kind in kinds}))
+        return examples
 
     @property
     def is_optimizer(self) -> bool:

@@ -15,6 +15,7 @@ import torch
 from hypothesis import strategies as st
 
 from conformance.core.types import Mismatch, Mistake, RunContext
+from conformance.core.layouts import CONTIGUOUS, LAYOUT_KINDS, STRIDED, TRANSPOSED
 from conformance.core.compare import assert_bits_equal, at_least_default, finite_abs_max
 from conformance.core.dtypes import DTYPES, OPMATH_ROUNDOFF
 from conformance.ops import draw as d
@@ -281,6 +282,8 @@ def coalesced(tensor: torch.Tensor) -> torch.Tensor:
 
 class Coalesce(Op):
     name = "coalesce"
+    # the input's indices (sparse_dim, nnz) and values (nnz, *dense): torch keeps a non-contiguous one as given
+    input_layouts = {"indices": (CONTIGUOUS, STRIDED, TRANSPOSED), "values": LAYOUT_KINDS}
     decodes_empty_expected = True
     stock_backend = "coo"
     summary = "COO tensor -> coalesced COO tensor (duplicates summed, indices sorted)"
@@ -345,7 +348,7 @@ class Coalesce(Op):
         return torch.Tensor.coalesce
 
     def run_candidate(self, candidate, inputs: CooArray, ctx: RunContext) -> dict[str, Any]:
-        tensor = inputs.to_torch(ctx.dtype, ctx.torch_device)
+        tensor = inputs.to_torch(ctx.dtype, ctx.torch_device, place=ctx.place)
         return outputs_of_sparse(candidate(tensor))
 
     def watch_candidate(self, candidate: Any) -> Any:

@@ -18,6 +18,7 @@ import torch
 from hypothesis import strategies as st
 
 from conformance.core.types import Mismatch, Mistake, RunContext
+from conformance.core.layouts import LAYOUT_KINDS
 from conformance.core.compare import assert_bits_equal, at_least_default, finite_abs_max, first_index
 from conformance.core.divergences import STOCK_TORCH, Divergence, register
 from conformance.ops import draw as d
@@ -60,8 +61,8 @@ def where_masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 def differentiate(function, inputs: MaskedMeanInputs, ctx: RunContext) -> dict[str, Any]:
     """Call ``function(values, mask)`` on leaf tensors and backpropagate a gradient of one."""
-    values = to_torch(inputs.values, ctx.dtype, ctx.torch_device).requires_grad_(True)
-    mask = to_torch(inputs.mask, None, ctx.torch_device)
+    values = ctx.place("values", to_torch(inputs.values, ctx.dtype, ctx.torch_device)).requires_grad_(True)
+    mask = ctx.place("mask", to_torch(inputs.mask, None, ctx.torch_device))
     result = function(values, mask)
     if not isinstance(result, torch.Tensor):
         raise Mismatch(f"masked_mean must return a tensor, got {type(result).__name__}")
@@ -318,6 +319,9 @@ DEVICE_COUNT_IN_HALF = register(Divergence(
 
 class MaskedMean(Op):
     name = "masked_mean"
+    input_layouts = {"values": LAYOUT_KINDS, "mask": LAYOUT_KINDS}
+    # a sum over a non-contiguous tensor may add in another order (torch's reductions follow the strides)
+    layout_reordered_outputs = frozenset({"value"})
     stock_backend = "masked"
     summary = "mean over mask==True entries, and its gradient (zero where the mask is False)"
     candidate_contract = "a callable (values, bool_mask) -> 0-d tensor that autograd can differentiate"

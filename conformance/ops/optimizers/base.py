@@ -11,6 +11,8 @@ import torch
 from hypothesis import strategies as st
 
 from conformance.core.dtypes import DTYPES
+from conformance.core.layouts import CONTIGUOUS, LAYOUT_KINDS, STRIDED, TRANSPOSED, Layout
+from conformance.ops.draw import layouts
 from conformance.core.types import RunContext, Unsupported
 from conformance.ops.base import GeneratedProperty, Op
 from conformance.ops.coalesce import coalesce_reference
@@ -46,6 +48,13 @@ class OptimizerOp(Op):
     torch_paths: dict[str, dict] = {}  # "compiled": the keywords of the step torch.compile runs (backends/compiled.py)
     torch_paths_on_sparse: dict[str, str] = {}
     torch_for_loop: dict = {"foreach": False}
+    # the layouts each tensor the optimizer is handed may take (layout-invariant; conformance/core/layouts.py)
+    input_layouts = {"param": LAYOUT_KINDS, "grad": LAYOUT_KINDS, "grad.indices": (CONTIGUOUS, STRIDED, TRANSPOSED),
+                     "grad.values": LAYOUT_KINDS}
+    # hyperparameters of layout-invariant's explicit examples (layout_examples), and whether their gradients
+    # are dense (torch's fused steps run dense gradients only) or sparse (an optimizer of sparse gradients only)
+    layout_hyperparameters: dict = {"lr": 0.5}
+    layout_dense_gradients: bool = True
 
     @property
     def is_optimizer(self) -> bool:
@@ -238,6 +247,28 @@ class OptimizerOp(Op):
                 "run eagerly on the same dense-gradient trajectories", self.compiled_inputs_strategy,
                 dtypes=("float32", "float64"), max_examples=COMPILED_EXAMPLES))
         return (*super().all_properties(), *twins)
+
+    def layout_inputs_strategy(self, dtype: str) -> Any:
+        """Trajectories as paths-agree draws them (sparse, mixed, and the same densified: torch's fused
+        steps run dense gradients only), each input in a drawn layout."""
+        return st.tuples(self.paths_inputs_strategy(dtype), layouts(self.input_layouts))
+
+    def layout_examples(self, dtype: str) -> list[tuple[OptimizerInputs, dict]]:
+        """Two steps on a 2 x 3 parameter, dense gradients where the optimizer takes them (sparse ones
+        at three entries otherwise), values exact in every dtype: the parameter as a strided view
+        (offset 1, step 2), then the gradients transposed (their values strided for sparse ones)."""
+        param = np.array([[1.0, -2.0, 0.5], [3.0, -1.0, 2.0]])
+        dense = [np.array([[0.5, -1.0, 2.0], [1.0, 0.25, -0.5]]), np.array([[-1.0, 2.0, 0.5], [0.25, 1.0, -2.0]])]
+        hyper = dict(self.layout_hyperparameters)
+        if self.layout_dense_gradients:
+            grads: list = dense
+            moved = {"grad": Layout(TRANSPOSED)}
+        else:
+            indices = np.array([[0, 1, 1], [2, 0, 2]], dtype=np.int64)
+            grads = [CooArray(indices, g[tuple(indices)], (2, 3)) for g in dense]
+            moved = {"grad.values": Layout(STRIDED, 1, 2), "grad.indices": Layout(TRANSPOSED)}
+        inputs = OptimizerInputs(param, grads, hyper)
+        return [(inputs, {"param": Layout(STRIDED, 1, 2)}), (inputs, moved)]
 
     def paths_inputs_strategy(self, dtype: str) -> Any:
         from conformance.ops.optimizers.reference import densified

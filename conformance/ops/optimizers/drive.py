@@ -36,7 +36,7 @@ def run_optimizer(optimizer_class: type, inputs: OptimizerInputs, ctx: RunContex
     optimizer's ``state_dict()`` goes through ``torch.save``/``torch.load``, and a fresh
     optimizer on a fresh copy of the parameter loads it and takes the remaining steps."""
     require_accepted_gradients(optimizer_class, inputs.grads)
-    param = to_torch(inputs.param, ctx.dtype, ctx.torch_device)
+    param = ctx.place("param", to_torch(inputs.param, ctx.dtype, ctx.torch_device))
     optimizer = optimizer_class([param], **inputs.hyperparameters)
     for step, grad in enumerate(inputs.grads, start=1):
         param.grad = grad_to_torch(grad, ctx)
@@ -90,8 +90,8 @@ def run_param_groups(optimizer_class: type, inputs: ParamGroupsInputs, ctx: RunC
     params, groups = [], []
     for group in inputs.groups:
         hyper = next(m.hyperparameters for m in group if isinstance(m, OptimizerInputs))
-        tensors = [to_torch(m.param if isinstance(m, OptimizerInputs) else m, ctx.dtype, ctx.torch_device)
-                   for m in group]
+        tensors = [ctx.place("param", to_torch(m.param if isinstance(m, OptimizerInputs) else m, ctx.dtype,
+                                                ctx.torch_device)) for m in group]
         params += tensors
         groups.append({"params": tensors, **hyper})
     flat = [m for group in inputs.groups for m in group]

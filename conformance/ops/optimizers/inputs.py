@@ -91,10 +91,15 @@ class ParamGroupsInputs:
         return self.members[0].steps
 
 
+GRAD_ROLES = ("grad", "grad.indices", "grad.values")  # a dense gradient; a sparse one's parts (layouts)
+
+
 def grad_to_torch(grad: CooArray | np.ndarray, ctx: RunContext) -> torch.Tensor:
+    """A step's gradient on the item's device and dtype, in the layout the example gives it (``grad``,
+    or ``grad.indices`` and ``grad.values`` for a sparse one)."""
     if isinstance(grad, np.ndarray):
-        return to_torch(grad, ctx.dtype, ctx.torch_device)
-    return grad.to_torch(ctx.dtype, ctx.torch_device)
+        return ctx.place("grad", to_torch(grad, ctx.dtype, ctx.torch_device))
+    return grad.to_torch(ctx.dtype, ctx.torch_device, place=ctx.place, role="grad.")
 
 
 def negated(grad, maximize: bool):

@@ -1,0 +1,103 @@
+"""Layout as a dimension of every example (conformance/core/layouts.py) and the property
+layout-invariant (conformance/cases/checks.py): placing, the guard around a view, torch's own
+divergences it finds, and planted candidates failing with the layout named. In process: the fast tier."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conformance.backends import builtin_backends
+from conformance.backends.candidate import CandidateBackend
+from conformance.cases.checks import check_layout_invariant
+from conformance.cases.trial import DivergenceObserved, Trial
+from conformance.core.divergences import lookup
+from conformance.core.layouts import CHANNELS_LAST, STRIDED, TRANSPOSED, Layout, outside_changed, place
+from conformance.core.types import Mismatch
+from conformance.ops import OPS
+
+from candidates.layouts import StorageOrderGradAdagrad, WritesPastTheViewSGD
+
+
+@pytest.mark.parametrize("layout, shape", [(Layout(STRIDED, 1, 2), (2, 3)), (Layout(STRIDED, 3, 1), (4,)),
+                                           (Layout(TRANSPOSED), (2, 3, 2)), (Layout(CHANNELS_LAST), (1, 2, 2, 3)),
+                                           (Layout(STRIDED, 2, 1), ())])
+def test_a_placed_tensor_holds_the_same_values_in_its_layout(layout, shape):
+    values = torch.arange(float(torch.Size(shape).numel())).reshape(shape)
+    placed = place("param", values, layout)
+    assert torch.equal(placed.handed, values) and placed.handed.shape == values.shape
+    assert placed.handed.storage_offset() == layout.offset
+    if layout.kind == CHANNELS_LAST:
+        assert placed.handed.is_contiguous(memory_format=torch.channels_last) and not placed.handed.is_contiguous()
+    elif shape:
+        assert not placed.handed.is_contiguous() or layout.offset
+    assert outside_changed(placed) is None
+
+
+def test_a_write_outside_the_view_is_named():
+    placed = place("param", torch.ones(2, 2), Layout(STRIDED, 1, 2))
+    placed.handed.add_(1)  # inside: fine
+    assert outside_changed(placed) is None
+    placed.storage[0] = 5.0  # the offset's entry, before the view
+    assert "param (strided(offset=1, step=2)): 1 storage entries outside the view changed" in outside_changed(placed)
+
+
+def _trial(op: str, backend, dtype: str = "float32") -> Trial:
+    return Trial(OPS[op], backend, "cpu", dtype)
+
+
+@pytest.mark.parametrize("op, backend", [("adagrad", "coo"), ("sgd", "foreach"), ("coalesce", "coo"),
+                                         ("masked_mean", "dense"), ("sparse_adam", "masked")])
+def test_stock_torch_and_the_suites_backends_are_layout_invariant_on_the_explicit_examples(op, backend):
+    trial = _trial(op, builtin_backends()[backend])
+    for example in OPS[op].layout_examples("float32"):
+        check_layout_invariant(trial, example)
+
+
+@pytest.mark.parametrize("op", ["adagrad", "sgd"])
+def test_torchs_fused_cpu_step_on_a_strided_parameter_is_its_recorded_divergence(op):
+    """torch 2.13's fused Adagrad/SGD walk data_ptr() linearly: the explicit 2 x 3 strided view shows it, and
+    the model (the same step on the storage window) reproduces it bit for bit."""
+    trial = _trial(op, builtin_backends()["fused"])
+    divergence = lookup(op=op, backend="fused", device="cpu", dtype="float32", property="layout-invariant")
+    if not divergence:
+        pytest.skip("this torch release is not one the divergence names")
+    example = OPS[op].layout_examples("float32")[0]
+    with pytest.raises(DivergenceObserved) as observed:
+        check_layout_invariant(trial, example)
+    assert observed.value.divergence.key == "torch-fused-cpu-walks-storage-linearly"
+    assert "param strided(offset=1, step=2)" in observed.value.detail
+
+
+def test_torchs_one_entry_sparse_add_on_an_offset_parameter_is_its_recorded_divergence():
+    """dense.add_(sparse) with nnz 1 adds the storage offset twice (torch 2.13, cpu): SparseAdam's step on a
+    one-entry parameter at storage offset 1 leaves it unmoved."""
+    from conformance.ops.optimizers.inputs import OptimizerInputs
+    from conformance.core.tensors import CooArray
+    import numpy as np
+
+    if not lookup(op="sparse_adam", backend="coo", device="cpu", dtype="float64", property="layout-invariant"):
+        pytest.skip("this torch release is not one the divergence names")
+    inputs = OptimizerInputs(np.array([1.0]), [CooArray(np.array([[0]]), np.array([1.0]), (1,))],
+                             {"lr": 1.0, "eps": 1e-10, "betas": (0.9, 0.9)})
+    with pytest.raises(DivergenceObserved) as observed:
+        check_layout_invariant(_trial("sparse_adam", builtin_backends()["coo"], "float64"),
+                               (inputs, {"param": Layout(STRIDED, 1, 1)}))
+    assert observed.value.divergence.key == "torch-dense-add-one-entry-sparse-misplaced"
+
+
+@pytest.mark.parametrize("op, candidate, example, named", [
+    ("adagrad", StorageOrderGradAdagrad, 1, "grad transposed"),
+    ("sgd", WritesPastTheViewSGD, 0, "param strided(offset=1, step=2)"),
+])
+def test_a_planted_layout_mistake_fails_and_names_the_layout(op, candidate, example, named):
+    backend = CandidateBackend("candidate", {op: candidate})
+    with pytest.raises(Mismatch) as failed:
+        check_layout_invariant(_trial(op, backend), OPS[op].layout_examples("float32")[example])
+    assert str(failed.value).startswith(f"layout {named}:"), failed.value
+
+
+def test_writing_past_a_view_is_caught_by_the_guard_even_where_the_view_reads_right():
+    backend = CandidateBackend("candidate", {"sgd": WritesPastTheViewSGD})
+    with pytest.raises(Mismatch, match="storage entries outside the view changed|not bit-for-bit"):
+        check_layout_invariant(_trial("sgd", backend), OPS["sgd"].layout_examples("float32")[0])

@@ -101,3 +101,30 @@ def test_writing_past_a_view_is_caught_by_the_guard_even_where_the_view_reads_ri
     backend = CandidateBackend("candidate", {"sgd": WritesPastTheViewSGD})
     with pytest.raises(Mismatch, match="storage entries outside the view changed|not bit-for-bit"):
         check_layout_invariant(_trial("sgd", backend), OPS["sgd"].layout_examples("float32")[0])
+
+
+def test_a_torch_divergence_seen_by_layout_invariant_gets_a_torch_only_reproducer_that_shows_it(tmp_path):
+    """The script imports only torch, runs from any directory and exits 1 while torch shows the divergence."""
+    import runpy
+    import sys
+
+    from conformance.cases.torch_repro import write_layout_reproducers
+
+    fused = builtin_backends()["fused"]
+    divergence = lookup(op="sgd", backend="fused", device="cpu", dtype="float32", property="layout-invariant")
+    if not divergence:
+        pytest.skip("this torch release is not one the divergence names")
+    example = OPS["sgd"].layout_examples("float32")[0]
+    written = write_layout_reproducers(tmp_path, "sgd-layout-invariant[fused-cpu-float32]",
+                                       fused.optimizer_class("sgd"), "float32",
+                                       {divergence[0].key: (divergence[0], "", example)})
+    assert len(written) == 1
+    script = written[0].read_text()
+    imports = {line.split()[1] for line in script.splitlines() if line.startswith(("import ", "from "))}
+    assert imports == {"platform", "sys", "torch"}, imports
+    assert "torch.optim.SGD([param], **{'lr': 0.5, 'momentum': 0.5, 'fused': True})" in script
+    before = set(sys.modules)
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_path(str(written[0]), run_name="__main__")
+    assert exited.value.code == 1  # torch 2.13/2.14 show it
+    assert not any(name.startswith("conformance") for name in set(sys.modules) - before)

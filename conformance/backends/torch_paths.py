@@ -45,6 +45,7 @@ def path_class(torch_class: type, path: str, keywords: dict, on_sparse: str | No
 
     class TorchPath(torch_class):  # type: ignore[misc, valid-type]
         torch_path = path
+        torch_keywords = dict(keywords)  # what a torch-only reproducer constructs it with (cases/torch_repro.py)
 
         def __init__(self, params, *args: Any, **kwargs: Any):
             super().__init__(params, *args, **{**kwargs, **keywords})

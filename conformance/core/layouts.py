@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from hypothesis import strategies as st
 
 CONTIGUOUS = "contiguous"
 STRIDED = "strided"  # a view into a larger storage: an offset, every ``step``-th entry of the last dim
@@ -205,3 +206,16 @@ def in_storage_order(tensor: torch.Tensor) -> torch.Tensor:
     if permuted.is_contiguous():
         return permuted.reshape(-1)
     return tensor.reshape(-1)
+
+
+def _layout_of_kind(kind: str) -> st.SearchStrategy[Layout]:
+    if kind == STRIDED:  # an offset into the storage, a step between entries; shrinks to offset 0, step 1
+        return st.builds(Layout, st.just(STRIDED), st.integers(0, 3), st.integers(1, 3))
+    return st.just(Layout(kind))
+
+
+def layouts_strategy(roles: dict[str, tuple[str, ...]]) -> st.SearchStrategy[dict[str, Layout]]:
+    """A layout for each role (role -> the layouts it may take, contiguous first): Hypothesis shrinks
+    each toward contiguous, so a shrunk example keeps non-contiguous only the input that matters."""
+    return st.fixed_dictionaries({role: st.sampled_from(kinds).flatmap(_layout_of_kind)
+                                  for role, kinds in roles.items()})

@@ -105,6 +105,7 @@ class Record(TypedDict, total=False):
     known_divergences: dict[str, int]  # a divergence's key -> examples that matched its model
     counterexample: str  # the written counterexample spec and script
     counterexample_script: str
+    torch_reproducers: list[str]
     # judging (conformance.judging.runner, conformance.judging.verdict)
     verdict: str
     improvement: str

@@ -10,9 +10,12 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Mapping
 
+from typing import TYPE_CHECKING
+
 import torch
 
-from conformance.core.layouts import CONTIGUOUS, Layout, Placement, place
+if TYPE_CHECKING:  # annotations only: types stays on the package's lowest level (tests/test_layout.py)
+    from conformance.core.layouts import Layout, Placement
 
 
 class Outcome(str, Enum):
@@ -133,6 +136,8 @@ class RunContext:
 
     def place(self, role: str, tensor: torch.Tensor) -> torch.Tensor:
         """``tensor`` (contiguous, fresh) in the layout this example gives ``role``: itself when none."""
+        from conformance.core.layouts import CONTIGUOUS, place  # (a level below would be one more for every module)
+
         layout = self.layouts.get(role)
         if layout is None or layout.kind == CONTIGUOUS or not layout.fits(tensor.dim()):
             return tensor  # (transposing a 1-D tensor, as t() does, or channels_last off 4-D: itself)

@@ -14,10 +14,9 @@ from hypothesis import strategies as st
 
 from conformance.core.divergences import Divergence
 from conformance.core.dtypes import OPMATH_ROUNDOFF
-from conformance.core.layouts import STRIDED, TRANSPOSED, Layout
+from conformance.core.layouts import STRIDED, TRANSPOSED, Layout, layouts_strategy
 from conformance.core.tensors import encode_array
 from conformance.core.types import RunContext
-from conformance.ops.draw import layouts
 
 LAYOUT_INVARIANT = "layout-invariant"  # the property every op with input_layouts has (conformance/cases/checks.py)
 
@@ -271,7 +270,7 @@ class Op:
     def layout_inputs_strategy(self, dtype: str) -> Any:
         """(inputs, layouts by role): :meth:`inputs_strategy`'s inputs, each role of :attr:`input_layouts`
         in a drawn layout (shrinking toward contiguous)."""
-        return st.tuples(self.inputs_strategy(dtype), layouts(self.input_layouts))
+        return st.tuples(self.inputs_strategy(dtype), layouts_strategy(self.input_layouts))
 
     def layout_examples(self, dtype: str) -> list:
         """(inputs, layouts) run first by layout-invariant: each explicit example with every role that

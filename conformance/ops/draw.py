@@ -17,7 +17,6 @@ import numpy as np
 from hypothesis import strategies as st
 
 from conformance.core.dtypes import DTYPES, FLOAT_DTYPES
-from conformance.core.layouts import CONTIGUOUS, STRIDED, Layout
 from conformance.core.tensors import CooArray
 
 
@@ -257,15 +256,3 @@ def trajectories(draw, dtype: str, size: Sequence[int], sparse_dim: int, *, min_
 ROUNDING_VALUES = Magnitudes(-6, 3)  # |v| in [2**-6, 16): 64 duplicates stay below 1024
 ROUNDING_LARGE = Magnitudes(6, 9)    # the large half of a cancelling pair
 
-
-def _layout_of_kind(kind: str) -> st.SearchStrategy[Layout]:
-    if kind == STRIDED:  # an offset into the storage, a step between entries; shrinks to offset 0, step 1
-        return st.builds(Layout, st.just(STRIDED), st.integers(0, 3), st.integers(1, 3))
-    return st.just(Layout(kind))
-
-
-def layouts(roles: dict[str, tuple[str, ...]]) -> st.SearchStrategy[dict[str, Layout]]:
-    """A layout for each role (role -> the layouts it may take, contiguous first): Hypothesis shrinks
-    each toward contiguous, so a shrunk example keeps non-contiguous only the input that matters."""
-    return st.fixed_dictionaries({role: st.sampled_from(kinds).flatmap(_layout_of_kind)
-                                  for role, kinds in roles.items()})

@@ -292,9 +292,29 @@ class GeneratedItem(ConformanceItem):
             self._fail(gen, result)
         if result.divergences:
             self.record["known_divergences"] = dict(result.divergences)
+            reproducers = self._torch_reproducers(gen, result)
             pytest.xfail(f"known divergence: {describe_divergences(result)}"
+                         + "".join(f" (torch-only reproducer: {path})" for path in reproducers)
                          + (f" ({result.budget_note})" if result.budget_note else "")
                          + (f" ({result.narrowed})" if result.narrowed else ""))
+
+    def _torch_reproducers(self, gen: GeneratedConfig, result) -> list[str]:
+        """Torch-only scripts of the stock-torch divergences seen, where the example allows one (never
+        losing the xfail itself)."""
+        from conformance.cases.torch_repro import TORCH_REPRODUCERS, write_layout_reproducers
+
+        optimizer_class = self.backend.optimizer_class(self.prop.op)
+        if optimizer_class is None:
+            return []
+        try:
+            written = write_layout_reproducers(gen.counterexamples.parent / TORCH_REPRODUCERS, self.name,
+                                               optimizer_class, self.dtype, result.divergence_details)
+        except Exception as exc:  # noqa: BLE001 - the divergence is reported whatever happens here
+            return [f"(not written: {type(exc).__name__}: {exc})"]
+        self.record["torch_reproducers"] = [str(path) for path in written] if written else None
+        if not written:
+            self.record.pop("torch_reproducers")
+        return [str(path) for path in written]
 
     def _fail(self, gen: GeneratedConfig, result) -> None:
         from conformance.backends import builtin_backends

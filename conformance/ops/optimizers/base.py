@@ -11,8 +11,7 @@ import torch
 from hypothesis import strategies as st
 
 from conformance.core.dtypes import DTYPES
-from conformance.core.layouts import CONTIGUOUS, LAYOUT_KINDS, STRIDED, TRANSPOSED, Layout
-from conformance.ops.draw import layouts
+from conformance.core.layouts import CONTIGUOUS, LAYOUT_KINDS, STRIDED, TRANSPOSED, Layout, layouts_strategy
 from conformance.core.types import RunContext, Unsupported
 from conformance.ops.base import GeneratedProperty, Op
 from conformance.ops.coalesce import coalesce_reference
@@ -251,7 +250,7 @@ class OptimizerOp(Op):
     def layout_inputs_strategy(self, dtype: str) -> Any:
         """Trajectories as paths-agree draws them (sparse, mixed, and the same densified: torch's fused
         steps run dense gradients only), each input in a drawn layout."""
-        return st.tuples(self.paths_inputs_strategy(dtype), layouts(self.input_layouts))
+        return st.tuples(self.paths_inputs_strategy(dtype), layouts_strategy(self.input_layouts))
 
     def layout_examples(self, dtype: str) -> list[tuple[OptimizerInputs, dict]]:
         """Two steps on a 2 x 3 parameter, dense gradients where the optimizer takes them (sparse ones

@@ -209,7 +209,7 @@ def test_profiles_and_database_stay_out_of_the_repository(tmp_path):
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-3000:]
     assert "profile thorough, 3 examples per item, seed 1234" in output
-    assert "3 passed" in output  # coalesce's three properties on the dense backend
+    assert "4 passed" in output  # coalesce's four properties on the dense backend (layout-invariant the fourth)
     assert not (tmp_path / ".hypothesis").exists()
     records = read_records(records).values()
     assert {r["hypothesis_database"] for r in records} == {str(tmp_path / "reports" / "hypothesis" / "examples")}
@@ -253,7 +253,7 @@ def test_generated_items_on_xla_are_opt_in(pytester, monkeypatch, warm_imports):
     args = ["specs", "-p", "no:cacheprovider", "-rs", "--conformance-device", "xla", "--conformance-backend",
             "dense", "--conformance-op", "coalesce", "--conformance-dtype", "float32"]
     skipped = pytester.runpytest_inprocess(*args, *NO_GC_AT_EXIT)
-    skipped.assert_outcomes(skipped=3)
+    skipped.assert_outcomes(skipped=4)  # coalesce's four properties on dense (layout-invariant the fourth)
     skipped.stdout.fnmatch_lines(["*generated cases on xla are opt-in (--conformance-generated-on-xla)*"])
     opted_in = pytester.runpytest_inprocess(*args, *NO_GC_AT_EXIT, "--conformance-generated-on-xla", "--conformance-examples", "1")
     assert "opt-in" not in opted_in.stdout.str()

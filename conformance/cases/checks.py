@@ -24,8 +24,8 @@ from conformance.ops.base import LAYOUT_INVARIANT
 from conformance.core.dtypes import DTYPES, HALF_DTYPES
 from conformance.ops.base import Op
 # the machinery's own modules, not the package (which imports the records): one level less
-from conformance.ops.optimizers.drive import run_optimizer, run_param_groups
-from conformance.ops.optimizers.inputs import OptimizerInputs, ParamGroupsInputs
+from conformance.ops.optimizers.drive import run_lifecycle, run_member_alone, run_optimizer, run_param_groups
+from conformance.ops.optimizers.inputs import LifecycleInputs, OptimizerInputs, ParamGroupsInputs
 from conformance.ops.optimizers.reference import dense_grad_and_mask, densified
 from conformance.core.rounding import check_rounding
 from conformance.core.tensors import CooArray, quantize, to_numpy, torch_dtype
@@ -566,6 +566,70 @@ def _same_in_storage_order(placed: dict, modelled: dict, ctx: RunContext) -> boo
     return True
 
 
+# ---------------------------------------------------------------- lifecycles
+
+LIFECYCLE = "lifecycle"  # the property (an optimizer record declares it)
+
+
+def check_lifecycle(trial: Trial, inputs: LifecycleInputs) -> None:
+    """One optimizer through a parameter lifecycle (:class:`LifecycleInputs`: missing gradients, frozen,
+    0-d and zero-size parameters, add_param_group mid-run, lr changed between steps or a 0-d tensor, a
+    weights_only state_dict round trip) leaves each parameter and its whole state bit for bit as an optimizer
+    of its own stepped only where that parameter has a gradient (the agreement tolerance off cpu); a frozen
+    parameter keeps its value. A candidate's own run (first parameter) with the lr changed also agrees with
+    stock torch's class on the same steps, within the generated tolerance. A failure names the events."""
+    op = trial.op
+    ctx = RunContext(trial.device, torch_dtype(trial.dtype))
+    base_lr = float(op.hyperparameters(inputs.hyperparameters)["lr"])
+
+    def runs(optimizer_class):
+        together = run_lifecycle(optimizer_class, inputs, ctx, base_lr)
+        alone = [run_member_alone(optimizer_class, inputs, index, ctx, base_lr)
+                 for index in range(len(inputs.members))]
+        return together, alone
+
+    try:
+        together, alone = trial.backend.drive_optimizer(op.name, ctx, runs)
+        for index, (ours, theirs) in enumerate(zip(together, alone)):
+            member = inputs.members[index]
+            stepped = not member.frozen and any(g is not None for g in member.grads[member.start:])
+            if set(ours) != set(theirs) and stepped:  # (state made at construction, or lazily at a first step)
+                raise Mismatch(f"parameter {index} has state {sorted(ours)[1:]} where an optimizer of its own has "
+                               f"{sorted(theirs)[1:]}")
+            for name in set(ours) & set(theirs):
+                _assert_same_runs(trial, f"{name} of parameter {index}", ours[name], theirs[name],
+                                  against=f"an optimizer of its own for parameter {index}, stepped where it has a "
+                                          "gradient")
+        if trial.backend.judged_against_torch and any(scale != 1.0 for scale in inputs.lr_scales):
+            _assert_lr_schedule_followed(trial, inputs, ctx, base_lr, alone[0])
+    except Mismatch as mismatch:
+        raise Mismatch(f"lifecycle ({inputs.events()}): {mismatch}", mismatch.max_abs_error,
+                       mismatch.max_rel_error) from None
+
+
+def observe_lifecycle(trial: Trial, inputs: LifecycleInputs) -> dict[str, Any]:
+    """The lifecycle run's parameters and states, flat (what the three-way verdict compares with torch's)."""
+    ctx = RunContext(trial.device, torch_dtype(trial.dtype))
+    base_lr = float(trial.op.hyperparameters(inputs.hyperparameters)["lr"])
+    together = trial.backend.drive_optimizer(trial.op.name, ctx,
+                                             lambda cls: run_lifecycle(cls, inputs, ctx, base_lr))
+    return {f"{name} of parameter {index}": value for index, outputs in enumerate(together)
+            for name, value in outputs.items() if hasattr(value, "shape")}
+
+
+def _assert_lr_schedule_followed(trial: Trial, inputs: LifecycleInputs, ctx: RunContext, base_lr: float,
+                                 ours: dict) -> None:
+    """The candidate's first parameter, alone, against torch's class on the same steps and lr schedule."""
+    torch_class = trial.op.torch_implementation
+    theirs = run_member_alone(torch_class, inputs, 0, ctx, base_lr)
+    member = inputs.members[0]
+    steps = OptimizerInputs(member.param, [g for g in member.grads if g is not None], inputs.hyperparameters)
+    tols = tolerances(trial.op, steps, trial.dtype)
+    tolerance = tols.get("param")
+    compare_outputs({"param": ours["param"]}, {"param": theirs["param"]}, {"param": tolerance},
+                    against=f"torch's {torch_class.__name__} with the same lr set before each step (a scheduler's)")
+
+
 class _PathTwin(Property):
     """A property whose items are the torch path backends' only (:func:`_is_torch_path`)."""
 
@@ -606,6 +670,9 @@ CHECKS: dict[str, Property] = {
     PATHS_AGREE: _PathTwin("", "", "", None, check_paths_agree, skips_oracle=True),
     # the step under torch.compile (backends/compiled.py) against the same step run eagerly, the same check
     COMPILED_AGREES: _PathTwin("", "", "", None, check_paths_agree, skips_oracle=True),
+    LIFECYCLE: unbound(check_lifecycle, needs_optimizer_object=True, skip_backends=OPTIMIZER_OBJECT_TWINS,
+                       to_cases=lambda example, dtype: [(f"lifecycle: {example.events()}", example)],
+                       observe=lambda trial, example: observe_lifecycle(trial, example)),
     LAYOUT_INVARIANT: unbound(check_layout_invariant, to_cases=_layout_cases, skips_oracle=True),
     "state-dict-resume": unbound(check_state_dict_resume,
                                  to_cases=lambda example, dtype: _member_cases(example[0], dtype),

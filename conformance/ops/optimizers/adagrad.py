@@ -294,6 +294,7 @@ MISTAKES = (
 
 class Adagrad(OptimizerOp):
     name = "adagrad"
+    lifecycle_hyperparameters = {"lr": 0.5, "lr_decay": 0.5}  # lr_decay reads each parameter's own step count
     title = "Adagrad"
     sparse_weight_decay_error = WEIGHT_DECAY_ERROR  # torch's RuntimeError, raised by the torch backends too
     invalid_summary = "invalid hyperparameters and weight_decay with sparse gradients raise torch's documented errors"

@@ -17,9 +17,10 @@ from conformance.ops.base import GeneratedProperty, Op
 from conformance.ops.coalesce import coalesce_reference
 from conformance.ops.optimizers.contract import check_optimizer_outputs, watch_optimizer
 from conformance.ops.optimizers.drive import run_optimizer
-from conformance.ops.optimizers.inputs import OptimizerInputs, ParamGroupsInputs, optimizer_benchmark_inputs
+from conformance.ops.optimizers.inputs import (LifecycleInputs, Member, OptimizerInputs, ParamGroupsInputs,
+                                               optimizer_benchmark_inputs)
 from conformance.ops.optimizers.reference import duplicate_sums_shifted
-from conformance.ops.optimizers.strategies import (LONG_EXAMPLES, LONG_STEPS, drawn_inputs, long_trajectories, param_groups,
+from conformance.ops.optimizers.strategies import (LONG_EXAMPLES, LONG_STEPS, drawn_inputs, lifecycles, long_trajectories, param_groups,
                                                    resume_points, rounding_inputs)
 from conformance.core.tensors import CooArray, encode_array, encode_coo, quantize
 
@@ -54,6 +55,8 @@ class OptimizerOp(Op):
     # are dense (torch's fused steps run dense gradients only) or sparse (an optimizer of sparse gradients only)
     layout_hyperparameters: dict = {"lr": 0.5}
     layout_dense_gradients: bool = True
+    # hyperparameters of the lifecycle property's explicit examples (lifecycle_examples)
+    lifecycle_hyperparameters: dict = {"lr": 0.5}
 
     @property
     def is_optimizer(self) -> bool:
@@ -130,6 +133,16 @@ class OptimizerOp(Op):
         return rounding_inputs(self, dtype)
 
     def encode_inputs(self, inputs: OptimizerInputs) -> dict:
+        if isinstance(inputs, LifecycleInputs):  # (what a failure shows; no spec case takes a lifecycle yet)
+            return {"lifecycle": inputs.events(),
+                    "members": [{"param": encode_array(m.param), "start": m.start, "frozen": m.frozen,
+                                 "grads": [None if g is None else self.encode_inputs(
+                                     OptimizerInputs(m.param, [g]))["grads"][0] for g in m.grads]}
+                                for m in inputs.members],
+                    "hyperparameters": self.encode_inputs(OptimizerInputs(np.zeros(0), [], inputs.hyperparameters)).get(
+                        "hyperparameters", {}),
+                    "lr_scales": list(inputs.lr_scales), "tensor_lr": inputs.tensor_lr,
+                    "resume_after": inputs.resume_after}
         hyper = {}
         for key, value in inputs.hyperparameters.items():
             hyper[key] = [float(v) for v in value] if isinstance(value, (tuple, list)) else (
@@ -219,6 +232,11 @@ class OptimizerOp(Op):
             GeneratedProperty("state-dict-resume", "state_dict() saved mid-trajectory (torch.save/torch.load) and "
                               "loaded into a fresh optimizer continues exactly as the uninterrupted run",
                               self.resume_points_strategy),
+            GeneratedProperty("lifecycle", "one optimizer over parameters that miss gradients on some steps, are "
+                              "frozen, 0-d or zero-size, join by add_param_group mid-run, with lr changed between "
+                              "steps or a 0-d tensor and a weights_only state_dict round trip, moves each parameter "
+                              "as an optimizer of its own stepped where it has a gradient", self.lifecycle_strategy,
+                              examples=self.lifecycle_examples),
             GeneratedProperty("rounds-correctly", "a float16/bfloat16 parameter moved by a fraction of an ulp to a "
                               "few ulps is correctly rounded", self.rounding_inputs_strategy),
             GeneratedProperty("long-trajectory", f"{self.title} over {LONG_STEPS[0]}-{LONG_STEPS[1]} steps matches the "
@@ -268,6 +286,38 @@ class OptimizerOp(Op):
             moved = {"grad.values": Layout(STRIDED, 1, 2), "grad.indices": Layout(TRANSPOSED)}
         inputs = OptimizerInputs(param, grads, hyper)
         return [(inputs, {"param": Layout(STRIDED, 1, 2)}), (inputs, moved)]
+
+    def lifecycle_strategy(self, dtype: str) -> Any:
+        return lifecycles(self, dtype)
+
+    def lifecycle_examples(self, dtype: str) -> list[LifecycleInputs]:
+        """One life per event, so that the first that fails names its event: beside a 2 x 3 parameter stepping
+        every time, a 0-d one missing its gradient at step 2 (a 1-D one for sparse-only optimizers); a 2-entry
+        one added by add_param_group before step 2; the lr halved, then halved again; lr a 0-d tensor; a
+        zero-size parameter last in its group beside a frozen one; the state_dict round trip after step 1.
+        Values exact in every dtype; the record's :attr:`lifecycle_hyperparameters` (lr_decay for Adagrad: a
+        step counter shared between parameters shows)."""
+        sparse = not self.layout_dense_gradients
+
+        def grad(values):
+            values = np.asarray(values, dtype=np.float64)
+            if not sparse:
+                return values
+            return CooArray(np.array([list(range(values.shape[0]))], dtype=np.int64), values, values.shape)
+
+        first = Member(np.array([[1.0, -2.0, 0.5], [3.0, -1.0, 2.0]]),
+                       [grad([[0.5, -1.0, 2.0], [1.0, 0.25, -0.5]]), grad([[-1.0, 2.0, 0.5], [0.25, 1.0, -2.0]]),
+                        grad([[1.0, 1.0, -1.0], [0.5, -0.5, 2.0]])])
+        missing = (Member(np.array([1.5, -1.0]), [grad([0.5, 1.0]), None, grad([-1.0, 0.5])]) if sparse else
+                   Member(np.array(1.5), [np.array(0.5), None, np.array(-1.0)]))
+        late = Member(np.array([2.0, -0.5]), [None, grad([1.0, -2.0]), grad([0.5, 0.5])], start=1)
+        empty, frozen = Member(np.zeros((0,)), [grad(np.zeros((0,)))] * 3), Member(np.array([4.0, 4.0]), [None] * 3,
+                                                                                    frozen=True)
+        hyper, still, scaled = dict(self.lifecycle_hyperparameters), [1.0, 1.0, 1.0], [1.0, 0.5, 0.25]
+        return [LifecycleInputs([first, missing], hyper, still), LifecycleInputs([first, late], hyper, still),
+                LifecycleInputs([first], hyper, scaled), LifecycleInputs([first], hyper, still, tensor_lr=True),
+                LifecycleInputs([first, frozen, empty], hyper, still),
+                LifecycleInputs([first, missing], hyper, still, resume_after=1)]
 
     def paths_inputs_strategy(self, dtype: str) -> Any:
         from conformance.ops.optimizers.reference import densified

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from conformance.core.types import Mismatch, RunContext, Unsupported
-from conformance.ops.optimizers.inputs import OptimizerInputs, ParamGroupsInputs, grad_to_torch
+from conformance.ops.optimizers.inputs import LifecycleInputs, OptimizerInputs, ParamGroupsInputs, grad_to_torch
 from conformance.core.tensors import to_torch
 
 
@@ -111,3 +111,72 @@ def optimizer_problem(candidate: Any) -> str | None:
     if not (isinstance(candidate, type) and issubclass(candidate, torch.optim.Optimizer)):
         return f"{candidate!r} is not a torch.optim.Optimizer subclass"
     return None
+
+
+def _lifecycle_lr(base: float, scale: float, tensor_lr: bool) -> Any:
+    value = base * scale
+    return torch.tensor(value) if tensor_lr else value
+
+
+def _whole_state(optimizer: torch.optim.Optimizer, param: torch.Tensor) -> dict[str, Any]:
+    """``param`` and every entry of its state (none where the optimizer made none)."""
+    return {"param": param.detach(), **{f"state[{key!r}]": value for key, value in optimizer.state.get(param, {}).items()}}
+
+
+def run_lifecycle(optimizer_class: type, inputs: LifecycleInputs, ctx: RunContext, base_lr: float
+                  ) -> list[dict[str, Any]]:
+    """One optimizer through ``inputs``' life: the members of step 0 in the constructor, each later one by
+    ``add_param_group`` before its first step, every group's lr set before each step (``base_lr`` times the
+    step's scale), each parameter's gradient or None, and after ``resume_after`` the state_dict through
+    ``torch.save``/``torch.load(weights_only=True)`` into a fresh optimizer over fresh copies. Returns each
+    member's parameter and whole state after the run, in order."""
+    hyper = {**inputs.hyperparameters, "lr": _lifecycle_lr(base_lr, 1.0, inputs.tensor_lr)}
+    params = [to_torch(m.param, ctx.dtype, ctx.torch_device) for m in inputs.members]
+    initial = [p for m, p in zip(inputs.members, params) if m.start == 0]
+    optimizer = optimizer_class([{"params": initial}], **hyper)
+    added: list[int] = []
+    for step in range(inputs.steps):
+        for index, member in enumerate(inputs.members):
+            if member.start and member.start == step:
+                optimizer.add_param_group({"params": [params[index]], **hyper})
+                added.append(index)
+        for group in optimizer.param_groups:
+            group["lr"] = _lifecycle_lr(base_lr, inputs.lr_scales[step], inputs.tensor_lr)
+        for member, param in zip(inputs.members, params):
+            grad = None if member.frozen else member.grads[step]
+            param.grad = None if grad is None else grad_to_torch(grad, ctx)
+        optimizer.step()
+        if inputs.resume_after == step + 1:
+            buffer = io.BytesIO()
+            torch.save(optimizer.state_dict(), buffer)
+            buffer.seek(0)
+            try:
+                saved = torch.load(buffer, weights_only=True)
+            except Exception as exc:  # noqa: BLE001 - what torch's weights_only unpickler refuses, named
+                raise Mismatch(f"the state_dict saved after step {step + 1} cannot be loaded with "
+                               f"torch.load(weights_only=True): {type(exc).__name__}: {str(exc).splitlines()[0]}") from exc
+            params = [p.detach().clone() for p in params]
+            optimizer = optimizer_class([{"params": [params[i] for i, m in enumerate(inputs.members) if m.start == 0]}],
+                                        **hyper)
+            for index in added:
+                optimizer.add_param_group({"params": [params[index]], **hyper})
+            optimizer.load_state_dict(saved)
+    return [_whole_state(optimizer, p) for p in params]
+
+
+def run_member_alone(optimizer_class: type, inputs: LifecycleInputs, index: int, ctx: RunContext,
+                     base_lr: float) -> dict[str, Any]:
+    """Member ``index`` in an optimizer of its own, stepped only where it has a gradient, with the lr in
+    effect at each of those steps: what the lifecycle run must leave it as."""
+    member = inputs.members[index]
+    param = to_torch(member.param, ctx.dtype, ctx.torch_device)
+    optimizer = optimizer_class([param], **{**inputs.hyperparameters,
+                                            "lr": _lifecycle_lr(base_lr, 1.0, inputs.tensor_lr)})
+    for step in range(member.start, inputs.steps):
+        grad = None if member.frozen else member.grads[step]
+        if grad is None:
+            continue
+        optimizer.param_groups[0]["lr"] = _lifecycle_lr(base_lr, inputs.lr_scales[step], inputs.tensor_lr)
+        param.grad = grad_to_torch(grad, ctx)
+        optimizer.step()
+    return _whole_state(optimizer, param)

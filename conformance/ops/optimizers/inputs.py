@@ -125,3 +125,60 @@ def optimizer_benchmark_inputs(bench, rng, dtype: str) -> OptimizerInputs:
     if "betas" in hyper:
         hyper["betas"] = tuple(hyper["betas"])
     return OptimizerInputs(param, grads, hyper)
+
+
+@dataclass
+class Member:
+    """One parameter of a lifecycle: its starting value, its gradient at each step of the run (None: no
+    gradient that step), the step before which ``add_param_group`` brings it in (0: in the constructor), and
+    whether it is frozen (in the optimizer, never given a gradient)."""
+
+    param: np.ndarray
+    grads: list[CooArray | np.ndarray | None]
+    start: int = 0
+    frozen: bool = False
+
+
+@dataclass
+class LifecycleInputs:
+    """A parameter's life in an optimizer as training jobs live it: several parameters of different shapes
+    (0-d and zero-size too), gradients missing on some steps, frozen parameters, a group added mid-run, the
+    learning rate changed between steps (``lr_scales[s]``: the constructor's lr times it before step s, as a
+    scheduler sets it), ``lr`` given as a 0-d tensor, and the state_dict saved after step ``resume_after``,
+    through ``torch.save``/``torch.load(weights_only=True)``, into a fresh optimizer."""
+
+    members: list[Member]
+    hyperparameters: dict[str, Any]
+    lr_scales: list[float]
+    tensor_lr: bool = False
+    resume_after: int | None = None
+
+    @property
+    def steps(self) -> int:
+        return len(self.lr_scales)
+
+    def events(self) -> str:
+        """The lifecycle events this example holds, in words (what a failure names)."""
+        said = []
+        for index, member in enumerate(self.members):
+            shape = f"shape {list(member.param.shape)}"
+            if member.frozen:
+                said.append(f"parameter {index} ({shape}) frozen: never a gradient")
+                continue
+            missing = [s + 1 for s, g in enumerate(member.grads) if g is None and s >= member.start]
+            if member.start:
+                said.append(f"parameter {index} ({shape}) added by add_param_group before step {member.start + 1}")
+            if missing:
+                said.append(f"parameter {index} ({shape}) gets no gradient at step{'s' if len(missing) > 1 else ''} "
+                            f"{', '.join(map(str, missing))}")
+            if not member.param.size or not member.param.ndim:
+                said.append(f"parameter {index} is {'zero-size' if not member.param.size else '0-d'}"
+                            + (" and last in its group" if index == len(self.members) - 1 else ""))
+        if any(scale != 1.0 for scale in self.lr_scales):
+            said.append(f"lr changed between steps (x {', '.join(f'{s:g}' for s in self.lr_scales)})")
+        if self.tensor_lr:
+            said.append("lr a 0-d tensor")
+        if self.resume_after is not None:
+            said.append(f"state_dict saved after step {self.resume_after} and loaded with "
+                        "torch.load(weights_only=True) into a fresh optimizer")
+        return "; ".join(said) or "no lifecycle event"

@@ -206,7 +206,8 @@ def invalid_inputs(draw, dtype: str = "float64") -> OptimizerInputs:
 
 class SGD(OptimizerOp):
     name = "sgd"
-    layout_hyperparameters = {"lr": 0.5, "momentum": 0.5}  # the momentum buffer is where fused SGD went wrong
+    layout_hyperparameters = {"lr": 0.5, "momentum": 0.5}
+    lifecycle_hyperparameters = {"lr": 0.5, "momentum": 0.5}  # the momentum buffer is where fused SGD went wrong
     title = "SGD"
     buffer_layout = staticmethod(buffer_layout)
     long_trajectory_hyperparameters = ({"lr": 0.1, "momentum": 0.9},)

@@ -200,6 +200,7 @@ class SparseAdam(OptimizerOp):
     name = "sparse_adam"
     layout_hyperparameters = {"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75)}
     layout_dense_gradients = False  # SparseAdam refuses dense gradients
+    lifecycle_hyperparameters = {"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75)}
     title = "SparseAdam"
     dense_gradient_error = DENSE_GRADIENT_ERROR  # torch's RuntimeError, raised by the torch backends too
     bias_corrected_step_size = staticmethod(bias_corrected_step_size)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from conformance.core.dtypes import DTYPES
 from conformance.ops import draw as d
-from conformance.ops.optimizers.inputs import OptimizerInputs, ParamGroupsInputs, empty_gradient
+from conformance.ops.optimizers.inputs import LifecycleInputs, Member, OptimizerInputs, ParamGroupsInputs, empty_gradient
 from conformance.core.tensors import CooArray
 
 
@@ -97,3 +97,40 @@ def with_sparse_weight_decay(draw, inputs: OptimizerInputs, hyper: dict) -> Opti
     if not any(isinstance(g, CooArray) for g in grads):
         grads[0] = empty_gradient(inputs.param.shape)
     return OptimizerInputs(inputs.param, grads, hyper)
+
+
+LIFECYCLE_SHAPES = ((2, 3), (), (0,), (3,), (2, 2))  # 0-d and zero-size among them (torch's test_empty_grad)
+
+
+@st.composite
+def lifecycles(draw, op: "OptimizerOp", dtype: str = "float64") -> "LifecycleInputs":
+    """1-3 parameters (shapes from LIFECYCLE_SHAPES; sparse-only optimizers: 1-D and 2-D ones), each but the
+    first possibly added mid-run and missing its gradient on some steps, maybe a frozen one last, 2-4 steps,
+    lr scaled between steps, lr as a 0-d tensor, a state_dict round trip. Every event shrinks toward absent."""
+    d.check_dtype(dtype)
+    steps = draw(st.integers(2, 4))
+    hyper = draw(op.hyperparameters_strategy())
+    sparse = not op.layout_dense_gradients
+    shapes = [s for s in LIFECYCLE_SHAPES if not sparse or len(s) >= 1]
+    values = d.representable_floats(dtype, d.PARAM_MAGNITUDES[dtype])
+    grad_values = d.representable_floats(dtype, d.GRADIENT_MAGNITUDES[dtype])
+    members = []
+    for index in range(draw(st.integers(1, 3))):
+        shape = draw(st.sampled_from(shapes))
+        start = 0 if index == 0 else draw(st.integers(0, steps - 1))
+        grads: list = []
+        for step in range(steps):
+            if step < start or draw(st.booleans()) and index:  # the first parameter steps every time
+                grads.append(None)
+            elif sparse:
+                grads.append(draw(d.coo_arrays(dtype, size=shape, sparse_dim=1, zero_sized=True, max_entries=4)))
+            else:
+                grads.append(d.dense_values(draw, shape, grad_values))
+        members.append(Member(d.dense_values(draw, shape, values), grads, start))
+    if draw(st.booleans()):
+        shape = draw(st.sampled_from(shapes))
+        members.append(Member(d.dense_values(draw, shape, values), [None] * steps, frozen=True))
+    scales = [1.0] + [draw(st.sampled_from([1.0, 0.5, 0.25, 2.0])) for _ in range(steps - 1)]
+    tensor_lr = draw(st.booleans())
+    resume_after = draw(st.one_of(st.none(), st.integers(1, steps - 1)))
+    return LifecycleInputs(members, hyper, scales, tensor_lr, resume_after)

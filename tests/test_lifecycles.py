@@ -1,0 +1,45 @@
+"""The lifecycle dimension of the optimizers' input space (the property lifecycle, conformance/cases/checks.py):
+stock torch's paths pass their explicit lives, planted candidates fail with the event named. In process."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.backends import builtin_backends
+from conformance.backends.candidate import CandidateBackend
+from conformance.cases.checks import check_lifecycle
+from conformance.cases.trial import Trial
+from conformance.core.types import Mismatch
+from conformance.ops import OPS
+
+from candidates.lifecycles import CachedLrSGD, GlobalStepAdagrad
+
+
+@pytest.mark.parametrize("op, backend", [("adagrad", "coo"), ("adagrad", "fused"), ("sgd", "foreach"),
+                                         ("sparse_adam", "coo"), ("sparse_adam", "kernel")])
+def test_stock_torch_and_the_kernels_keep_every_parameter_through_its_life(op, backend):
+    trial = Trial(OPS[op], builtin_backends()[backend], "cpu", "float32")
+    for example in OPS[op].lifecycle_examples("float32"):
+        check_lifecycle(trial, example)
+
+
+def test_the_explicit_lives_hold_every_event_one_each():
+    events = [example.events() for example in OPS["adagrad"].lifecycle_examples("float32")]
+    for index, said in enumerate(["gets no gradient at step 2", "added by add_param_group before step 2",
+                                  "lr changed between steps", "lr a 0-d tensor", "frozen",
+                                  "torch.load(weights_only=True)"]):
+        assert said in events[index] and sum(said in text for text in events) == 1 + (index == 0), events
+    assert "zero-size and last in its group" in events[4]
+
+
+@pytest.mark.parametrize("op, candidate, named", [
+    ("adagrad", GlobalStepAdagrad, "lifecycle (parameter 1 (shape []) gets no gradient at step 2;"),
+    ("sgd", CachedLrSGD, "lifecycle (lr changed between steps (x 1, 0.5, 0.25)): param differs from torch's SGD with the same lr set before each step"),
+])
+def test_a_planted_lifecycle_mistake_fails_and_names_the_event(op, candidate, named):
+    trial = Trial(OPS[op], CandidateBackend("candidate", {op: candidate}), "cpu", "float32")
+    with pytest.raises(Mismatch) as failed:
+        for example in OPS[op].lifecycle_examples("float32"):
+            check_lifecycle(trial, example)
+    message = str(failed.value)
+    assert message.startswith(named), message

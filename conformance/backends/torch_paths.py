@@ -83,7 +83,8 @@ class TorchPathBackend(Backend):
     lists_unimplemented_ops = False  # an op without the path (SparseAdam: no foreach, no fused) gets no items
     # generated: only the twin (the path against torch's for-loop step on the same inputs); the
     # for-loop step itself is the coo backend's, checked against the reference by every property
-    generated_properties = ("paths-agree", "layout-invariant", "lifecycle")  # (and the path on views, and through lifecycles)
+    # the twin, and the path on views, through lifecycles and on complex parameters
+    generated_properties = ("paths-agree", "layout-invariant", "lifecycle", "complex-agrees")
 
     def __init__(self, path: str, classes: dict[str, type] | None = None, *, name: str | None = None,
                  description: str | None = None):

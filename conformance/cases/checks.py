@@ -18,14 +18,14 @@ import torch
 from conformance.cases import lowprec
 from conformance.cases.trial import DivergenceObserved, Property, Trial, same_as_torch, tolerances, unbound
 from conformance.core.compare import assert_bits_equal, compare_outputs
-from conformance.core.divergences import Divergence, LayoutDivergence, lookup
+from conformance.core.divergences import ConditionalDivergence, Divergence, LayoutDivergence, lookup
 from conformance.core.layouts import describe, in_storage_order, outside_changed, torch_equal_bits
 from conformance.ops.base import LAYOUT_INVARIANT
 from conformance.core.dtypes import DTYPES, HALF_DTYPES
 from conformance.ops.base import Op
 # the machinery's own modules, not the package (which imports the records): one level less
 from conformance.ops.optimizers.drive import run_lifecycle, run_member_alone, run_optimizer, run_param_groups
-from conformance.ops.optimizers.inputs import LifecycleInputs, OptimizerInputs, ParamGroupsInputs
+from conformance.ops.optimizers.inputs import LifecycleInputs, OptimizerInputs, ParamGroupsInputs, grad_to_torch
 from conformance.ops.optimizers.reference import dense_grad_and_mask, densified
 from conformance.core.rounding import check_rounding
 from conformance.core.tensors import CooArray, quantize, to_numpy, torch_dtype
@@ -630,6 +630,124 @@ def _assert_lr_schedule_followed(trial: Trial, inputs: LifecycleInputs, ctx: Run
                     against=f"torch's {torch_class.__name__} with the same lr set before each step (a scheduler's)")
 
 
+# ---------------------------------------------------------------- complex dtypes
+
+COMPLEX_OF = {"float32": torch.complex64, "float64": torch.complex128}
+
+
+def _as_complex(inputs: OptimizerInputs, dtype: torch.dtype, device) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """The example's parameter and gradients (last dim: real, imaginary) as complex tensors."""
+    param = torch.view_as_complex(torch.from_numpy(inputs.param.copy()).to(dtype).to(device).contiguous())
+    grads = []
+    for grad in inputs.grads:
+        if isinstance(grad, CooArray):
+            parts = torch.from_numpy(grad.values.copy()).to(dtype).to(device).contiguous()
+            values = (torch.view_as_complex(parts) if parts.numel() else
+                      torch.zeros(parts.shape[:-1], dtype=COMPLEX_OF[str(dtype).replace("torch.", "")], device=device))
+            grads.append(torch.sparse_coo_tensor(torch.from_numpy(grad.indices.copy()).to(device), values,
+                                                 grad.size[:-1]))
+        else:
+            grads.append(torch.view_as_complex(torch.from_numpy(grad.copy()).to(dtype).to(device).contiguous()))
+    return param, grads
+
+
+def _complex_run(optimizer_class, inputs: OptimizerInputs, ctx: RunContext) -> dict[str, Any]:
+    """The optimizer over the complex parameter (``ctx.dtype``: its parts' dtype): the parameter and its
+    state's tensors as view_as_real. The tensors are built before the optimizer sees them: only the
+    optimizer's own refusal escapes as torch's (a harness error raises RuntimeError before it)."""
+    try:
+        param, grads = _as_complex(inputs, ctx.dtype, ctx.torch_device)
+    except Exception as exc:  # noqa: BLE001 - never mistaken for an optimizer's refusal
+        raise RuntimeError(f"harness: the complex example could not be built: {exc}") from exc
+    optimizer = optimizer_class([param], **inputs.hyperparameters)
+    for grad in grads:
+        param.grad = grad
+        optimizer.step()
+    state = {key: _dense(value) for key, value in optimizer.state.get(param, {}).items()}
+    return {"param": torch.view_as_real(param.detach()),
+            **{f"state[{key!r}]": torch.view_as_real(value) if torch.is_tensor(value) and value.is_complex() else value
+               for key, value in state.items()}}
+
+
+def _dense(value: Any) -> Any:
+    """A sparse state tensor (SGD's momentum buffer of sparse gradients) as a dense one, to compare."""
+    return value.to_dense() if torch.is_tensor(value) and value.is_sparse else value
+
+
+def _real_run(optimizer_class, inputs: OptimizerInputs, ctx: RunContext) -> dict[str, Any]:
+    param = torch.from_numpy(inputs.param.copy()).to(ctx.dtype).to(ctx.torch_device)
+    optimizer = optimizer_class([param], **inputs.hyperparameters)
+    for grad in inputs.grads:
+        param.grad = grad_to_torch(grad, ctx)
+        optimizer.step()
+    return {"param": param.detach(),
+            **{f"state[{key!r}]": _dense(value) for key, value in optimizer.state.get(param, {}).items()}}
+
+
+def check_complex_agrees(trial: Trial, inputs: OptimizerInputs) -> None:
+    """torch's optimizers take a complex parameter as the pairs of reals torch.view_as_real shows
+    (torch/optim/_functional: ``_view_as_real``; torch's test_complex): the optimizer over complex64/complex128
+    parameters and gradients equals itself over their view_as_real, parameter and every state tensor, within
+    the agreement tolerance (complex arithmetic rounds otherwise than on pairs of reals). Where torch refuses complex parameters (SparseAdam: ValueError), the backend refuses them with
+    the same type of error. A failure names the complex dtype."""
+    op = trial.op
+    ctx = RunContext(trial.device, torch_dtype(trial.dtype))
+    complex_dtype = COMPLEX_OF[trial.dtype]
+    name = str(complex_dtype).replace("torch.", "")
+    complex_ctx = ctx
+    torch_refusal = None
+    _as_complex(inputs, ctx.dtype, ctx.torch_device)  # (a harness error here is an error, never a refusal)
+    try:
+        _complex_run(op.torch_implementation, inputs, complex_ctx)
+    except Exception as refusal:  # noqa: BLE001 - torch's documented refusal of complex parameters
+        torch_refusal = refusal
+
+    def runs(optimizer_class):
+        try:
+            got = _complex_run(optimizer_class, inputs, complex_ctx)
+        except Unsupported:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            if torch_refusal is not None and isinstance(exc, type(torch_refusal)):
+                return None, None
+            raise Mismatch(f"{name}: raises {exception_text(exc)} on complex parameters, "
+                           + (f"where torch raises {exception_text(torch_refusal)}" if torch_refusal is not None
+                              else "which torch's optimizer takes as pairs of reals")) from exc
+        if torch_refusal is not None:
+            raise Mismatch(f"{name}: steps complex parameters, where torch refuses them: "
+                           f"{exception_text(torch_refusal)}")
+        return got, _real_run(optimizer_class, inputs, ctx)
+
+    got, want = trial.backend.drive_optimizer(op.name, ctx, runs)
+    if got is None:
+        return
+    against = f"the same optimizer on torch.view_as_real of the {name} parameter and gradients"
+    by_output = tolerances(op, inputs, trial.dtype)  # the real view is an example of the op's own
+    tols = {"param": by_output.get("param"),
+            **{f"state[{key!r}]": by_output.get(output) for output, key in op.state_outputs.items()}}
+    try:
+        for key in want:
+            if key not in got:
+                raise Mismatch(f"has no {key} for the complex parameter, where the real view has one")
+            value, expected = got[key], want[key]
+            if hasattr(expected, "shape") and hasattr(value, "shape") and value.shape != expected.shape:
+                expected = expected.reshape(value.shape) if expected.numel() == value.numel() else expected
+            if hasattr(expected, "shape") and expected.dim() and hasattr(value, "shape"):
+                # complex arithmetic (SGD's add_(grad, alpha=-lr) on complex numbers, no view_as_real) rounds
+                # otherwise than on pairs of reals: the same within what a correct implementation may be off by
+                compare_outputs({key: value}, {key: expected}, {key: tols.get(key) or agreement_tolerance(trial.dtype)},
+                                against=against)
+            elif to_numpy(value).tolist() != to_numpy(expected).tolist():
+                raise Mismatch(f"{key} is {to_numpy(value).tolist()}, {against}: {to_numpy(expected).tolist()}")
+    except Mismatch as mismatch:
+        for entry in lookup(op=op.name, backend=trial.backend.name, device=trial.device, dtype=trial.dtype,
+                            property="complex-agrees"):
+            if isinstance(entry, ConditionalDivergence) and entry.triggered(inputs) \
+                    and not trial.backend.judged_against_torch:
+                raise DivergenceObserved(entry, f"{name}: {str(mismatch).splitlines()[0]}") from None
+        raise Mismatch(f"{name}: {mismatch}", mismatch.max_abs_error, mismatch.max_rel_error) from None
+
+
 class _PathTwin(Property):
     """A property whose items are the torch path backends' only (:func:`_is_torch_path`)."""
 
@@ -673,6 +791,8 @@ CHECKS: dict[str, Property] = {
     LIFECYCLE: unbound(check_lifecycle, needs_optimizer_object=True, skip_backends=OPTIMIZER_OBJECT_TWINS,
                        to_cases=lambda example, dtype: [(f"lifecycle: {example.events()}", example)],
                        observe=lambda trial, example: observe_lifecycle(trial, example)),
+    "complex-agrees": unbound(check_complex_agrees, needs_optimizer_object=True,
+                              skip_backends=OPTIMIZER_OBJECT_TWINS),
     LAYOUT_INVARIANT: unbound(check_layout_invariant, to_cases=_layout_cases, skips_oracle=True),
     "state-dict-resume": unbound(check_state_dict_resume,
                                  to_cases=lambda example, dtype: _member_cases(example[0], dtype),

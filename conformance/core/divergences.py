@@ -93,6 +93,14 @@ class LayoutDivergence(Divergence):
     triggered: Callable[..., bool] | None = None
 
 
+@dataclass(frozen=True)
+class ConditionalDivergence(Divergence):
+    """A divergence named by what brings it out: ``triggered(inputs) -> bool`` (the property's example), for a
+    check that has no model to run (the property complex-agrees)."""
+
+    triggered: Callable[[Any], bool] | None = None
+
+
 class InvalidTorchVersions(ValueError):
     """A divergence's ``torch`` that is not a PEP 440 specifier set."""
 

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from conformance.core.divergences import STOCK_TORCH, Divergence, register
+from conformance.core.divergences import STOCK_TORCH, ConditionalDivergence, Divergence, register
 from conformance.core.compare import at_least_default
 from conformance.core.dtypes import OPMATH_ROUNDOFF, is_half
 from conformance.core.diagnosis import STEP_DOES_NOTHING
@@ -428,3 +428,20 @@ class Adagrad(OptimizerOp):
 
 
 OP = Adagrad()
+
+
+def _has_sparse_step(inputs) -> bool:
+    return any(isinstance(grad, CooArray) for grad in getattr(inputs, "grads", ()))
+
+
+SPARSE_COMPLEX = register(ConditionalDivergence(
+    "torch-adagrad-sparse-complex",
+    "torch's Adagrad takes a complex parameter as the pairs of reals torch.view_as_real shows on its dense path, "
+    "but its sparse path (_single_tensor_adagrad's is_sparse branch: grad.pow(2), std.sqrt_(), no _view_as_real) "
+    "squares the complex gradient values: Adagrad(lr=1, eps=1e-10) on 1+1j with the sparse gradient 1+1j gives "
+    "-0.7071+1j after two steps where the same dense gradient gives -0.7071-0.7071j: the imaginary part is not "
+    "updated like the real one. Shown by torch 2.13.0 and 2.14.1 on cpu",
+    "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/optim/adagrad.py",
+    ops=("adagrad",), devices=("cpu",), properties=("complex-agrees",), behaviour=STOCK_TORCH,
+    triggered=_has_sparse_step,
+))

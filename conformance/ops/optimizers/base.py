@@ -20,7 +20,7 @@ from conformance.ops.optimizers.drive import run_optimizer
 from conformance.ops.optimizers.inputs import (LifecycleInputs, Member, OptimizerInputs, ParamGroupsInputs,
                                                optimizer_benchmark_inputs)
 from conformance.ops.optimizers.reference import duplicate_sums_shifted
-from conformance.ops.optimizers.strategies import (LONG_EXAMPLES, LONG_STEPS, drawn_inputs, lifecycles, long_trajectories, param_groups,
+from conformance.ops.optimizers.strategies import (LONG_EXAMPLES, LONG_STEPS, complex_trajectories, drawn_inputs, lifecycles, long_trajectories, param_groups,
                                                    resume_points, rounding_inputs)
 from conformance.core.tensors import CooArray, encode_array, encode_coo, quantize
 
@@ -237,6 +237,10 @@ class OptimizerOp(Op):
                               "steps or a 0-d tensor and a weights_only state_dict round trip, moves each parameter "
                               "as an optimizer of its own stepped where it has a gradient", self.lifecycle_strategy,
                               examples=self.lifecycle_examples),
+            GeneratedProperty("complex-agrees", f"{self.title} on complex parameters (complex64 for float32 items, "
+                              "complex128 for float64) equals itself on their torch.view_as_real, as torch documents "
+                              "(or refuses them as torch does)", self.complex_strategy, dtypes=("float32", "float64"),
+                              examples=self.complex_examples),
             GeneratedProperty("rounds-correctly", "a float16/bfloat16 parameter moved by a fraction of an ulp to a "
                               "few ulps is correctly rounded", self.rounding_inputs_strategy),
             GeneratedProperty("long-trajectory", f"{self.title} over {LONG_STEPS[0]}-{LONG_STEPS[1]} steps matches the "
@@ -286,6 +290,19 @@ class OptimizerOp(Op):
             moved = {"grad.values": Layout(STRIDED, 1, 2), "grad.indices": Layout(TRANSPOSED)}
         inputs = OptimizerInputs(param, grads, hyper)
         return [(inputs, {"param": Layout(STRIDED, 1, 2)}), (inputs, moved)]
+
+    def complex_strategy(self, dtype: str) -> Any:
+        return complex_trajectories(self, dtype)
+
+    def complex_examples(self, dtype: str) -> list[OptimizerInputs]:
+        """Two steps on a 2-entry complex parameter (1 - 2j, 0.5 + 3j), gradients with both parts nonzero
+        (|g|^2 and re^2, im^2 accumulate differently): dense where the optimizer takes them, sparse otherwise."""
+        param = np.array([[1.0, -2.0], [0.5, 3.0]])
+        dense = [np.array([[0.5, -1.0], [2.0, 0.25]]), np.array([[-1.0, 2.0], [0.5, 1.0]])]
+        hyper = dict(self.lifecycle_hyperparameters)
+        if self.layout_dense_gradients:
+            return [OptimizerInputs(param, dense, hyper)]
+        return [OptimizerInputs(param, [CooArray(np.array([[0, 1]], dtype=np.int64), g, (2, 2)) for g in dense], hyper)]
 
     def lifecycle_strategy(self, dtype: str) -> Any:
         return lifecycles(self, dtype)

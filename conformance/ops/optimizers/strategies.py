@@ -134,3 +134,23 @@ def lifecycles(draw, op: "OptimizerOp", dtype: str = "float64") -> "LifecycleInp
     tensor_lr = draw(st.booleans())
     resume_after = draw(st.one_of(st.none(), st.integers(1, steps - 1)))
     return LifecycleInputs(members, hyper, scales, tensor_lr, resume_after)
+
+
+@st.composite
+def complex_trajectories(draw, op: "OptimizerOp", dtype: str = "float64") -> OptimizerInputs:
+    """A trajectory whose parameter and gradients end in a dim of 2 (real, imaginary): what the property
+    complex-agrees runs as complex numbers and as their view_as_real. Sparse gradients keep that last dim
+    dense (hybrid), so each specified entry is a whole complex number."""
+    d.check_dtype(dtype)
+    shape = draw(d.shapes(1, 2, 1, 3, max_numel=6))
+    size = (*shape, 2)
+    hyper = draw(op.hyperparameters_strategy())
+    param = d.dense_values(draw, size, d.representable_floats(dtype, d.PARAM_MAGNITUDES[dtype]))
+    grads = []
+    for _ in range(draw(st.integers(1, 3))):
+        if op.accepts_dense_steps(hyper) and op.layout_dense_gradients and draw(st.booleans()):
+            grads.append(d.dense_values(draw, size, d.representable_floats(dtype, d.GRADIENT_MAGNITUDES[dtype])))
+        else:
+            grads.append(draw(d.coo_arrays(dtype, size=size, sparse_dim=draw(st.integers(1, len(shape))),
+                                           max_entries=4)))
+    return OptimizerInputs(param, grads, hyper)

@@ -20,7 +20,7 @@ from conformance.cases.trial import DivergenceObserved, Property, Trial, same_as
 from conformance.core.compare import assert_bits_equal, compare_outputs
 from conformance.core.divergences import ConditionalDivergence, Divergence, LayoutDivergence, lookup
 from conformance.core.layouts import describe, in_storage_order, outside_changed, torch_equal_bits
-from conformance.ops.base import LAYOUT_INVARIANT
+from conformance.ops.base import LAYOUT_INVARIANT, SIZES
 from conformance.core.dtypes import DTYPES, HALF_DTYPES
 from conformance.ops.base import Op
 # the machinery's own modules, not the package (which imports the records): one level less
@@ -748,6 +748,18 @@ def check_complex_agrees(trial: Trial, inputs: OptimizerInputs) -> None:
         raise Mismatch(f"{name}: {mismatch}", mismatch.max_abs_error, mismatch.max_rel_error) from None
 
 
+# ---------------------------------------------------------------- sizes
+
+def check_sizes(trial: Trial, inputs: Any) -> None:
+    """agrees-with-reference on inputs at kernel-size boundaries (``Op.sizes_strategy``); a failure names the
+    size (``Op.describe_size``)."""
+    try:
+        check_agrees_with_reference(trial, inputs)
+    except Mismatch as mismatch:
+        raise Mismatch(f"size: {trial.op.describe_size(inputs)}: {mismatch}", mismatch.max_abs_error,
+                       mismatch.max_rel_error) from None
+
+
 class _PathTwin(Property):
     """A property whose items are the torch path backends' only (:func:`_is_torch_path`)."""
 
@@ -793,6 +805,7 @@ CHECKS: dict[str, Property] = {
                        observe=lambda trial, example: observe_lifecycle(trial, example)),
     "complex-agrees": unbound(check_complex_agrees, needs_optimizer_object=True,
                               skip_backends=OPTIMIZER_OBJECT_TWINS),
+    SIZES: unbound(check_sizes, skips_oracle=True),
     LAYOUT_INVARIANT: unbound(check_layout_invariant, to_cases=_layout_cases, skips_oracle=True),
     "state-dict-resume": unbound(check_state_dict_resume,
                                  to_cases=lambda example, dtype: _member_cases(example[0], dtype),

@@ -19,6 +19,11 @@ from conformance.core.tensors import encode_array
 from conformance.core.types import RunContext
 
 LAYOUT_INVARIANT = "layout-invariant"  # the property every op with input_layouts has (conformance/cases/checks.py)
+SIZES = "sizes"  # the property of every op with a sizes_strategy
+SIZES_EXAMPLES = 4  # drawn examples per sizes item beside the explicit ones: each is hundreds of entries
+# the sizes where kernels change behaviour: vector widths (16 floats of AVX-512, 16 halves of AVX2), block sizes
+# (32, 64, 256), each with a remainder of one either side
+SIZE_BOUNDARIES = (15, 16, 17, 31, 32, 33, 63, 64, 65, 255, 256, 257)
 
 
 def _quiet_numpy(reference: Callable) -> Callable:
@@ -259,13 +264,31 @@ class Op:
         own = tuple(self.properties())
         if any(p.name == "deterministic" for p in own) or type(self).inputs_strategy is Op.inputs_strategy:
             return own  # (an op without an input strategy has nothing to draw)
+        sizes = (GeneratedProperty(
+            SIZES, "inputs past the sizes where kernels change behaviour (vector widths and block sizes: 16, 32, 64, "
+            "256 entries and a remainder; hybrid rows wider than 256; half-precision counts past 2,048) agree with the "
+            "NumPy reference", self.sizes_strategy, examples=self.sizes_examples, max_examples=SIZES_EXAMPLES),
+        ) if type(self).sizes_strategy is not Op.sizes_strategy else ()
         layouts = (GeneratedProperty(
             LAYOUT_INVARIANT, "the same inputs handed over as non-contiguous views (a strided view into a larger "
             "storage, transposed, channels_last) give bit for bit the result of contiguous copies, and no byte of "
             "the storage outside a view changes", self.layout_inputs_strategy, examples=self.layout_examples),
         ) if self.input_layouts else ()
         return (*own, GeneratedProperty("deterministic", "the same inputs run twice give bit-for-bit the same "
-                                        "outputs and state", self.inputs_strategy), *layouts)
+                                        "outputs and state", self.inputs_strategy), *layouts, *sizes)
+
+    def sizes_strategy(self, dtype: str) -> Any:
+        """A Hypothesis strategy of large inputs at kernel-size boundaries, built from a few drawn values placed by
+        a drawn pattern (a structured generator: cheap to draw and shrink); none by default (no sizes property)."""
+        raise NotImplementedError
+
+    def sizes_examples(self, dtype: str) -> list:
+        """Inputs the property sizes runs first (the boundaries themselves)."""
+        return []
+
+    def describe_size(self, inputs: Any) -> str:
+        """The sizes of ``inputs`` in words, as a failure of the property sizes names them."""
+        return "the inputs' sizes"
 
     def layout_inputs_strategy(self, dtype: str) -> Any:
         """(inputs, layouts by role): :meth:`inputs_strategy`'s inputs, each role of :attr:`input_layouts`

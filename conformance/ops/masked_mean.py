@@ -409,6 +409,18 @@ class MaskedMean(Op):
     def rounding_inputs_strategy(self, dtype: str) -> Any:
         return rounding_inputs(dtype)
 
+    def sizes_strategy(self, dtype: str) -> Any:
+        return sized_inputs(dtype)
+
+    def sizes_examples(self, dtype: str) -> list[MaskedMeanInputs]:
+        """2,049 valid ones among 2,050 entries (float16 counts past 2,048 by 2s: a count kept in float16 is
+        2,048 or 2,050) and 257 valid entries (a block and one)."""
+        return [MaskedMeanInputs(np.ones(2050), np.arange(2050) != 7),
+                MaskedMeanInputs(np.resize(np.array([1.0, -0.5, 2.0]), 257), np.ones(257, dtype=bool))]
+
+    def describe_size(self, inputs: MaskedMeanInputs) -> str:
+        return f"{int(np.sum(inputs.mask))} valid entries of {np.size(inputs.values)}"
+
     def properties(self) -> tuple[GeneratedProperty, ...]:
         return (
             GeneratedProperty("rounds-correctly", "a float16/bfloat16 mean over long masked sums is rounded as "
@@ -427,3 +439,18 @@ class MaskedMean(Op):
 
 
 OP = MaskedMean()
+
+
+@st.composite
+def sized_inputs(draw, dtype: str = "float64") -> MaskedMeanInputs:
+    """Values at a kernel-size boundary or past a half-precision count (2,049 and 4,097 entries), from 1-3 drawn
+    values repeated with a drawn period, and a mask valid everywhere or at every k-th entry."""
+    from conformance.ops.base import SIZE_BOUNDARIES
+
+    d.check_dtype(dtype)
+    length = draw(st.sampled_from((2049, 4097, *SIZE_BOUNDARIES)))
+    chosen = draw(st.lists(d.representable_floats(dtype, d.Magnitudes(-4, 4)), min_size=1, max_size=3))
+    period = draw(st.integers(1, 5))
+    values = np.array([chosen[(i // period) % len(chosen)] for i in range(length)], dtype=np.float64)
+    every = draw(st.integers(1, 3))
+    return MaskedMeanInputs(values, np.arange(length) % every == 0)

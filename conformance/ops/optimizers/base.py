@@ -20,7 +20,7 @@ from conformance.ops.optimizers.drive import run_optimizer
 from conformance.ops.optimizers.inputs import (LifecycleInputs, Member, OptimizerInputs, ParamGroupsInputs,
                                                optimizer_benchmark_inputs)
 from conformance.ops.optimizers.reference import duplicate_sums_shifted
-from conformance.ops.optimizers.strategies import (LONG_EXAMPLES, LONG_STEPS, complex_trajectories, drawn_inputs, lifecycles, long_trajectories, param_groups,
+from conformance.ops.optimizers.strategies import (LONG_EXAMPLES, LONG_STEPS, complex_trajectories, drawn_inputs, lifecycles, sized_inputs, long_trajectories, param_groups,
                                                    resume_points, rounding_inputs)
 from conformance.core.tensors import CooArray, encode_array, encode_coo, quantize
 
@@ -303,6 +303,28 @@ class OptimizerOp(Op):
         if self.layout_dense_gradients:
             return [OptimizerInputs(param, dense, hyper)]
         return [OptimizerInputs(param, [CooArray(np.array([[0, 1]], dtype=np.int64), g, (2, 2)) for g in dense], hyper)]
+
+    def sizes_strategy(self, dtype: str) -> Any:
+        return sized_inputs(self, dtype)
+
+    def sizes_examples(self, dtype: str) -> list[OptimizerInputs]:
+        """Two steps on parameters of 17 and 257 entries (a vector width and a block size, each plus one), every
+        entry specified, values exact in every dtype: a kernel that skips its remainder, or stops at one block,
+        leaves the last entries unmoved."""
+        examples = []
+        for length in (17, 257):
+            param = np.resize(np.array([1.0, -2.0, 0.5]), length)
+            grads = [np.resize(np.array([0.5, -1.0, 2.0, 0.25]), length), np.resize(np.array([-1.0, 0.5]), length)]
+            if not self.layout_dense_gradients:
+                grads = [CooArray(np.arange(length, dtype=np.int64).reshape(1, -1), g, (length,)) for g in grads]
+            examples.append(OptimizerInputs(param, grads, dict(self.lifecycle_hyperparameters)))
+        return examples
+
+    def describe_size(self, inputs: OptimizerInputs) -> str:
+        shape = tuple(np.shape(inputs.param))
+        if len(shape) == 2:
+            return f"a parameter of {shape[0]} rows of {shape[1]} entries (hybrid rows wider than 256)"
+        return f"a parameter of {int(np.prod(shape))} entries"
 
     def lifecycle_strategy(self, dtype: str) -> Any:
         return lifecycles(self, dtype)

@@ -154,3 +154,41 @@ def complex_trajectories(draw, op: "OptimizerOp", dtype: str = "float64") -> Opt
             grads.append(draw(d.coo_arrays(dtype, size=size, sparse_dim=draw(st.integers(1, len(shape))),
                                            max_entries=4)))
     return OptimizerInputs(param, grads, hyper)
+
+
+def _patterned(draw, shape: tuple[int, ...], values: st.SearchStrategy[float]) -> np.ndarray:
+    """An array of ``shape`` from 1-3 drawn values repeated with a drawn period (a structured generator:
+    hundreds of entries from a handful of draws)."""
+    chosen = draw(st.lists(values, min_size=1, max_size=3))
+    period = draw(st.integers(1, 5))
+    count = int(np.prod(shape)) if shape else 1
+    flat = np.array([chosen[(i // period) % len(chosen)] for i in range(count)], dtype=np.float64)
+    return flat.reshape(shape)
+
+
+@st.composite
+def sized_inputs(draw, op: "OptimizerOp", dtype: str = "float64") -> OptimizerInputs:
+    """A parameter whose entries (or whose hybrid rows) sit at a kernel-size boundary (SIZE_BOUNDARIES; rows
+    of 257 or 300 for a hybrid sparse gradient), 1-2 steps of patterned gradients: dense ones, or sparse ones
+    specifying every k-th row."""
+    from conformance.ops.base import SIZE_BOUNDARIES
+
+    d.check_dtype(dtype)
+    hyper = draw(op.hyperparameters_strategy())
+    dense = op.layout_dense_gradients and op.accepts_dense_steps(hyper) and draw(st.booleans())
+    if dense or draw(st.booleans()):
+        shape: tuple[int, ...] = (draw(st.sampled_from(SIZE_BOUNDARIES)),)
+    else:
+        shape = (draw(st.integers(1, 3)), draw(st.sampled_from((257, 300))))  # hybrid: rows wider than 256
+    param = _patterned(draw, shape, d.representable_floats(dtype, d.PARAM_MAGNITUDES[dtype]))
+    grad_values = d.representable_floats(dtype, d.GRADIENT_MAGNITUDES[dtype], zero=False)
+    grads: list = []
+    for _ in range(draw(st.integers(1, 2))):
+        if dense:
+            grads.append(_patterned(draw, shape, grad_values))
+        else:
+            every = draw(st.integers(1, 3))
+            rows = np.arange(0, shape[0], every, dtype=np.int64)
+            values = _patterned(draw, (len(rows), *shape[1:]), grad_values)
+            grads.append(CooArray(rows.reshape(1, -1), values, shape))
+    return OptimizerInputs(param, grads, hyper)

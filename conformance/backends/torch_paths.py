@@ -22,7 +22,7 @@ import numpy as np
 from conformance.backends.base import Backend, torch_kernels_missing_are_unsupported
 from conformance.ops import OPS
 from conformance.ops.optimizers.inputs import OptimizerInputs
-from conformance.core.divergences import STOCK_TORCH, Divergence, LayoutDivergence, register
+from conformance.core.divergences import STOCK_TORCH, ConditionalDivergence, Divergence, LayoutDivergence, register
 from conformance.core.types import RunContext, Unsupported
 
 COMPILED = "compiled"  # the path under torch.compile: its backend is conformance/backends/compiled.py
@@ -275,4 +275,37 @@ FUSED_WALKS_STORAGE = register(LayoutDivergence(
     "https://github.com/pytorch/pytorch/blob/v2.13.0/aten/src/ATen/native/cpu/FusedAdagradKernel.cpp",
     ops=("adagrad", "sgd"), backends=("fused",), devices=("cpu",), properties=(LAYOUT_INVARIANT,),
     behaviour=STOCK_TORCH, walks=("param", "grad"),
+))
+
+
+def _first_steps_differ(inputs) -> bool:
+    """Some parameter takes its first step (a gradient) later than another one of the same optimizer."""
+    firsts = {next((s for s, g in enumerate(m.grads) if g is not None), None)
+              for m in getattr(inputs, "members", ()) if not m.frozen}
+    firsts.discard(None)
+    return len(firsts) > 1
+
+
+FUSED_SGD_MIXED_BUFFERS = register(ConditionalDivergence(
+    "torch-fused-sgd-momentum-first-step-later",
+    "torch's fused SGD with momentum (SGD(momentum>0, fused=True) on cpu) raises TypeError ('expected Tensor as "
+    "element 1 in argument 2, but got NoneType') at the step where one parameter takes its first step while "
+    "another already has a momentum buffer: a parameter that had no gradient at step 1, or joined by "
+    "add_param_group later. The for-loop and foreach steps create the new buffer. SGD([a, b], lr=1, momentum=0.9, "
+    "fused=True) with a gradient for a only at step 1 and for both at step 2 raises; shown by torch 2.13.0 and 2.14.1",
+    "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/optim/sgd.py",
+    ops=("sgd",), backends=("fused",), devices=("cpu",), properties=("lifecycle",), behaviour=STOCK_TORCH,
+    kind="error", triggered=_first_steps_differ,
+))
+
+FOREACH_HALF_MOMENTUM_BY_GROUP = register(ConditionalDivergence(
+    "torch-foreach-sgd-half-momentum-by-group",
+    "torch's foreach SGD step in float16/bfloat16 rounds a momentum buffer otherwise when the parameters stepping "
+    "together are at different steps (one takes its first step, another already has a buffer: _multi_tensor_sgd "
+    "clones the first-step buffers apart from the _foreach_mul_/_foreach_add_ of the others), so a parameter's "
+    "buffer differs by an ulp from the same parameter's in an optimizer of its own (torch-foreach-half-rounding's "
+    "kind). float32/float64 agree bit for bit",
+    "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/optim/sgd.py",
+    ops=("sgd",), backends=("foreach",), devices=("cpu",), dtypes=HALF, properties=("lifecycle",),
+    behaviour=STOCK_TORCH, triggered=_first_steps_differ,
 ))

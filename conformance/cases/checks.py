@@ -589,7 +589,13 @@ def check_lifecycle(trial: Trial, inputs: LifecycleInputs) -> None:
         return together, alone
 
     try:
-        together, alone = trial.backend.drive_optimizer(op.name, ctx, runs)
+        try:
+            together, alone = trial.backend.drive_optimizer(op.name, ctx, runs)
+        except (Unsupported, Mismatch):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a refusal torch is known for (kind "error"), else an error
+            _excuse_lifecycle(trial, inputs, exc, kind="error")
+            raise
         for index, (ours, theirs) in enumerate(zip(together, alone)):
             member = inputs.members[index]
             stepped = not member.frozen and any(g is not None for g in member.grads[member.start:])
@@ -603,8 +609,21 @@ def check_lifecycle(trial: Trial, inputs: LifecycleInputs) -> None:
         if trial.backend.judged_against_torch and any(scale != 1.0 for scale in inputs.lr_scales):
             _assert_lr_schedule_followed(trial, inputs, ctx, base_lr, alone[0])
     except Mismatch as mismatch:
+        _excuse_lifecycle(trial, inputs, mismatch, kind="mismatch")
         raise Mismatch(f"lifecycle ({inputs.events()}): {mismatch}", mismatch.max_abs_error,
                        mismatch.max_rel_error) from None
+
+
+def _excuse_lifecycle(trial: Trial, inputs: LifecycleInputs, failure: BaseException, kind: str) -> None:
+    """Raise DivergenceObserved when a registered ConditionalDivergence of this backend (of the ``kind``: a
+    mismatch, or an error) is triggered by the example; a candidate is excused only by the three-way verdict."""
+    if trial.backend.judged_against_torch:
+        return
+    for entry in lookup(op=trial.op.name, backend=trial.backend.name, device=trial.device, dtype=trial.dtype,
+                        property=LIFECYCLE):
+        if isinstance(entry, ConditionalDivergence) and entry.kind == kind and entry.triggered(inputs):
+            raise DivergenceObserved(entry, f"lifecycle ({inputs.events()}): "
+                                            f"{exception_text(failure).splitlines()[0]}") from None
 
 
 def observe_lifecycle(trial: Trial, inputs: LifecycleInputs) -> dict[str, Any]:

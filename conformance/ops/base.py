@@ -20,6 +20,7 @@ from conformance.core.types import RunContext
 
 LAYOUT_INVARIANT = "layout-invariant"  # the property every op with input_layouts has (conformance/cases/checks.py)
 SIZES = "sizes"  # the property of every op with a sizes_strategy
+LAYOUT_EXAMPLES = 4  # drawn examples per layout-invariant item beside its two explicit ones (the main job's minute)
 SIZES_EXAMPLES = 4  # drawn examples per sizes item beside the explicit ones: each is hundreds of entries
 # the sizes where kernels change behaviour: vector widths (16 floats of AVX-512, 16 halves of AVX2), block sizes
 # (32, 64, 256), each with a remainder of one either side
@@ -272,7 +273,8 @@ class Op:
         layouts = (GeneratedProperty(
             LAYOUT_INVARIANT, "the same inputs handed over as non-contiguous views (a strided view into a larger "
             "storage, transposed, channels_last) give bit for bit the result of contiguous copies, and no byte of "
-            "the storage outside a view changes", self.layout_inputs_strategy, examples=self.layout_examples),
+            "the storage outside a view changes", self.layout_inputs_strategy, examples=self.layout_examples,
+            max_examples=LAYOUT_EXAMPLES),
         ) if self.input_layouts else ()
         return (*own, GeneratedProperty("deterministic", "the same inputs run twice give bit-for-bit the same "
                                         "outputs and state", self.inputs_strategy), *layouts, *sizes)

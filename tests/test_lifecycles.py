@@ -43,3 +43,18 @@ def test_a_planted_lifecycle_mistake_fails_and_names_the_event(op, candidate, na
             check_lifecycle(trial, example)
     message = str(failed.value)
     assert message.startswith(named), message
+
+
+def test_torchs_own_class_as_a_candidate_passes_a_0d_maximized_life_with_the_lr_changed():
+    """The candidate's lr check computes the tolerance from the reference on the parameter's own steps: a 0-d
+    parameter with maximize=True (NumPy negates a 0-d array to a scalar) once broke it for torch's own SGD."""
+    import numpy as np
+
+    from conformance.ops.optimizers.inputs import LifecycleInputs, Member
+
+    life = LifecycleInputs([Member(np.array(1.0), [np.array(1.0), np.array(1.0)])], {"lr": 1.0, "maximize": True},
+                           [1.0, 0.5])
+    import torch
+
+    trial = Trial(OPS["sgd"], CandidateBackend("candidate", {"sgd": torch.optim.SGD}), "cpu", "float64")
+    check_lifecycle(trial, life)

@@ -108,7 +108,7 @@ def negated(grad, maximize: bool):
         return grad
     if isinstance(grad, CooArray):
         return CooArray(grad.indices, -grad.values, grad.size)
-    return -grad
+    return np.asarray(-grad)  # (a 0-d array stays an array: NumPy negates it to a scalar)
 
 
 def empty_gradient(shape: tuple[int, ...]) -> CooArray:

@@ -49,3 +49,18 @@ def test_a_planted_complex_mistake_fails_and_names_the_dtype(op, candidate, dtyp
         check_complex_agrees(trial, OPS[op].complex_examples(dtype)[0])
     name = {"float32": "complex64", "float64": "complex128"}[dtype]
     assert str(failed.value).startswith(f"{name}: "), failed.value
+
+
+def test_a_candidate_written_for_real_parameters_is_not_judged_on_complex_ones_unless_it_declares_it():
+    import torch
+
+    from conformance.core.types import Unsupported
+
+    class RealOnlyAdagrad(torch.optim.Adagrad):
+        pass
+
+    trial = Trial(OPS["adagrad"], CandidateBackend("candidate", {"adagrad": RealOnlyAdagrad}), "cpu", "float32")
+    with pytest.raises(Unsupported, match="does not declare supports_complex = True"):
+        check_complex_agrees(trial, OPS["adagrad"].complex_examples("float32")[0])
+    RealOnlyAdagrad.supports_complex = True  # torch's own class: declared, judged, and right
+    check_complex_agrees(trial, OPS["adagrad"].complex_examples("float32")[0])

@@ -652,6 +652,9 @@ def _assert_lr_schedule_followed(trial: Trial, inputs: LifecycleInputs, ctx: Run
 # ---------------------------------------------------------------- complex dtypes
 
 COMPLEX_OF = {"float32": torch.complex64, "float64": torch.complex128}
+# a candidate opts in to complex-agrees with this class attribute (torch's OptimizerInfo supports_complex): one
+# written for real parameters, as most are, is not judged on complex ones (unsupported, with this reason)
+SUPPORTS_COMPLEX = "supports_complex"
 
 
 def _as_complex(inputs: OptimizerInputs, dtype: torch.dtype, device) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -722,6 +725,9 @@ def check_complex_agrees(trial: Trial, inputs: OptimizerInputs) -> None:
         torch_refusal = refusal
 
     def runs(optimizer_class):
+        if trial.backend.judged_against_torch and not getattr(optimizer_class, SUPPORTS_COMPLEX, False):
+            raise Unsupported(f"the candidate does not declare {SUPPORTS_COMPLEX} = True (a class attribute, torch's "
+                              f"OptimizerInfo field): declare it to be judged on {name} parameters")
         try:
             got = _complex_run(optimizer_class, inputs, complex_ctx)
         except Unsupported:

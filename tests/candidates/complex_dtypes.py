@@ -21,6 +21,8 @@ class AbsSquaredAdagrad(torch.optim.Adagrad):
     """The textbook complex Adagrad: accumulates |g|^2 (g * conj(g)) per entry and divides both parts by its
     root, where torch accumulates re^2 and im^2 apart (the pairs of reals view_as_real shows)."""
 
+    supports_complex = True  # judged on complex parameters (complex-agrees)
+
     @torch.no_grad()
     def step(self, closure=None):
         mine = []
@@ -46,6 +48,8 @@ class AbsSquaredAdagrad(torch.optim.Adagrad):
 class RealPartSGD(torch.optim.SGD):
     """Steps a complex parameter by its gradient's real part only (as code that calls .real, or casts the
     gradient to the real dtype, does): the imaginary part never moves."""
+
+    supports_complex = True
 
     @torch.no_grad()
     def step(self, closure=None):

@@ -55,6 +55,7 @@ def watch_optimizer(op: Any, candidate: Any):
         return optimizer
 
     build.sparse_gradients_only = getattr(candidate, "sparse_gradients_only", False)  # (declared on the class)
+    build.supports_complex = getattr(candidate, "supports_complex", False)  # (the property complex-agrees reads it)
     return build
 
 

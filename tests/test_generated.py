@@ -178,7 +178,9 @@ def test_clean_reimplementations_pass(tmp_path):
     impls = {"adagrad": f"{MUTANTS}:CleanAdagrad", "sparse_adam": f"{MUTANTS}:CleanSparseAdam",
              "coalesce": f"{MUTANTS}:torch_coalesce", "masked_mean": f"{MUTANTS}:where_masked_mean"}
     proc, records, _ = run_generated(tmp_path, impls, "--conformance-dtype", "float32,float64")
-    bad = {name: r["outcome"] for name, r in records.items() if r["outcome"] not in ("passed", "xfail")}
+    # (complex-agrees: unsupported, the classes are written for real parameters and do not declare supports_complex)
+    bad = {name: r["outcome"] for name, r in records.items() if r["outcome"] not in ("passed", "xfail")
+           and not (r["outcome"] == "unsupported" and "complex-agrees" in name)}
     assert records and not bad, f"{bad}\n{(proc.stdout + proc.stderr)[-6000:]}"
 
 

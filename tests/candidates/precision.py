@@ -52,6 +52,9 @@ class Float32StateAdagrad(torch.optim.Optimizer):
                 if p.grad is None:
                     continue
                 state = self.state[p]
+                if not state:  # a parameter of a group added later (add_param_group): its state made here, as torch does
+                    state.update(step=torch.tensor(0.0), sum=torch.full(p.shape, group["initial_accumulator_value"],
+                                                                        dtype=wide(p.dtype), device=p.device))
                 state["step"] += 1
                 clr = group["lr"] / (1 + (state["step"].item() - 1) * group["lr_decay"])
                 grad = p.grad.to(wide(p.dtype))

@@ -55,7 +55,9 @@ def watch_optimizer(op: Any, candidate: Any):
         return optimizer
 
     build.sparse_gradients_only = getattr(candidate, "sparse_gradients_only", False)  # (declared on the class)
-    build.supports_complex = getattr(candidate, "supports_complex", False)  # (the property complex-agrees reads it)
+    # (the property complex-agrees reads it; torch's own classes are torch's documented complex semantics)
+    build.supports_complex = getattr(candidate, "supports_complex", getattr(candidate, "__module__", "").startswith(
+        "torch.optim"))
     return build
 
 

@@ -130,6 +130,8 @@ def run_lifecycle(optimizer_class: type, inputs: LifecycleInputs, ctx: RunContex
     step's scale), each parameter's gradient or None, and after ``resume_after`` the state_dict through
     ``torch.save``/``torch.load(weights_only=True)`` into a fresh optimizer over fresh copies. Returns each
     member's parameter and whole state after the run, in order."""
+    for member in inputs.members:
+        require_accepted_gradients(optimizer_class, [g for g in member.grads if g is not None])
     hyper = {**inputs.hyperparameters, "lr": _lifecycle_lr(base_lr, 1.0, inputs.tensor_lr)}
     params = [to_torch(m.param, ctx.dtype, ctx.torch_device) for m in inputs.members]
     initial = [p for m, p in zip(inputs.members, params) if m.start == 0]

@@ -40,7 +40,7 @@ class Float64StateAdagrad(torch.optim.Optimizer):
                 state = self.state[p]
                 if not state:  # a parameter of a group added later (add_param_group): its state made here, as torch does
                     state.update(step=torch.tensor(0.0), sum=torch.full(p.shape, group["initial_accumulator_value"],
-                                                                        dtype=torch.float64, device=p.device))
+                                                                        dtype=p.dtype, device=p.device).to(torch.float64))
                 state["step"] += 1
                 clr = group["lr"] / (1 + (state["step"].item() - 1) * group["lr_decay"])
                 grad = p.grad.to(torch.float64)

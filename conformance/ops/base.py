@@ -288,6 +288,10 @@ class Op:
         """Inputs the property sizes runs first (the boundaries themselves)."""
         return []
 
+    def spec_can_hold(self, inputs: Any) -> bool:
+        """Whether a spec case can hold ``inputs`` (a counterexample is written as a spec only then)."""
+        return True
+
     def describe_size(self, inputs: Any) -> str:
         """The sizes of ``inputs`` in words, as a failure of the property sizes names them."""
         return "the inputs' sizes"

@@ -326,6 +326,9 @@ class OptimizerOp(Op):
             return f"a parameter of {shape[0]} rows of {shape[1]} entries (hybrid rows wider than 256)"
         return f"a parameter of {int(np.prod(shape))} entries"
 
+    def spec_can_hold(self, inputs: Any) -> bool:
+        return not isinstance(inputs, LifecycleInputs)  # a lifecycle is not a spec case (yet)
+
     def lifecycle_strategy(self, dtype: str) -> Any:
         return lifecycles(self, dtype)
 

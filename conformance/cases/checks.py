@@ -594,7 +594,8 @@ def check_lifecycle(trial: Trial, inputs: LifecycleInputs) -> None:
         except (Unsupported, Mismatch):
             raise
         except Exception as exc:  # noqa: BLE001 - a refusal torch is known for (kind "error"), else an error
-            _excuse_lifecycle(trial, inputs, exc, kind="error")
+            _excuse_conditional(trial, LIFECYCLE, inputs, f"lifecycle ({inputs.events()}): "
+                                f"{exception_text(exc).splitlines()[0]}", kind="error")
             raise
         for index, (ours, theirs) in enumerate(zip(together, alone)):
             member = inputs.members[index]
@@ -609,21 +610,22 @@ def check_lifecycle(trial: Trial, inputs: LifecycleInputs) -> None:
         if trial.backend.judged_against_torch and any(scale != 1.0 for scale in inputs.lr_scales):
             _assert_lr_schedule_followed(trial, inputs, ctx, base_lr, alone[0])
     except Mismatch as mismatch:
-        _excuse_lifecycle(trial, inputs, mismatch, kind="mismatch")
+        _excuse_conditional(trial, LIFECYCLE, inputs, f"lifecycle ({inputs.events()}): "
+                            f"{str(mismatch).splitlines()[0]}", kind="mismatch")
         raise Mismatch(f"lifecycle ({inputs.events()}): {mismatch}", mismatch.max_abs_error,
                        mismatch.max_rel_error) from None
 
 
-def _excuse_lifecycle(trial: Trial, inputs: LifecycleInputs, failure: BaseException, kind: str) -> None:
-    """Raise DivergenceObserved when a registered ConditionalDivergence of this backend (of the ``kind``: a
-    mismatch, or an error) is triggered by the example; a candidate is excused only by the three-way verdict."""
+def _excuse_conditional(trial: Trial, prop: str, inputs: Any, detail: str, kind: str) -> None:
+    """Raise DivergenceObserved when a registered ConditionalDivergence of this backend and property ``prop``
+    (of the ``kind``: a mismatch, or an error) is triggered by the example; a candidate is excused only by the
+    three-way verdict."""
     if trial.backend.judged_against_torch:
         return
     for entry in lookup(op=trial.op.name, backend=trial.backend.name, device=trial.device, dtype=trial.dtype,
-                        property=LIFECYCLE):
+                        property=prop):
         if isinstance(entry, ConditionalDivergence) and entry.kind == kind and entry.triggered(inputs):
-            raise DivergenceObserved(entry, f"lifecycle ({inputs.events()}): "
-                                            f"{exception_text(failure).splitlines()[0]}") from None
+            raise DivergenceObserved(entry, detail) from None
 
 
 def observe_lifecycle(trial: Trial, inputs: LifecycleInputs) -> dict[str, Any]:
@@ -651,6 +653,7 @@ def _assert_lr_schedule_followed(trial: Trial, inputs: LifecycleInputs, ctx: Run
 
 # ---------------------------------------------------------------- complex dtypes
 
+COMPLEX_AGREES = "complex-agrees"  # the property (an optimizer record declares it; divergences name it)
 COMPLEX_OF = {"float32": torch.complex64, "float64": torch.complex128}
 # a candidate opts in to complex-agrees with this class attribute (torch's OptimizerInfo supports_complex): one
 # written for real parameters, as most are, is not judged on complex ones (unsupported, with this reason)
@@ -710,17 +713,17 @@ def check_complex_agrees(trial: Trial, inputs: OptimizerInputs) -> None:
     """torch's optimizers take a complex parameter as the pairs of reals torch.view_as_real shows
     (torch/optim/_functional: ``_view_as_real``; torch's test_complex): the optimizer over complex64/complex128
     parameters and gradients equals itself over their view_as_real, parameter and every state tensor, within
-    the agreement tolerance (complex arithmetic rounds otherwise than on pairs of reals). Where torch refuses complex parameters (SparseAdam: ValueError), the backend refuses them with
-    the same type of error. A failure names the complex dtype."""
+    the tolerance of a correct implementation (complex arithmetic rounds otherwise than on pairs of reals).
+    Where torch refuses complex parameters (SparseAdam: ValueError), the backend refuses them with the same
+    type of error. A failure names the complex dtype."""
     op = trial.op
     ctx = RunContext(trial.device, torch_dtype(trial.dtype))
     complex_dtype = COMPLEX_OF[trial.dtype]
     name = str(complex_dtype).replace("torch.", "")
-    complex_ctx = ctx
     torch_refusal = None
     _as_complex(inputs, ctx.dtype, ctx.torch_device)  # (a harness error here is an error, never a refusal)
     try:
-        _complex_run(op.torch_implementation, inputs, complex_ctx)
+        _complex_run(op.torch_implementation, inputs, ctx)
     except Exception as refusal:  # noqa: BLE001 - torch's documented refusal of complex parameters
         torch_refusal = refusal
 
@@ -729,7 +732,7 @@ def check_complex_agrees(trial: Trial, inputs: OptimizerInputs) -> None:
             raise Unsupported(f"the candidate does not declare {SUPPORTS_COMPLEX} = True (a class attribute, torch's "
                               f"OptimizerInfo field): declare it to be judged on {name} parameters")
         try:
-            got = _complex_run(optimizer_class, inputs, complex_ctx)
+            got = _complex_run(optimizer_class, inputs, ctx)
         except Unsupported:
             raise
         except Exception as exc:  # noqa: BLE001
@@ -765,11 +768,7 @@ def check_complex_agrees(trial: Trial, inputs: OptimizerInputs) -> None:
             elif to_numpy(value).tolist() != to_numpy(expected).tolist():
                 raise Mismatch(f"{key} is {to_numpy(value).tolist()}, {against}: {to_numpy(expected).tolist()}")
     except Mismatch as mismatch:
-        for entry in lookup(op=op.name, backend=trial.backend.name, device=trial.device, dtype=trial.dtype,
-                            property="complex-agrees"):
-            if isinstance(entry, ConditionalDivergence) and entry.triggered(inputs) \
-                    and not trial.backend.judged_against_torch:
-                raise DivergenceObserved(entry, f"{name}: {str(mismatch).splitlines()[0]}") from None
+        _excuse_conditional(trial, COMPLEX_AGREES, inputs, f"{name}: {str(mismatch).splitlines()[0]}", kind="mismatch")
         raise Mismatch(f"{name}: {mismatch}", mismatch.max_abs_error, mismatch.max_rel_error) from None
 
 
@@ -828,7 +827,7 @@ CHECKS: dict[str, Property] = {
     LIFECYCLE: unbound(check_lifecycle, needs_optimizer_object=True, skip_backends=OPTIMIZER_OBJECT_TWINS,
                        to_cases=lambda example, dtype: [(f"lifecycle: {example.events()}", example)],
                        observe=lambda trial, example: observe_lifecycle(trial, example)),
-    "complex-agrees": unbound(check_complex_agrees, needs_optimizer_object=True,
+    COMPLEX_AGREES: unbound(check_complex_agrees, needs_optimizer_object=True,
                               skip_backends=OPTIMIZER_OBJECT_TWINS),
     SIZES: unbound(check_sizes, skips_oracle=True),
     LAYOUT_INVARIANT: unbound(check_layout_invariant, to_cases=_layout_cases, skips_oracle=True),

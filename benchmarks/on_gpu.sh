@@ -14,7 +14,7 @@ OUT=${OUT:?set OUT to the folder for logs and results}
 export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=1 CI=true
 unset TRITON_INTERPRET
 if [ -d .whl ]; then  # what the GPU image lacks (jsonschema and its dependencies), carried as wheels
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  python3 -m pip install -q --no-index --find-links .whl --no-compile --no-cache-dir --upgrade --target /tmp/site jsonschema \
     && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} || exit 5
 fi
 RUN=/tmp/gpu-run; mkdir -p $RUN
@@ -50,8 +50,9 @@ step specs 240 python3 -m pytest specs -p no:cacheprovider -n 8 --conformance-de
 step kernels 240 python3 -m pytest tests/test_kernels.py -p no:cacheprovider -n 4 --run-slow -q -rfEs &
 wait
 step bench 120 python3 -m pytest benchmarks/test_bench_kernels_cuda.py -p no:cacheprovider --benchmark-only \
-  --benchmark-json="$OUT/bench_kernels_cuda.json" -q
-[ -f "$OUT/bench_kernels_cuda.json" ] && python3 benchmarks/summarize.py "$OUT/bench_kernels_cuda.json" >>"$OUT/summary.txt" 2>&1 && rm -f "$OUT/bench.log"
+  --benchmark-json="$OUT/bench_kernels_cuda.json" -q -rfE
+grep -E "^(FAILED|ERROR)|^E  " "$OUT/bench.log" 2>/dev/null | head -20 >>"$OUT/summary.txt"  # which item failed, and why
+[ -f "$OUT/bench_kernels_cuda.json" ] && python3 benchmarks/summarize.py "$OUT/bench_kernels_cuda.json" >>"$OUT/summary.txt" 2>&1
 step profile 90 python3 benchmarks/profile_cuda_step.py
 # the specs' own CUDA benchmark items (embedding-step-cuda), pytest-benchmark's table into the summary
 step spec_bench 150 python3 -m pytest specs -p no:cacheprovider -n 0 --conformance-device cuda --conformance-benchmark \

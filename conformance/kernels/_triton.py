@@ -242,6 +242,17 @@ def _sparse_adam_kernel(param_ptr, exp_avg_ptr, exp_avg_sq_ptr, values_ptr, perm
     col_ok = cols < width
     g = _sum_runs(values_ptr, perm_ptr, skeys_ptr, nnz, pos, key, head, cols, col_ok, width,
                   BLOCK_S, BLOCK_K, BLOCK_D, ACC)
+    _adam_rows(param_ptr, exp_avg_ptr, exp_avg_sq_ptr, key, head, cols, col_ok, width, g, step_size_hi,
+               step_size_lo, step_size_ptr, omb1_hi, omb1_lo, omb2_hi, omb2_lo, eps_hi, eps_lo, MAXIMIZE,
+               STEP_SIZE_ON_DEVICE, ACC)
+
+
+@triton.jit
+def _adam_rows(param_ptr, exp_avg_ptr, exp_avg_sq_ptr, key, live, cols, col_ok, width, g, step_size_hi,
+               step_size_lo, step_size_ptr, omb1_hi, omb1_lo, omb2_hi, omb2_lo, eps_hi, eps_lo,
+               MAXIMIZE: tl.constexpr, STEP_SIZE_ON_DEVICE: tl.constexpr, ACC: tl.constexpr):
+    """SparseAdam's update of rows ``key`` (lanes ``live``) with their summed gradient ``g``: the one
+    place its arithmetic is written (the sort path and the slot path, ``_slots``, both call it)."""
     if MAXIMIZE:
         g = -g
     if STEP_SIZE_ON_DEVICE:
@@ -252,7 +263,7 @@ def _sparse_adam_kernel(param_ptr, exp_avg_ptr, exp_avg_sq_ptr, values_ptr, perm
     one_minus_beta2 = _scalar(omb2_hi, omb2_lo, ACC)
     eps = _scalar(eps_hi, eps_lo, ACC)
     offs = key.to(tl.int64)[:, None] * width + cols[None, :]
-    ok = head[:, None] & col_ok[None, :]
+    ok = live[:, None] & col_ok[None, :]
     m_old = tl.load(exp_avg_ptr + offs, mask=ok, other=0.0).to(ACC)
     v_old = tl.load(exp_avg_sq_ptr + offs, mask=ok, other=0.0).to(ACC)
     p_old = tl.load(param_ptr + offs, mask=ok, other=0.0).to(ACC)
@@ -276,6 +287,14 @@ def _adagrad_kernel(param_ptr, sum_ptr, values_ptr, perm_ptr, skeys_ptr, nnz, wi
     col_ok = cols < width
     g = _sum_runs(values_ptr, perm_ptr, skeys_ptr, nnz, pos, key, head, cols, col_ok, width,
                   BLOCK_S, BLOCK_K, BLOCK_D, ACC)
+    _adagrad_rows(param_ptr, sum_ptr, key, head, cols, col_ok, width, g, clr_hi, clr_lo, clr_ptr, eps_hi,
+                  eps_lo, MAXIMIZE, CLR_ON_DEVICE, ACC)
+
+
+@triton.jit
+def _adagrad_rows(param_ptr, sum_ptr, key, live, cols, col_ok, width, g, clr_hi, clr_lo, clr_ptr, eps_hi,
+                  eps_lo, MAXIMIZE: tl.constexpr, CLR_ON_DEVICE: tl.constexpr, ACC: tl.constexpr):
+    """Sparse Adagrad's update of rows ``key`` (lanes ``live``) with their summed gradient ``g``."""
     if MAXIMIZE:
         g = -g
     if CLR_ON_DEVICE:
@@ -284,7 +303,7 @@ def _adagrad_kernel(param_ptr, sum_ptr, values_ptr, perm_ptr, skeys_ptr, nnz, wi
         neg_clr = -_scalar(clr_hi, clr_lo, ACC)
     eps = _scalar(eps_hi, eps_lo, ACC)
     offs = key.to(tl.int64)[:, None] * width + cols[None, :]
-    ok = head[:, None] & col_ok[None, :]
+    ok = live[:, None] & col_ok[None, :]
     s_new = tl.load(sum_ptr + offs, mask=ok, other=0.0).to(ACC) + g * g
     std = tl.sqrt(s_new) + eps
     p_new = tl.load(param_ptr + offs, mask=ok, other=0.0).to(ACC) + (g / std) * neg_clr
@@ -394,11 +413,13 @@ class IndexCheck:
     waits for it first.
     """
 
-    def __init__(self, keys: SortedKeys, indices: torch.Tensor, sparse_size: list[int]) -> None:
+    def __init__(self, flag: torch.Tensor, threshold: int, indices: torch.Tensor, sparse_size: list[int]) -> None:
+        """``flag``: a one-element device tensor whose value is ``>= threshold`` when an index was bad
+        (the last sorted key against the sentinel; the slot path's count of bad entries against 1)."""
         self.indices = indices
         self.sparse_size = list(sparse_size)
-        self.total = keys.total
-        last = keys.keys[-1:]
+        self.total = threshold
+        last = flag
         if last.device.type == "cuda":
             self.host = torch.empty(1, dtype=last.dtype, pin_memory=True)
             self.host.copy_(last, non_blocking=True)
@@ -468,13 +489,19 @@ def coalesce(indices: torch.Tensor, values: torch.Tensor, size: list[int], *,
     if nnz == 0:
         return indices.clone(), values.clone()
     values = values.contiguous()
+    width = _row_width(values)
+    if _slots().usable(_sparse_total(sparse_size), nnz, sparse_dim) and width > 0:
+        out_indices, out_values, result = _slots().coalesce(indices.contiguous(), values, sparse_size, width)
+        nbad, nseg = result.tolist()  # the sync
+        if nbad:
+            check_index_range(indices, sparse_size)
+        return out_indices[:, :nseg], out_values[:nseg]
     keys = SortedKeys(indices.contiguous(), sparse_size)
     run_start = torch.ones(nnz, dtype=torch.int64, device=values.device)
     torch.ne(keys.keys[1:], keys.keys[:-1], out=run_start[1:])
     seg = run_start.cumsum_(0)  # 1-based run number of each sorted position
     first = torch.empty(nnz, dtype=torch.int64, device=values.device)
     out_values = values.new_empty((nnz, *values.shape[1:]))
-    width = _row_width(values)
     grid, meta = _grid(nnz, width)
     _coalesce_kernel[grid](values, keys.perm, keys.keys, seg, first, out_values, nnz, width,
                            ACC=_acc_dtype(values.dtype), **meta)
@@ -485,22 +512,29 @@ def coalesce(indices: torch.Tensor, values: torch.Tensor, size: list[int], *,
     return out_indices, out_values[:nseg]
 
 
+def _slots():
+    from . import _slots
+
+    return _slots
+
+
 def _step_setup(param, indices, values, eager_check: bool | None):
+    """(contiguous values, sparse size, eager check, whether the slot path takes the step)."""
     values = values.contiguous()
     sparse_size = list(param.shape[: indices.shape[0]])
     if eager_check is None:
         eager_check = param.device.type == "cpu"
     if eager_check:
         check_index_range(indices, sparse_size)
-    keys = SortedKeys(indices.contiguous(), sparse_size)
-    return values, keys, sparse_size
+    slots = _slots().usable(_sparse_total(sparse_size), indices.shape[1], indices.shape[0])
+    return values, sparse_size, eager_check, slots
 
 
-def _maybe_check(keys, indices, sparse_size, eager_check):
-    if eager_check is False or (eager_check is None and indices.device.type != "cpu"):
+def _maybe_check(flag, threshold, indices, sparse_size, eager_check):
+    if not eager_check:
         if indices.device.type == "cuda" and torch.cuda.is_current_stream_capturing():
             return None  # no event or copy inside a graph; the kernels still guard memory
-        return IndexCheck(keys, indices, sparse_size)
+        return IndexCheck(flag, threshold, indices, sparse_size)
     return None
 
 
@@ -517,7 +551,13 @@ def sparse_adam_step_(param, exp_avg, exp_avg_sq, indices, values, step_size, be
     nnz, width = indices.shape[1], _row_width(values)
     if nnz == 0 or width == 0:
         return None
-    values, keys, sparse_size = _step_setup(param, indices, values, eager_check)
+    values, sparse_size, eager_check, slots = _step_setup(param, indices, values, eager_check)
+    indices = indices.contiguous()
+    if slots:
+        result = _slots().sparse_adam_step_(param, exp_avg, exp_avg_sq, indices, values, width, step_size,
+                                            beta1, beta2, eps, maximize, step_size_tensor, sparse_size)
+        return _maybe_check(result[:1], 1, indices, sparse_size, eager_check)
+    keys = SortedKeys(indices, sparse_size)
     grid, meta = _grid(nnz, width)
     on_device = step_size_tensor is not None
     _sparse_adam_kernel[grid](
@@ -526,7 +566,7 @@ def sparse_adam_step_(param, exp_avg, exp_avg_sq, indices, values, step_size, be
         step_size_tensor if on_device else param,
         *split_scalar(1.0 - beta1), *split_scalar(1.0 - beta2), *split_scalar(eps),
         MAXIMIZE=bool(maximize), STEP_SIZE_ON_DEVICE=on_device, ACC=_acc_dtype(param.dtype), **meta)
-    return _maybe_check(keys, indices, sparse_size, eager_check)
+    return _maybe_check(keys.keys[-1:], keys.total, indices, sparse_size, eager_check)
 
 
 @_ieee_arithmetic
@@ -537,7 +577,13 @@ def adagrad_step_(param, state_sum, indices, values, clr, eps, maximize, *, clr_
     nnz, width = indices.shape[1], _row_width(values)
     if nnz == 0 or width == 0:
         return None
-    values, keys, sparse_size = _step_setup(param, indices, values, eager_check)
+    values, sparse_size, eager_check, slots = _step_setup(param, indices, values, eager_check)
+    indices = indices.contiguous()
+    if slots:
+        result = _slots().adagrad_step_(param, state_sum, indices, values, width, clr, eps, maximize, clr_tensor,
+                                        sparse_size)
+        return _maybe_check(result[:1], 1, indices, sparse_size, eager_check)
+    keys = SortedKeys(indices, sparse_size)
     grid, meta = _grid(nnz, width)
     on_device = clr_tensor is not None
     _adagrad_kernel[grid](
@@ -545,7 +591,7 @@ def adagrad_step_(param, state_sum, indices, values, clr, eps, maximize, *, clr_
         *split_scalar(0.0 if on_device else float(clr)), clr_tensor if on_device else param,
         *split_scalar(eps), MAXIMIZE=bool(maximize), CLR_ON_DEVICE=on_device,
         ACC=_acc_dtype(param.dtype), **meta)
-    return _maybe_check(keys, indices, sparse_size, eager_check)
+    return _maybe_check(keys.keys[-1:], keys.total, indices, sparse_size, eager_check)
 
 
 @_ieee_arithmetic

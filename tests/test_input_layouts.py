@@ -4,6 +4,7 @@ divergences it finds, and planted candidates failing with the layout named. In p
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -13,6 +14,7 @@ from conformance.cases.checks import check_layout_invariant
 from conformance.cases.trial import DivergenceObserved, Trial
 from conformance.core.divergences import lookup
 from conformance.core.layouts import CHANNELS_LAST, STRIDED, TRANSPOSED, Layout, outside_changed, place
+from conformance.core.tensors import CooArray
 from conformance.core.types import Mismatch
 from conformance.ops import OPS
 
@@ -128,3 +130,28 @@ def test_a_torch_divergence_seen_by_layout_invariant_gets_a_torch_only_reproduce
         runpy.run_path(str(written[0]), run_name="__main__")
     assert exited.value.code == 1  # torch 2.13/2.14 show it
     assert not any(name.startswith("conformance") for name in set(sys.modules) - before)
+
+
+def test_the_cuda_layout_divergences_name_the_examples_the_h200_run_shrank_to():
+    """The two CUDA divergences registered from one GPU run (docs/findings.md) hold its shrunk examples, and not
+    the same examples laid out contiguously (nothing here needs CUDA: the triggers read the placements)."""
+    from conformance.backends.coo import ONE_ENTRY_SPARSE_ADD_CUDA
+    from conformance.backends.torch_paths import FUSED_CUDA_REFUSES_MIXED_STRIDES
+    from conformance.core.layouts import Layout, place
+    from conformance.ops.optimizers.inputs import OptimizerInputs
+
+    param = torch.ones(1, 2, 3, dtype=torch.float64)
+    one_entry = OptimizerInputs(param=param.numpy(), grads=[CooArray(np.array([[0], [0], [1]]), np.array([1.0]),
+                                                                     (1, 2, 3))], hyperparameters={"lr": 1.0})
+    transposed = [place("param", param, Layout("transposed"))]
+    contiguous = [place("param", param, Layout("contiguous"))]
+    assert ONE_ENTRY_SPARSE_ADD_CUDA.triggered(one_entry, transposed)
+    assert not ONE_ENTRY_SPARSE_ADD_CUDA.triggered(one_entry, contiguous)
+
+    p2 = torch.tensor([[1.0, -2.0, 0.5], [3.0, -1.0, 2.0]])
+    dense = OptimizerInputs(param=p2.numpy(), grads=[p2.numpy()], hyperparameters={"lr": 0.5, "momentum": 0.5})
+    strided_param = [place("param", p2, Layout("strided", offset=1, step=2)), place("grad", p2, Layout("contiguous"))]
+    assert FUSED_CUDA_REFUSES_MIXED_STRIDES.triggered(dense, strided_param)
+    same = [place("param", p2, Layout("contiguous")), place("grad", p2, Layout("contiguous"))]
+    assert not FUSED_CUDA_REFUSES_MIXED_STRIDES.triggered(dense, same)
+    assert FUSED_CUDA_REFUSES_MIXED_STRIDES.kind == "error" and FUSED_CUDA_REFUSES_MIXED_STRIDES.devices == ("cuda",)

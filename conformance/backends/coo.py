@@ -90,6 +90,29 @@ ONE_ENTRY_SPARSE_ADD = register(LayoutDivergence(
 ))
 
 
+def _one_entry_into_a_view(inputs, placements) -> bool:
+    """A step's sparse gradient has one distinct index and the parameter is not laid out contiguously."""
+    grads = getattr(inputs, "grads", None) or []
+    one_entry = any(isinstance(g, CooArray) and g.indices.shape[1] and
+                    len({tuple(column) for column in g.indices.T.tolist()}) == 1 for g in grads)
+    return one_entry and any(placement.role == "param" and (placement.view.storage_offset() or placement.view.stride()
+                             != contiguous_strides(tuple(placement.view.shape))) for placement in placements)
+
+
+ONE_ENTRY_SPARSE_ADD_CUDA = register(LayoutDivergence(
+    "torch-dense-add-one-entry-sparse-misplaced-cuda",
+    "torch's dense.add_(sparse) on cuda with a sparse tensor of one entry writes at the storage position of the "
+    "entry's contiguous offset, not through the dense tensor's strides: Adagrad(lr=1) on a transposed float64 "
+    "parameter of shape (1, 2, 3) with a one-entry sparse gradient at (0, 0, 1) left that entry and changed "
+    "(0, 1, 0) to -9999999999. Seen on an NVIDIA H200 with torch 2.11.0+cu130 on 2026-11-28 "
+    "(adagrad-layout-invariant[coo-cuda-float64], one shrunk example; whether more than one entry is misplaced "
+    "too was not tried: the session's GPU time ran out)",
+    "https://github.com/pytorch/pytorch/blob/v2.11.0/aten/src/ATen/native/sparse/cuda/SparseCUDATensorMath.cu",
+    ops=("adagrad", "sparse_adam", "sgd"), backends=("coo", "foreach"), devices=("cuda",),
+    properties=("layout-invariant",), behaviour=STOCK_TORCH, triggered=_one_entry_into_a_view,
+))
+
+
 def _half_duplicates_on_a_view(inputs, placements) -> bool:
     """A step's sparse gradient repeats an index, and the parameter or the gradient's parts are not contiguous."""
     grads = getattr(inputs, "grads", None) or []

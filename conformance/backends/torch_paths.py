@@ -23,6 +23,7 @@ from conformance.backends.base import Backend, torch_kernels_missing_are_unsuppo
 from conformance.ops import OPS
 from conformance.ops.optimizers.inputs import OptimizerInputs
 from conformance.core.divergences import STOCK_TORCH, ConditionalDivergence, Divergence, LayoutDivergence, register
+from conformance.core.layouts import contiguous_strides
 from conformance.core.types import RunContext, Unsupported
 
 COMPILED = "compiled"  # the path under torch.compile: its backend is conformance/backends/compiled.py
@@ -275,6 +276,30 @@ FUSED_WALKS_STORAGE = register(LayoutDivergence(
     "https://github.com/pytorch/pytorch/blob/v2.13.0/aten/src/ATen/native/cpu/FusedAdagradKernel.cpp",
     ops=("adagrad", "sgd"), backends=("fused",), devices=("cpu",), properties=(LAYOUT_INVARIANT,),
     behaviour=STOCK_TORCH, walks=("param", "grad"),
+))
+
+
+def _param_and_grad_strides_differ(inputs, placements) -> bool:
+    """The parameter and its dense gradient were handed over with different strides (one of them a view)."""
+    strides = {}
+    for placement in placements:
+        if placement.role in ("param", "grad"):
+            strides[placement.role] = placement.view.stride()
+    return len(set(strides.values())) > 1 or (len(strides) == 1 and any(
+        p.view.stride() != contiguous_strides(tuple(p.view.shape)) for p in placements if p.role in strides))
+
+
+FUSED_CUDA_REFUSES_MIXED_STRIDES = register(LayoutDivergence(
+    "torch-fused-sgd-cuda-refuses-mixed-strides",
+    "torch's fused CUDA SGD (SGD(fused=True), torch._fused_sgd_) raises RuntimeError 'Expected "
+    "at::native::check_fast_path_restrictions({params, grads, momentum_buffer_list}) to be true' when the "
+    "parameter is a view whose strides differ from its gradient's (a strided or transposed parameter, a contiguous "
+    "gradient), where the same step on contiguous copies runs; the for-loop and foreach steps take them. Seen on "
+    "an NVIDIA H200 with torch 2.11.0+cu130 on 2026-11-28 (float16, bfloat16 and float64 items of "
+    "sgd-layout-invariant[fused-cuda-*], momentum 0.5); not yet re-run",
+    "https://github.com/pytorch/pytorch/blob/v2.11.0/aten/src/ATen/native/cuda/fused_sgd_impl.cu",
+    ops=("sgd",), backends=("fused",), devices=("cuda",), properties=(LAYOUT_INVARIANT,),
+    behaviour=STOCK_TORCH, kind="error", triggered=_param_and_grad_strides_differ,
 ))
 
 

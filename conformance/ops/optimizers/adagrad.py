@@ -440,8 +440,9 @@ SPARSE_COMPLEX = register(ConditionalDivergence(
     "but its sparse path (_single_tensor_adagrad's is_sparse branch: grad.pow(2), std.sqrt_(), no _view_as_real) "
     "squares the complex gradient values: Adagrad(lr=1, eps=1e-10) on 1+1j with the sparse gradient 1+1j gives "
     "-0.7071+1j after two steps where the same dense gradient gives -0.7071-0.7071j: the imaginary part is not "
-    "updated like the real one. Shown by torch 2.13.0 and 2.14.1 on cpu",
+    "updated like the real one. Shown by torch 2.13.0 and 2.14.1 on cpu, and by torch 2.11.0+cu130 on cuda (an NVIDIA "
+    "H200, 2026-11-28: 1+1j with the sparse gradient 1+1j gives 0+1j after one step, the real pairs give 0+0j)",
     "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/optim/adagrad.py",
-    ops=("adagrad",), devices=("cpu",), properties=("complex-agrees",), behaviour=STOCK_TORCH,
+    ops=("adagrad",), devices=("cpu", "cuda"), properties=("complex-agrees",), behaviour=STOCK_TORCH,
     triggered=_has_sparse_step,
 ))

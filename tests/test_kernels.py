@@ -1040,3 +1040,76 @@ def test_torch_2_15s_advisory_build_lock_left_in_place_blocks_no_build(monkeypat
     assert len(loads) == 1 and lock.exists() and not _blocks_a_build(lock)
     with filelock.FileLock(str(lock)):  # a build in progress does block
         assert _blocks_a_build(lock)
+
+
+# --------------------------------------------------------------------------- the slot path (no sort)
+
+
+@pytest.mark.parametrize("path", TRITON_PATHS, indirect=True)
+@pytest.mark.parametrize("deterministic", [False, True], ids=["slots", "sort"])
+def test_slot_and_sort_paths_match_torch_and_leave_the_tables_empty(device, deterministic):
+    """The slot path (the default) and the sort path (torch.use_deterministic_algorithms) give torch's steps and
+    coalesce on rows of one, two and many entries, and the slot tables and accumulator are empty afterwards."""
+    from conformance.kernels import _slots, _triton
+
+    gen = torch.Generator().manual_seed(21)
+    size = (30, 5, 3)
+    grad = random_sparse(gen, size, 2, 200, torch.float64, max_index=4).to(device)  # 16 rows, ~12 entries each
+    indices, values = grad._indices(), grad._values()
+    assert _slots.usable(150, 200, 2)
+    previous = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(deterministic, warn_only=True)
+    try:
+        assert _slots.usable(150, 200, 2) is not deterministic
+        out_indices, out_values = _triton.coalesce(indices, values, list(size), eager_check=False)
+        p, s = torch.randn(size, generator=gen, dtype=torch.float64).to(device), torch.zeros(size, dtype=torch.float64,
+                                                                                               device=device)
+        _triton.adagrad_step_(p, s, indices, values, 0.1, 1e-10, False, eager_check=False).wait()
+    finally:
+        torch.use_deterministic_algorithms(previous)
+    expected = grad.coalesce()
+    assert_close(out_indices, expected._indices(), rtol=0, atol=0)
+    assert_close(out_values, expected._values())
+    assert_close(s, (expected.to_dense() ** 2))
+    for t in _slots._TABLES.get(torch.device(device), []):
+        assert bool((t.slot == _slots.EMPTY).all()) and not t.count.any() and not t.sync.any()
+        assert t.present is None or not t.present.any()
+    for (dev, _dtype), buffers in _slots._ACCUMULATORS.items():
+        assert all(not b.any() for b in buffers if dev == torch.device(device))
+
+
+@pytest.mark.slow  # compiles four kernels for sm_90 (no GPU needed): the interpreter misses what only compiling catches
+def test_slot_kernels_compile_for_a_gpu(tmp_path):
+    """Triton's interpreter runs code the compiler refuses (a loop-carried variable changing type cost a GPU run
+    on 2026-11-28): compile the slot kernels for an H100/H200 target in a process without TRITON_INTERPRET."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "compile.py"
+    script.write_text('''
+import triton, triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from conformance.kernels import _slots as S
+POINTER = {"idx_ptr": "*i64", "rank_ptr": "*i64", "out_idx_ptr": "*i64", "values_ptr": "*fp32", "acc_ptr": "*fp32",
+           "param_ptr": "*fp32", "exp_avg_ptr": "*fp32", "exp_avg_sq_ptr": "*fp32", "sum_ptr": "*fp32",
+           "out_ptr": "*fp32", "step_size_ptr": "*fp64", "clr_ptr": "*fp64"}
+CONSTS = dict(NDIM=2, PRESENT=True, BLOCK_S=64, BLOCK_D=64, ACC=tl.float32, MAXIMIZE=False,
+              STEP_SIZE_ON_DEVICE=True, CLR_ON_DEVICE=True)
+for fn in (S._claim_kernel, S._slot_adam_kernel, S._slot_adagrad_kernel, S._slot_coalesce_kernel):
+    names = fn.arg_names
+    sig = {n: "constexpr" if n in CONSTS else POINTER.get(n, "*i32") if n.endswith("_ptr")
+           else "fp32" if n.endswith(("_hi", "_lo")) else "i32" for n in names}
+    consts = {(names.index(n),): v for n, v in CONSTS.items() if n in names}
+    kernel = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts), target=GPUTarget("cuda", 90, 32))
+    assert "ld.global" in kernel.asm["ptx"] or "ld.global" in str(kernel.asm.get("ptx")), fn.__name__
+    print("compiled", fn.__name__)
+''')
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_DEFAULT_FP_FUSION"] = "1"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, env=env,
+                          cwd=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("compiled") == 4, proc.stdout

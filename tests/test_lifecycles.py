@@ -58,3 +58,18 @@ def test_torchs_own_class_as_a_candidate_passes_a_0d_maximized_life_with_the_lr_
 
     trial = Trial(OPS["sgd"], CandidateBackend("candidate", {"sgd": torch.optim.SGD}), "cpu", "float64")
     check_lifecycle(trial, life)
+
+
+def test_adagrads_add_param_group_keyerror_before_torch_2_12_is_named_by_the_life_that_adds_a_group():
+    """torch < 2.12's Adagrad raises KeyError: 'sum' for a parameter added by add_param_group (seen on torch
+    2.11 on an H200, read in 2.9.0's and 2.12.0's adagrad.py): registered for those releases only, triggered by
+    the explicit life that adds a group and by no other."""
+    from conformance.core.divergences import torch_release, torch_specifier
+    from conformance.ops.optimizers.adagrad import ADD_PARAM_GROUP_KEYERROR
+
+    lives = OPS["adagrad"].lifecycle_examples("float32")
+    assert [ADD_PARAM_GROUP_KEYERROR.triggered(life) for life in lives] == [False, True, False, False, False, False]
+    assert ADD_PARAM_GROUP_KEYERROR.kind == "error"
+    releases = torch_specifier(ADD_PARAM_GROUP_KEYERROR.torch)
+    assert "2.9.0" in releases and "2.11.0" in releases and "2.12.0" not in releases
+    assert str(torch_release("2.13.0+cpu")) not in releases

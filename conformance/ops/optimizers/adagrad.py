@@ -446,3 +446,21 @@ SPARSE_COMPLEX = register(ConditionalDivergence(
     ops=("adagrad",), devices=("cpu", "cuda"), properties=("complex-agrees",), behaviour=STOCK_TORCH,
     triggered=_has_sparse_step,
 ))
+
+
+def _a_group_added_steps(inputs) -> bool:
+    """A parameter joins by add_param_group (after the first step) and then has a gradient."""
+    return any(m.start > 0 and not m.frozen and any(g is not None for g in m.grads[m.start:])
+               for m in getattr(inputs, "members", ()))
+
+
+ADD_PARAM_GROUP_KEYERROR = register(ConditionalDivergence(
+    "torch-adagrad-add-param-group-keyerror",
+    "torch's Adagrad before 2.12 makes each parameter's state ('step', 'sum') in __init__ only (its _init_group "
+    "reads state['sum'] without making it), so a parameter added by add_param_group raises KeyError: 'sum' at the "
+    "next step (pytorch#53712). Shown by torch 2.11.0+cu130 on cuda (an NVIDIA H200, 2026-11-28, adagrad-lifecycle "
+    "on coo, foreach and kernel); torch 2.9.0's and 2.11's adagrad.py have no lazy state, 2.12.0's has",
+    "https://github.com/pytorch/pytorch/issues/53712",
+    ops=("adagrad",), properties=("lifecycle",), behaviour=STOCK_TORCH, kind="error", torch="<2.12",
+    triggered=_a_group_added_steps,
+))

@@ -9,7 +9,7 @@ import pytest
 
 from conformance.backends import builtin_backends
 from conformance.backends.candidate import CandidateBackend
-from conformance.cases.checks import check_complex_agrees
+from conformance.cases.complex_dtypes import check_complex_agrees
 from conformance.cases.trial import DivergenceObserved, Trial
 from conformance.core.tensors import CooArray
 from conformance.core.types import Mismatch

@@ -10,7 +10,7 @@ import torch
 
 from conformance.backends import builtin_backends
 from conformance.backends.candidate import CandidateBackend
-from conformance.cases.checks import check_layout_invariant
+from conformance.cases.input_layouts import check_layout_invariant
 from conformance.cases.trial import DivergenceObserved, Trial
 from conformance.core.divergences import lookup
 from conformance.core.layouts import CHANNELS_LAST, STRIDED, TRANSPOSED, Layout, outside_changed, place

@@ -191,7 +191,7 @@ def test_options_named_by_unsupported_are_learned():
 
 @pytest.mark.acceptance  # conformance check at its defaults: 100 examples, a worker per core
 def test_check_at_its_default_settings_runs_100_examples_per_property_of_a_restricted_candidate(tmp_path):
-    from conformance.cases.checks import COMPLEX_AGREES, SUPPORTS_COMPLEX
+    from conformance.cases.complex_dtypes import COMPLEX_AGREES, SUPPORTS_COMPLEX
     from conformance.cases.properties import PROPERTIES
 
     import subprocess

@@ -7,7 +7,7 @@ import pytest
 
 from conformance.backends import builtin_backends
 from conformance.backends.candidate import CandidateBackend
-from conformance.cases.checks import check_lifecycle
+from conformance.cases.lifecycles import check_lifecycle
 from conformance.cases.trial import Trial
 from conformance.core.types import Mismatch
 from conformance.ops import OPS

@@ -262,7 +262,7 @@ FUSED_ROUNDING = register(PathDivergence(
 ))
 
 
-LAYOUT_INVARIANT = "layout-invariant"  # the property (conformance/cases/checks.py)
+LAYOUT_INVARIANT = "layout-invariant"  # the property (conformance/cases/input_layouts.py)
 
 FUSED_WALKS_STORAGE = register(LayoutDivergence(
     "torch-fused-cpu-walks-storage-linearly",

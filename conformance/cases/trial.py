@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 
 from conformance.backends.base import Backend
 from conformance.cases import lowprec
-from conformance.core.compare import Tolerance, compare_outputs
-from conformance.core.divergences import STOCK_TORCH, Divergence, lookup
+from conformance.core.compare import Tolerance, assert_bits_equal, compare_outputs
+from conformance.core.divergences import STOCK_TORCH, ConditionalDivergence, Divergence, lookup
+from conformance.core.dtypes import info
 from conformance.core.tensors import torch_dtype
 from conformance.core.types import Mismatch, RunContext
 
@@ -173,6 +174,26 @@ class Trial:
             return divergence
         return None
 
+    def assert_same_runs(self, name: str, got, want, against: str) -> None:
+        """Two runs of this backend agree: bit for bit on cpu; within the dtype's agreement tolerance
+        (:mod:`conformance.core.dtypes`) on other devices, whose kernels may sum in a different order
+        from run to run (atomics)."""
+        if self.device == "cpu":
+            assert_bits_equal(name, got, want, None, against=against)
+            return
+        compare_outputs({name: got}, {name: want}, {name: info(self.dtype).agreement_tolerance}, against=against)
+
+    def excuse_conditional(self, prop: str, inputs: Any, detail: str, kind: str) -> None:
+        """Raise DivergenceObserved when a registered ConditionalDivergence of this backend and property
+        ``prop`` (of the ``kind``: a mismatch, or an error) is triggered by the example; a candidate is
+        excused only by the three-way verdict."""
+        if self.backend.judged_against_torch:
+            return
+        for entry in lookup(op=self.op.name, backend=self.backend.name, device=self.device, dtype=self.dtype,
+                            property=prop):
+            if isinstance(entry, ConditionalDivergence) and entry.kind == kind and entry.triggered(inputs):
+                raise DivergenceObserved(entry, detail) from None
+
     def idioms(self) -> list[Divergence]:
         """The registered divergences of this backend's own idioms here, with their models."""
         found = lookup(op=self.op.name, backend=self.backend.name, device=self.device, dtype=self.dtype)
@@ -201,7 +222,7 @@ class Property:
 
     The op records declare their properties (``Op.properties``: ``GeneratedProperty``);
     :func:`conformance.cases.properties.property_of` binds each declaration to its check. A generic
-    check (:data:`conformance.cases.checks.CHECKS`) is a Property of no op yet (:func:`unbound`):
+    check (:data:`conformance.cases.properties.CHECKS`) is a Property of no op yet (:func:`unbound`):
     its check and what the check needs (``to_cases``, ``observe``, backends, dtypes); binding it
     to a declaration fills in the op, name, summary, strategy and explicit examples."""
 

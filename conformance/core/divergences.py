@@ -85,7 +85,7 @@ class LayoutDivergence(Divergence):
     ``param``, ``grad``) in storage order from ``data_ptr()``, ignoring their strides. It explains a
     miss of the property layout-invariant when the same implementation, handed each of those inputs
     as the contiguous tensor over its view's window of storage (``RunContext.linear_windows``), leaves
-    every storage and output bit for bit as the miss did (conformance/cases/checks.py)."""
+    every storage and output bit for bit as the miss did (conformance/cases/input_layouts.py)."""
 
     walks: tuple[str, ...] = ()
     # where no model run reproduces it: ``triggered(inputs, placements) -> bool``, whether the example holds

@@ -32,8 +32,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._triton import (
-    BLOCK_ELEMENTS,
+from ._triton_common import (
     INTERPRETED,
     MAX_KERNEL_SPARSE_DIMS,
     _acc_dtype,

@@ -33,115 +33,32 @@ for the GPU and can be captured in a CUDA graph:
 
 from __future__ import annotations
 
-import functools
-import math
-import os
-import struct
-
 import torch
 import triton
 import triton.language as tl
 
+from . import _slots
+from ._triton_common import (  # noqa: F401 - re-exported: this module is the Triton backend (_ops._triton_backend)
+    BLOCK_ELEMENTS,
+    INTERPRETED,
+    INTERPRETED_DUPS,
+    INTERPRETED_ROWS,
+    MAX_KERNEL_SPARSE_DIMS,
+    MAX_TILE_ELEMENTS,
+    _acc_dtype,
+    _adagrad_rows,
+    _adam_rows,
+    _block_cols,
+    _block_dups,
+    _block_rows,
+    _check_launchable,
+    _TL_DTYPES,
+    _ieee_arithmetic,
+    key_dtype,
+    split_scalar,
+)
+from ._triton_masked import masked_mean, masked_mean_backward  # noqa: F401 - the Triton backend's masked mean
 from ._validate import check_index_range
-
-BLOCK_ELEMENTS = 1024
-MAX_KERNEL_SPARSE_DIMS = 4
-
-_TL_DTYPES = {
-    torch.float16: tl.float16,
-    torch.bfloat16: tl.bfloat16,
-    torch.float32: tl.float32,
-    torch.float64: tl.float64,
-}
-
-
-def interpreter_active() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
-# triton.jit picks interpreter or compiler when the kernels below are decorated
-INTERPRETED = interpreter_active()
-INTERPRETED_ROWS, INTERPRETED_DUPS = 256, 256  # the interpreter's tiles (see _grid)
-# the most elements one Triton tensor may hold (1,048,576 in Triton 3.x): the (rows, duplicates,
-# columns) tile of _sum_runs is kept within it
-MAX_TILE_ELEMENTS = getattr(tl, "TRITON_MAX_TENSOR_NUMEL", 1 << 20)
-
-
-def _ieee_arithmetic(launch):
-    """Triton's interpreter runs a kernel's arithmetic in NumPy, which warns (RuntimeWarning: invalid
-    value encountered in divide / reduce) on 0/0, inf - inf and overflow. The GPU it stands for
-    returns NaN or inf silently, as IEEE 754 says, and the specs expect exactly those values (a
-    masked mean over +inf and -inf is NaN): the interpreted launches run under np.errstate(all=
-    "ignore"), so the main job prints no warning the suite causes on purpose. Compiled kernels
-    are unchanged."""
-    if not INTERPRETED:
-        return launch
-
-    @functools.wraps(launch)
-    def quiet(*args, **kwargs):
-        import numpy as np
-
-        with np.errstate(all="ignore"):
-            return launch(*args, **kwargs)
-
-    return quiet
-
-
-def _acc_dtype(dtype: torch.dtype):
-    return tl.float64 if dtype == torch.float64 else tl.float32
-
-
-def _check_launchable(*tensors: torch.Tensor) -> None:
-    for t in tensors:
-        if t.device.type != "cuda" and not INTERPRETED:
-            raise RuntimeError(
-                "conformance.kernels: the Triton kernels need CUDA tensors; to run them on "
-                f"{t.device.type} tensors set TRITON_INTERPRET=1 before the first Triton kernel "
-                "is used (conformance.kernels imports triton lazily)"
-            )
-
-
-def _block_cols(width: int) -> int:
-    return max(16, min(128, triton.next_power_of_2(max(width, 1))))
-
-
-def _block_dups(block_cols: int) -> int:
-    """Sorted positions summed per loop iteration (narrow rows: more duplicates per iteration)."""
-    return 16 if block_cols <= 16 else 8 if block_cols <= 64 else 4
-
-
-def _block_rows(block_cols: int) -> int:
-    """Sorted positions per program: about 4096 elements per loaded tile."""
-    return max(2, min(32, 4096 // (block_cols * _block_dups(block_cols))))
-
-
-def key_dtype(total: int) -> torch.dtype:
-    """Narrowest signed integer dtype holding every key in [0, total] (total is the sentinel)."""
-    for dtype in (torch.int16, torch.int32):
-        if total <= torch.iinfo(dtype).max:
-            return dtype
-    return torch.int64
-
-
-def _to_float32(x: float) -> float:
-    try:
-        return struct.unpack("f", struct.pack("f", x))[0]
-    except OverflowError:  # beyond float32's range: the kernel sees inf, as torch's float32 would
-        return math.copysign(math.inf, x)
-
-
-def split_scalar(x: float) -> tuple[float, float]:
-    """``x`` as float32 ``hi`` + float32 ``lo``: hi + lo carries 48 significant bits of x.
-
-    Triton passes Python floats to kernels as float32; float64 steps sum both halves in float64.
-    """
-    x = float(x)
-    hi = _to_float32(x)
-    if not math.isfinite(hi):
-        return hi, 0.0
-    return hi, _to_float32(x - hi)
-
-
 # --------------------------------------------------------------------------- kernels
 
 
@@ -209,12 +126,6 @@ def _sum_runs(values_ptr, perm_ptr, skeys_ptr, nnz, pos, key, head, cols, col_ok
 
 
 @triton.jit
-def _scalar(hi, lo, ACC: tl.constexpr):
-    """hi + lo in the accumulation type (works for Python floats and float32 kernel scalars)."""
-    return tl.full((), 0.0, ACC) + hi + lo
-
-
-@triton.jit
 def _coalesce_kernel(values_ptr, perm_ptr, skeys_ptr, seg_ptr, first_ptr, out_ptr, nnz, width,
                      BLOCK_S: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, ACC: tl.constexpr):
     pos, key, head = _run_heads(skeys_ptr, nnz, BLOCK_S)
@@ -248,35 +159,6 @@ def _sparse_adam_kernel(param_ptr, exp_avg_ptr, exp_avg_sq_ptr, values_ptr, perm
 
 
 @triton.jit
-def _adam_rows(param_ptr, exp_avg_ptr, exp_avg_sq_ptr, key, live, cols, col_ok, width, g, step_size_hi,
-               step_size_lo, step_size_ptr, omb1_hi, omb1_lo, omb2_hi, omb2_lo, eps_hi, eps_lo,
-               MAXIMIZE: tl.constexpr, STEP_SIZE_ON_DEVICE: tl.constexpr, ACC: tl.constexpr):
-    """SparseAdam's update of rows ``key`` (lanes ``live``) with their summed gradient ``g``: the one
-    place its arithmetic is written (the sort path and the slot path, ``_slots``, both call it)."""
-    if MAXIMIZE:
-        g = -g
-    if STEP_SIZE_ON_DEVICE:
-        neg_step_size = -tl.load(step_size_ptr).to(ACC)
-    else:
-        neg_step_size = -_scalar(step_size_hi, step_size_lo, ACC)
-    one_minus_beta1 = _scalar(omb1_hi, omb1_lo, ACC)
-    one_minus_beta2 = _scalar(omb2_hi, omb2_lo, ACC)
-    eps = _scalar(eps_hi, eps_lo, ACC)
-    offs = key.to(tl.int64)[:, None] * width + cols[None, :]
-    ok = live[:, None] & col_ok[None, :]
-    m_old = tl.load(exp_avg_ptr + offs, mask=ok, other=0.0).to(ACC)
-    v_old = tl.load(exp_avg_sq_ptr + offs, mask=ok, other=0.0).to(ACC)
-    p_old = tl.load(param_ptr + offs, mask=ok, other=0.0).to(ACC)
-    m_new = (g - m_old) * one_minus_beta1 + m_old
-    v_new = (g * g - v_old) * one_minus_beta2 + v_old
-    denom = tl.sqrt(v_new) + eps
-    p_new = p_old + (m_new / denom) * neg_step_size
-    tl.store(exp_avg_ptr + offs, m_new.to(exp_avg_ptr.dtype.element_ty), mask=ok)
-    tl.store(exp_avg_sq_ptr + offs, v_new.to(exp_avg_sq_ptr.dtype.element_ty), mask=ok)
-    tl.store(param_ptr + offs, p_new.to(param_ptr.dtype.element_ty), mask=ok)
-
-
-@triton.jit
 def _adagrad_kernel(param_ptr, sum_ptr, values_ptr, perm_ptr, skeys_ptr, nnz, width, total,
                     clr_hi, clr_lo, clr_ptr, eps_hi, eps_lo, MAXIMIZE: tl.constexpr,
                     CLR_ON_DEVICE: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_K: tl.constexpr,
@@ -289,71 +171,6 @@ def _adagrad_kernel(param_ptr, sum_ptr, values_ptr, perm_ptr, skeys_ptr, nnz, wi
                   BLOCK_S, BLOCK_K, BLOCK_D, ACC)
     _adagrad_rows(param_ptr, sum_ptr, key, head, cols, col_ok, width, g, clr_hi, clr_lo, clr_ptr, eps_hi,
                   eps_lo, MAXIMIZE, CLR_ON_DEVICE, ACC)
-
-
-@triton.jit
-def _adagrad_rows(param_ptr, sum_ptr, key, live, cols, col_ok, width, g, clr_hi, clr_lo, clr_ptr, eps_hi,
-                  eps_lo, MAXIMIZE: tl.constexpr, CLR_ON_DEVICE: tl.constexpr, ACC: tl.constexpr):
-    """Sparse Adagrad's update of rows ``key`` (lanes ``live``) with their summed gradient ``g``."""
-    if MAXIMIZE:
-        g = -g
-    if CLR_ON_DEVICE:
-        neg_clr = -tl.load(clr_ptr).to(ACC)
-    else:
-        neg_clr = -_scalar(clr_hi, clr_lo, ACC)
-    eps = _scalar(eps_hi, eps_lo, ACC)
-    offs = key.to(tl.int64)[:, None] * width + cols[None, :]
-    ok = live[:, None] & col_ok[None, :]
-    s_new = tl.load(sum_ptr + offs, mask=ok, other=0.0).to(ACC) + g * g
-    std = tl.sqrt(s_new) + eps
-    p_new = tl.load(param_ptr + offs, mask=ok, other=0.0).to(ACC) + (g / std) * neg_clr
-    tl.store(sum_ptr + offs, s_new.to(sum_ptr.dtype.element_ty), mask=ok)
-    tl.store(param_ptr + offs, p_new.to(param_ptr.dtype.element_ty), mask=ok)
-
-
-@triton.jit
-def _masked_partials_kernel(values_ptr, mask_ptr, psum_ptr, pcount_ptr, n,
-                            BLOCK: tl.constexpr, ACC: tl.constexpr):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    in_range = offs < n
-    keep = (tl.load(mask_ptr + offs, mask=in_range, other=0) != 0) & in_range
-    x = tl.load(values_ptr + offs, mask=in_range, other=0.0).to(ACC)
-    x = tl.where(keep, x, 0.0)
-    tl.store(psum_ptr + tl.program_id(0), tl.sum(x, axis=0))
-    tl.store(pcount_ptr + tl.program_id(0), tl.sum(keep.to(tl.int64), axis=0))
-
-
-@triton.jit
-def _masked_finalize_kernel(psum_ptr, pcount_ptr, mean_ptr, count_ptr, nparts,
-                            BLOCK: tl.constexpr, ACC: tl.constexpr):
-    total = tl.zeros((BLOCK,), dtype=ACC)
-    count = tl.zeros((BLOCK,), dtype=tl.int64)
-    first = 0
-    while first < nparts:
-        offs = first + tl.arange(0, BLOCK)
-        ok = offs < nparts
-        total += tl.load(psum_ptr + offs, mask=ok, other=0.0)
-        count += tl.load(pcount_ptr + offs, mask=ok, other=0)
-        first += BLOCK
-    total_sum = tl.sum(total, axis=0)
-    total_count = tl.sum(count, axis=0)
-    nan = tl.full((), float("nan"), ACC)
-    mean = tl.where(total_count > 0, total_sum / tl.maximum(total_count, 1).to(ACC), nan)
-    tl.store(mean_ptr, mean.to(mean_ptr.dtype.element_ty))
-    tl.store(count_ptr, total_count)
-
-
-@triton.jit
-def _masked_backward_kernel(grad_ptr, mask_ptr, count_ptr, out_ptr, n, BLOCK: tl.constexpr,
-                            ACC: tl.constexpr):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    in_range = offs < n
-    keep = tl.load(mask_ptr + offs, mask=in_range, other=0) != 0
-    count = tl.load(count_ptr)
-    g = tl.load(grad_ptr).to(ACC)
-    share = tl.where(count > 0, g / tl.maximum(count, 1).to(ACC), 0.0)
-    out = tl.where(keep, share, 0.0)
-    tl.store(out_ptr + offs, out.to(out_ptr.dtype.element_ty), mask=in_range)
 
 
 # --------------------------------------------------------------------------- host side
@@ -490,8 +307,8 @@ def coalesce(indices: torch.Tensor, values: torch.Tensor, size: list[int], *,
         return indices.clone(), values.clone()
     values = values.contiguous()
     width = _row_width(values)
-    if _slots().usable(_sparse_total(sparse_size), nnz, sparse_dim) and width > 0:
-        out_indices, out_values, result = _slots().coalesce(indices.contiguous(), values, sparse_size, width)
+    if _slots.usable(_sparse_total(sparse_size), nnz, sparse_dim) and width > 0:
+        out_indices, out_values, result = _slots.coalesce(indices.contiguous(), values, sparse_size, width)
         nbad, nseg = result.tolist()  # the sync
         if nbad:
             check_index_range(indices, sparse_size)
@@ -512,12 +329,6 @@ def coalesce(indices: torch.Tensor, values: torch.Tensor, size: list[int], *,
     return out_indices, out_values[:nseg]
 
 
-def _slots():
-    from . import _slots
-
-    return _slots
-
-
 def _step_setup(param, indices, values, eager_check: bool | None):
     """(contiguous values, sparse size, eager check, whether the slot path takes the step)."""
     values = values.contiguous()
@@ -526,7 +337,7 @@ def _step_setup(param, indices, values, eager_check: bool | None):
         eager_check = param.device.type == "cpu"
     if eager_check:
         check_index_range(indices, sparse_size)
-    slots = _slots().usable(_sparse_total(sparse_size), indices.shape[1], indices.shape[0])
+    slots = _slots.usable(_sparse_total(sparse_size), indices.shape[1], indices.shape[0])
     return values, sparse_size, eager_check, slots
 
 
@@ -554,7 +365,7 @@ def sparse_adam_step_(param, exp_avg, exp_avg_sq, indices, values, step_size, be
     values, sparse_size, eager_check, slots = _step_setup(param, indices, values, eager_check)
     indices = indices.contiguous()
     if slots:
-        result = _slots().sparse_adam_step_(param, exp_avg, exp_avg_sq, indices, values, width, step_size,
+        result = _slots.sparse_adam_step_(param, exp_avg, exp_avg_sq, indices, values, width, step_size,
                                             beta1, beta2, eps, maximize, step_size_tensor, sparse_size)
         return _maybe_check(result[:1], 1, indices, sparse_size, eager_check)
     keys = SortedKeys(indices, sparse_size)
@@ -580,7 +391,7 @@ def adagrad_step_(param, state_sum, indices, values, clr, eps, maximize, *, clr_
     values, sparse_size, eager_check, slots = _step_setup(param, indices, values, eager_check)
     indices = indices.contiguous()
     if slots:
-        result = _slots().adagrad_step_(param, state_sum, indices, values, width, clr, eps, maximize, clr_tensor,
+        result = _slots.adagrad_step_(param, state_sum, indices, values, width, clr, eps, maximize, clr_tensor,
                                         sparse_size)
         return _maybe_check(result[:1], 1, indices, sparse_size, eager_check)
     keys = SortedKeys(indices, sparse_size)
@@ -592,35 +403,3 @@ def adagrad_step_(param, state_sum, indices, values, clr, eps, maximize, *, clr_
         *split_scalar(eps), MAXIMIZE=bool(maximize), CLR_ON_DEVICE=on_device,
         ACC=_acc_dtype(param.dtype), **meta)
     return _maybe_check(keys.keys[-1:], keys.total, indices, sparse_size, eager_check)
-
-
-@_ieee_arithmetic
-def masked_mean(values: torch.Tensor, mask: torch.Tensor):
-    """(mean, count) of values where mask is true; NaN mean for an empty mask."""
-    _check_launchable(values, mask)
-    values = values.contiguous()
-    mask = mask.contiguous()
-    n = values.numel()
-    nparts = max(1, triton.cdiv(n, BLOCK_ELEMENTS))
-    acc_torch = torch.float64 if values.dtype == torch.float64 else torch.float32
-    psum = torch.empty(nparts, dtype=acc_torch, device=values.device)
-    pcount = torch.empty(nparts, dtype=torch.int64, device=values.device)
-    acc = _acc_dtype(values.dtype)
-    _masked_partials_kernel[(nparts,)](values, mask, psum, pcount, n, BLOCK=BLOCK_ELEMENTS, ACC=acc)
-    mean = values.new_empty(())
-    count = torch.empty((), dtype=torch.int64, device=values.device)
-    _masked_finalize_kernel[(1,)](psum, pcount, mean, count, nparts, BLOCK=256, ACC=acc)
-    return mean, count
-
-
-@_ieee_arithmetic
-def masked_mean_backward(grad: torch.Tensor, mask: torch.Tensor, count: torch.Tensor):
-    _check_launchable(grad, mask, count)
-    mask = mask.contiguous()
-    out = torch.empty(mask.shape, dtype=grad.dtype, device=grad.device)
-    n = mask.numel()
-    if n:
-        _masked_backward_kernel[(triton.cdiv(n, BLOCK_ELEMENTS),)](
-            grad.reshape(()).contiguous(), mask, count, out, n, BLOCK=BLOCK_ELEMENTS,
-            ACC=_acc_dtype(grad.dtype))
-    return out

@@ -18,7 +18,7 @@ from conformance.core.layouts import STRIDED, TRANSPOSED, Layout, layouts_strate
 from conformance.core.tensors import encode_array
 from conformance.core.types import RunContext
 
-LAYOUT_INVARIANT = "layout-invariant"  # the property every op with input_layouts has (conformance/cases/checks.py)
+LAYOUT_INVARIANT = "layout-invariant"  # the property every op with input_layouts has (conformance/cases/input_layouts.py)
 SIZES = "sizes"  # the property of every op with a sizes_strategy
 LAYOUT_EXAMPLES = 4  # drawn examples per layout-invariant item beside its two explicit ones (the main job's minute)
 SIZES_EXAMPLES = 4  # drawn examples per sizes item beside the explicit ones: each is hundreds of entries
@@ -43,7 +43,7 @@ class GeneratedProperty:
     ``generated::<op>-<name>`` on every backend, device and dtype.
 
     ``check(trial, example)`` raises ``conformance.core.compare.Mismatch`` where the backend misses the
-    property; None means the suite's generic check of this name (``conformance.cases.checks.CHECKS``:
+    property; None means the suite's generic check of this name (``conformance.cases.properties.CHECKS``:
     agrees-with-reference, rounds-correctly, rejects-invalid, and the optimizers'
     unspecified-unchanged, sparse-equals-dense, param-groups, state-dict-resume). An op's own check
     uses what a trial offers: ``trial.op``, ``.dtype``, ``.device``, ``.run(inputs)``,

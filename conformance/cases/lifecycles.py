@@ -1,0 +1,87 @@
+"""The property lifecycle (the lifecycle dimension of the optimizers' input space,
+:class:`~conformance.ops.optimizers.inputs.LifecycleInputs`): one optimizer over parameters that miss
+gradients, are frozen, 0-d or zero-size, join by add_param_group, with lr changed between steps and a
+state_dict round trip, moves each parameter as an optimizer of its own would."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.cases.trial import Trial, tolerances
+from conformance.core.compare import compare_outputs
+from conformance.core.tensors import torch_dtype
+from conformance.core.types import Mismatch, RunContext, Unsupported, exception_text
+from conformance.ops.optimizers.drive import run_lifecycle, run_member_alone
+from conformance.ops.optimizers.inputs import LifecycleInputs, OptimizerInputs
+
+LIFECYCLE = "lifecycle"  # the property (an optimizer record declares it)
+
+
+def check_lifecycle(trial: Trial, inputs: LifecycleInputs) -> None:
+    """One optimizer through a parameter lifecycle (:class:`LifecycleInputs`: missing gradients, frozen,
+    0-d and zero-size parameters, add_param_group mid-run, lr changed between steps or a 0-d tensor, a
+    weights_only state_dict round trip) leaves each parameter and its whole state bit for bit as an optimizer
+    of its own stepped only where that parameter has a gradient (the agreement tolerance off cpu); a frozen
+    parameter keeps its value. A candidate's own run (first parameter) with the lr changed also agrees with
+    stock torch's class on the same steps, within the generated tolerance. A failure names the events."""
+    op = trial.op
+    ctx = RunContext(trial.device, torch_dtype(trial.dtype))
+    base_lr = float(op.hyperparameters(inputs.hyperparameters)["lr"])
+
+    def runs(optimizer_class):
+        together = run_lifecycle(optimizer_class, inputs, ctx, base_lr)
+        alone = [run_member_alone(optimizer_class, inputs, index, ctx, base_lr)
+                 for index in range(len(inputs.members))]
+        return together, alone
+
+    try:
+        try:
+            together, alone = trial.backend.drive_optimizer(op.name, ctx, runs)
+        except (Unsupported, Mismatch):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a refusal torch is known for (kind "error"), else an error
+            trial.excuse_conditional(LIFECYCLE, inputs, f"lifecycle ({inputs.events()}): "
+                                f"{exception_text(exc).splitlines()[0]}", kind="error")
+            raise
+        for index, (ours, theirs) in enumerate(zip(together, alone)):
+            member = inputs.members[index]
+            stepped = not member.frozen and any(g is not None for g in member.grads[member.start:])
+            if set(ours) != set(theirs) and stepped:  # (state made at construction, or lazily at a first step)
+                raise Mismatch(f"parameter {index} has state {sorted(ours)[1:]} where an optimizer of its own has "
+                               f"{sorted(theirs)[1:]}")
+            for name in set(ours) & set(theirs):
+                trial.assert_same_runs(f"{name} of parameter {index}", ours[name], theirs[name],
+                                  against=f"an optimizer of its own for parameter {index}, stepped where it has a "
+                                          "gradient")
+        if trial.backend.judged_against_torch and any(scale != 1.0 for scale in inputs.lr_scales):
+            _assert_lr_schedule_followed(trial, inputs, ctx, base_lr, alone[0])
+    except Mismatch as mismatch:
+        trial.excuse_conditional(LIFECYCLE, inputs, f"lifecycle ({inputs.events()}): "
+                            f"{str(mismatch).splitlines()[0]}", kind="mismatch")
+        raise Mismatch(f"lifecycle ({inputs.events()}): {mismatch}", mismatch.max_abs_error,
+                       mismatch.max_rel_error) from None
+
+
+
+
+def observe_lifecycle(trial: Trial, inputs: LifecycleInputs) -> dict[str, Any]:
+    """The lifecycle run's parameters and states, flat (what the three-way verdict compares with torch's)."""
+    ctx = RunContext(trial.device, torch_dtype(trial.dtype))
+    base_lr = float(trial.op.hyperparameters(inputs.hyperparameters)["lr"])
+    together = trial.backend.drive_optimizer(trial.op.name, ctx,
+                                             lambda cls: run_lifecycle(cls, inputs, ctx, base_lr))
+    return {f"{name} of parameter {index}": value for index, outputs in enumerate(together)
+            for name, value in outputs.items() if hasattr(value, "shape")}
+
+
+def _assert_lr_schedule_followed(trial: Trial, inputs: LifecycleInputs, ctx: RunContext, base_lr: float,
+                                 ours: dict) -> None:
+    """The candidate's first parameter, alone, against torch's class on the same steps and lr schedule."""
+    torch_class = trial.op.torch_implementation
+    theirs = run_member_alone(torch_class, inputs, 0, ctx, base_lr)
+    member = inputs.members[0]
+    steps = OptimizerInputs(member.param, [g for g in member.grads if g is not None], inputs.hyperparameters)
+    tols = tolerances(trial.op, steps, trial.dtype)
+    tolerance = tols.get("param")
+    compare_outputs({"param": ours["param"]}, {"param": theirs["param"]}, {"param": tolerance},
+                    against=f"torch's {torch_class.__name__} with the same lr set before each step (a scheduler's)")

@@ -111,24 +111,30 @@ def check_complex_agrees(trial: Trial, inputs: OptimizerInputs) -> None:
     got, want = trial.backend.drive_optimizer(op.name, ctx, runs)
     if got is None:
         return
+    try:
+        _assert_complex_matches_real(trial, inputs, got, want, name)
+    except Mismatch as mismatch:
+        trial.excuse_conditional(COMPLEX_AGREES, inputs, f"{name}: {str(mismatch).splitlines()[0]}", kind="mismatch")
+        raise Mismatch(f"{name}: {mismatch}", mismatch.max_abs_error, mismatch.max_rel_error) from None
+
+
+def _assert_complex_matches_real(trial: Trial, inputs: OptimizerInputs, got: dict, want: dict, name: str) -> None:
+    """The complex run's parameter and state against the real view's, within the op's own tolerances."""
+    op = trial.op
     against = f"the same optimizer on torch.view_as_real of the {name} parameter and gradients"
     by_output = tolerances(op, inputs, trial.dtype)  # the real view is an example of the op's own
     tols = {"param": by_output.get("param"),
             **{f"state[{key!r}]": by_output.get(output) for output, key in op.state_outputs.items()}}
-    try:
-        for key in want:
-            if key not in got:
-                raise Mismatch(f"has no {key} for the complex parameter, where the real view has one")
-            value, expected = got[key], want[key]
-            if hasattr(expected, "shape") and hasattr(value, "shape") and value.shape != expected.shape:
-                expected = expected.reshape(value.shape) if expected.numel() == value.numel() else expected
-            if hasattr(expected, "shape") and expected.dim() and hasattr(value, "shape"):
-                # complex arithmetic (SGD's add_(grad, alpha=-lr) on complex numbers, no view_as_real) rounds
-                # otherwise than on pairs of reals: the same within what a correct implementation may be off by
-                compare_outputs({key: value}, {key: expected}, {key: tols.get(key) or info(trial.dtype).agreement_tolerance},
-                                against=against)
-            elif to_numpy(value).tolist() != to_numpy(expected).tolist():
-                raise Mismatch(f"{key} is {to_numpy(value).tolist()}, {against}: {to_numpy(expected).tolist()}")
-    except Mismatch as mismatch:
-        trial.excuse_conditional(COMPLEX_AGREES, inputs, f"{name}: {str(mismatch).splitlines()[0]}", kind="mismatch")
-        raise Mismatch(f"{name}: {mismatch}", mismatch.max_abs_error, mismatch.max_rel_error) from None
+    for key in want:
+        if key not in got:
+            raise Mismatch(f"has no {key} for the complex parameter, where the real view has one")
+        value, expected = got[key], want[key]
+        if hasattr(expected, "shape") and hasattr(value, "shape") and value.shape != expected.shape:
+            expected = expected.reshape(value.shape) if expected.numel() == value.numel() else expected
+        if hasattr(expected, "shape") and expected.dim() and hasattr(value, "shape"):
+            # complex arithmetic (SGD's add_(grad, alpha=-lr) on complex numbers, no view_as_real) rounds
+            # otherwise than on pairs of reals: the same within what a correct implementation may be off by
+            tolerance = tols.get(key) or info(trial.dtype).agreement_tolerance
+            compare_outputs({key: value}, {key: expected}, {key: tolerance}, against=against)
+        elif to_numpy(value).tolist() != to_numpy(expected).tolist():
+            raise Mismatch(f"{key} is {to_numpy(value).tolist()}, {against}: {to_numpy(expected).tolist()}")

@@ -1124,3 +1124,29 @@ print("kernels", len(KERNELS))
                           cwd=root)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("compiled") >= 10 and "kernels 1" in proc.stdout, proc.stdout  # every kernel, both paths
+
+
+@pytest.mark.parametrize("path", TRITON_PATHS, indirect=True)
+def test_a_step_that_raises_between_claim_and_update_leaves_no_stale_owner(device, monkeypatch):
+    """The slot tables outlive a step: a launch that raises after the claim (an interpreter error, an interrupt)
+    must not leave claimed slots for the next step to find (its rows would never be updated)."""
+    from conformance.kernels import _slots, _triton
+
+    p, s = torch.zeros(8, 2, dtype=torch.float64, device=device), torch.zeros(8, 2, dtype=torch.float64, device=device)
+    indices, values = torch.tensor([[2, 0, 2]], device=device), torch.ones(3, 2, dtype=torch.float64, device=device)
+    real = _slots._slot_adagrad_kernel
+
+    class Broken:
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                raise RuntimeError("the update launch failed")
+            return launch
+
+    monkeypatch.setattr(_slots, "_slot_adagrad_kernel", Broken())
+    with pytest.raises(RuntimeError, match="the update launch failed"):
+        _triton.adagrad_step_(p, s, indices, values, 0.5, 1e-10, False, eager_check=False)
+    monkeypatch.setattr(_slots, "_slot_adagrad_kernel", real)
+    _triton.adagrad_step_(p, s, indices, values, 0.5, 1e-10, False, eager_check=False).wait()
+    assert s[:, 0].tolist() == [1.0, 0.0, 4.0, 0.0, 0.0, 0.0, 0.0, 0.0]  # rows 0 and 2 (summed twice) updated
+    for t in _slots._TABLES.get(torch.device(device), []):
+        assert bool((t.slot == _slots.EMPTY).all()) and not t.count.any() and not t.sync.any()

@@ -28,6 +28,8 @@ steps are). Tables larger than :data:`SLOT_ROWS_LIMIT` rows, more than
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import triton
 import triton.language as tl
@@ -66,6 +68,14 @@ class Tables:
         self.count = torch.zeros(rows, dtype=torch.int32, device=device)
         self.sync = torch.zeros(2, dtype=torch.int32, device=device)
         self.present: torch.Tensor | None = None
+
+    def reset(self) -> None:
+        """Empty every table again (after a launch that raised between the claim and the update)."""
+        self.slot.fill_(EMPTY)
+        self.count.zero_()
+        self.sync.zero_()
+        if self.present is not None:
+            self.present.zero_()
 
     def with_present(self) -> torch.Tensor:
         if self.present is None:
@@ -264,6 +274,19 @@ def accumulator(device: torch.device, dtype: torch.dtype, elements: int) -> torc
     return made
 
 
+@contextlib.contextmanager
+def _emptied_on_error(t: Tables, acc: torch.Tensor):
+    """Launches that may leave claimed slots behind (an exception in the interpreter, a
+    KeyboardInterrupt): if one raises, empty the tables and the accumulator again, so that the
+    next step does not find stale owners."""
+    try:
+        yield
+    except BaseException:
+        t.reset()
+        acc.zero_()
+        raise
+
+
 def claim(indices: torch.Tensor, values: torch.Tensor, sparse_size: list[int], width: int, present: bool = False):
     """Launch the claim kernel; (the step's tables, accumulator, keys, result, grid, meta) where
     ``result`` (int32, 2 entries) receives the bad-index count (and, for coalesce, the rows)."""
@@ -276,9 +299,10 @@ def claim(indices: torch.Tensor, values: torch.Tensor, sparse_size: list[int], w
     result = torch.empty(2, dtype=torch.int32, device=indices.device)
     sizes = list(sparse_size) + [1] * (MAX_KERNEL_SPARSE_DIMS - sparse_dim)
     grid, meta = _grid(nnz, width)
-    _claim_kernel[grid](
-        indices, values, keys, t.slot, t.count, t.with_present() if present else t.count, acc, t.sync, nnz, width,
-        *sizes, t.rows, NDIM=sparse_dim, PRESENT=present, ACC=_acc_dtype(values.dtype), **meta)
+    with _emptied_on_error(t, acc):
+        _claim_kernel[grid](
+            indices, values, keys, t.slot, t.count, t.with_present() if present else t.count, acc, t.sync, nnz,
+            width, *sizes, t.rows, NDIM=sparse_dim, PRESENT=present, ACC=_acc_dtype(values.dtype), **meta)
     return t, acc, keys, result, grid, meta
 
 
@@ -287,11 +311,12 @@ def sparse_adam_step_(param, exp_avg, exp_avg_sq, indices, values, width, step_s
     """The SparseAdam step on the slot path; returns the step's result (bad-index count first)."""
     t, acc, keys, result, grid, meta = claim(indices, values, sparse_size, width)
     on_device = step_size_tensor is not None
-    _slot_adam_kernel[grid](
-        param, exp_avg, exp_avg_sq, values, acc, keys, t.slot, t.count, t.sync, result, indices.shape[1], width,
-        *split_scalar(0.0 if on_device else float(step_size)), step_size_tensor if on_device else param,
-        *split_scalar(1.0 - beta1), *split_scalar(1.0 - beta2), *split_scalar(eps),
-        MAXIMIZE=bool(maximize), STEP_SIZE_ON_DEVICE=on_device, ACC=_acc_dtype(param.dtype), **meta)
+    with _emptied_on_error(t, acc):
+        _slot_adam_kernel[grid](
+            param, exp_avg, exp_avg_sq, values, acc, keys, t.slot, t.count, t.sync, result, indices.shape[1], width,
+            *split_scalar(0.0 if on_device else float(step_size)), step_size_tensor if on_device else param,
+            *split_scalar(1.0 - beta1), *split_scalar(1.0 - beta2), *split_scalar(eps),
+            MAXIMIZE=bool(maximize), STEP_SIZE_ON_DEVICE=on_device, ACC=_acc_dtype(param.dtype), **meta)
     return result
 
 
@@ -300,11 +325,12 @@ def adagrad_step_(param, state_sum, indices, values, width, clr, eps, maximize, 
     """The sparse Adagrad step on the slot path; returns the step's result (bad-index count first)."""
     t, acc, keys, result, grid, meta = claim(indices, values, sparse_size, width)
     on_device = clr_tensor is not None
-    _slot_adagrad_kernel[grid](
-        param, state_sum, values, acc, keys, t.slot, t.count, t.sync, result, indices.shape[1], width,
-        *split_scalar(0.0 if on_device else float(clr)), clr_tensor if on_device else param,
-        *split_scalar(eps), MAXIMIZE=bool(maximize), CLR_ON_DEVICE=on_device,
-        ACC=_acc_dtype(param.dtype), **meta)
+    with _emptied_on_error(t, acc):
+        _slot_adagrad_kernel[grid](
+            param, state_sum, values, acc, keys, t.slot, t.count, t.sync, result, indices.shape[1], width,
+            *split_scalar(0.0 if on_device else float(clr)), clr_tensor if on_device else param,
+            *split_scalar(eps), MAXIMIZE=bool(maximize), CLR_ON_DEVICE=on_device,
+            ACC=_acc_dtype(param.dtype), **meta)
     return result
 
 
@@ -313,12 +339,13 @@ def coalesce(indices: torch.Tensor, values: torch.Tensor, sparse_size: list[int]
     ``result`` holds (bad-index count, number of rows) once the kernels have run."""
     sparse_dim, nnz = indices.shape
     t, acc, keys, result, grid, meta = claim(indices, values, sparse_size, width, present=True)
-    ranks = torch.cumsum(t.present[: _total(sparse_size)], 0)
-    out_indices = torch.empty_like(indices)
-    out_values = values.new_empty((nnz, *values.shape[1:]))
-    _slot_coalesce_kernel[grid](
-        values, acc, indices, keys, t.slot, t.count, t.present, ranks, t.sync, result, out_indices, out_values,
-        nnz, width, ranks.shape[0] - 1, NDIM=sparse_dim, ACC=_acc_dtype(values.dtype), **meta)
+    with _emptied_on_error(t, acc):
+        ranks = torch.cumsum(t.present[: _total(sparse_size)], 0)
+        out_indices = torch.empty_like(indices)
+        out_values = values.new_empty((nnz, *values.shape[1:]))
+        _slot_coalesce_kernel[grid](
+            values, acc, indices, keys, t.slot, t.count, t.present, ranks, t.sync, result, out_indices, out_values,
+            nnz, width, ranks.shape[0] - 1, NDIM=sparse_dim, ACC=_acc_dtype(values.dtype), **meta)
     return out_indices, out_values, result
 
 

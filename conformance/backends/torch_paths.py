@@ -272,7 +272,7 @@ FUSED_WALKS_STORAGE = register(LayoutDivergence(
     "into the storage around the view, and a transposed dense gradient (g.t()) is read in storage order. The "
     "for-loop and foreach steps read the strides. Modelled exactly: the same fused step handed the contiguous "
     "tensor over each view's window of storage leaves every storage and state as the run did. Shown by torch "
-    "2.13.0 on cpu; docs/findings.md has the torch-only reproducer",
+    "2.9.0 (nox, 2026-11-28), 2.13.0 and 2.14.1 on cpu; docs/findings.md has the torch-only reproducer",
     "https://github.com/pytorch/pytorch/blob/v2.13.0/aten/src/ATen/native/cpu/FusedAdagradKernel.cpp",
     ops=("adagrad", "sgd"), backends=("fused",), devices=("cpu",), properties=(LAYOUT_INVARIANT,),
     behaviour=STOCK_TORCH, walks=("param", "grad"),

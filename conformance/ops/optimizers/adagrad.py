@@ -440,7 +440,8 @@ SPARSE_COMPLEX = register(ConditionalDivergence(
     "but its sparse path (_single_tensor_adagrad's is_sparse branch: grad.pow(2), std.sqrt_(), no _view_as_real) "
     "squares the complex gradient values: Adagrad(lr=1, eps=1e-10) on 1+1j with the sparse gradient 1+1j gives "
     "-0.7071+1j after two steps where the same dense gradient gives -0.7071-0.7071j: the imaginary part is not "
-    "updated like the real one. Shown by torch 2.13.0 and 2.14.1 on cpu, and by torch 2.11.0+cu130 on cuda (an NVIDIA "
+    "updated like the real one. Shown by torch 2.9.0 (nox), 2.13.0 and 2.14.1 on cpu, and by torch 2.11.0+cu130 "
+    "on cuda (an NVIDIA "
     "H200, 2026-11-28: 1+1j with the sparse gradient 1+1j gives 0+1j after one step, the real pairs give 0+0j)",
     "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/optim/adagrad.py",
     ops=("adagrad",), devices=("cpu", "cuda"), properties=("complex-agrees",), behaviour=STOCK_TORCH,
@@ -459,7 +460,8 @@ ADD_PARAM_GROUP_KEYERROR = register(ConditionalDivergence(
     "torch's Adagrad before 2.12 makes each parameter's state ('step', 'sum') in __init__ only (its _init_group "
     "reads state['sum'] without making it), so a parameter added by add_param_group raises KeyError: 'sum' at the "
     "next step (pytorch#53712). Shown by torch 2.11.0+cu130 on cuda (an NVIDIA H200, 2026-11-28, adagrad-lifecycle "
-    "on coo, foreach and kernel); torch 2.9.0's and 2.11's adagrad.py have no lazy state, 2.12.0's has",
+    "on coo, foreach and kernel) and by torch 2.9.0 on cpu (nox, the same day: coo, foreach, fused, kernel); "
+    "torch 2.9.0's and 2.11's adagrad.py have no lazy state, 2.12.0's has",
     "https://github.com/pytorch/pytorch/issues/53712",
     ops=("adagrad",), properties=("lifecycle",), behaviour=STOCK_TORCH, kind="error", torch="<2.12",
     triggered=_a_group_added_steps,

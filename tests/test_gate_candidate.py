@@ -9,6 +9,8 @@ import json
 import os
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -25,8 +27,8 @@ def workflow() -> dict:
     return yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
 
 
-def step(name: str) -> dict:
-    return next(s for s in workflow()["jobs"]["gate"]["steps"] if s.get("name") == name)
+def step(name: str, job: str = "gate") -> dict:
+    return next(s for s in workflow()["jobs"][job]["steps"] if s.get("name") == name)
 
 
 def test_the_specs_ship_inside_the_package():
@@ -52,17 +54,21 @@ def test_the_workflow_is_reusable_and_uploads_the_report():
     assert upload["if"] == "always()" and upload["with"]["path"] == "reports/"
 
 
-def run_gate_step(tmp_path, impl: str, pytest_args: str = "") -> subprocess.CompletedProcess:
-    """The workflow's Gate step, run by bash as GitHub would, in a user's repository holding mypkg."""
+def run_gate_step(tmp_path, impl: str, pytest_args: str = "", *,
+                  on_github: bool = True) -> subprocess.CompletedProcess:
+    """The workflow's Gate step, run by bash as GitHub would, in a user's repository holding mypkg
+    (``on_github``: with GITHUB_STEP_SUMMARY set, as on a runner; else as outside GitHub Actions)."""
     user_repo = tmp_path / "user-repo"
     (user_repo / "mypkg").mkdir(parents=True)
     shutil.copy(REPO / "tests" / "candidates" / "mutants.py", user_repo / "mypkg" / "__init__.py")
     # one xdist worker (through the workflow's pytest-args input, as a user may set it): the spec
     # cases and a few examples do not need a second worker importing torch again
     env = {**os.environ, "IMPL": impl, "DEVICE": "cpu", "PYTEST_ARGS": f"{pytest_args} -n 1".strip(),
-           "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
            # this checkout's conformance, not the one an editable install may point at
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    if on_github:
+        env["GITHUB_STEP_SUMMARY"] = str(tmp_path / "summary.md")
     env.pop("PYTEST_XDIST_WORKER", None)
     return subprocess.run(["bash", "-euo", "pipefail", "-c", step("Gate")["run"]], cwd=user_repo, env=env,
                           capture_output=True, text=True, timeout=600)
@@ -98,3 +104,71 @@ def test_the_gate_step_passes_torchs_own_adagrad(tmp_path):
     assert any("generated" in r["nodeid"] for r in candidate)  # the generated properties ran too
     assert all(r["outcome"] in ("passed", "xfail") for r in candidate)
     assert (tmp_path / "user-repo" / "reports" / "index.html").is_file()
+
+
+@pytest.mark.slow
+def test_the_gate_step_judges_outside_github_actions(tmp_path):
+    # no GITHUB_STEP_SUMMARY (a local run of the step, act, another CI): check runs and gives its
+    # verdict; a --markdown /dev/null fallback made it a usage error (4) with nothing run
+    proc = run_gate_step(tmp_path, "adagrad=mypkg:SquareBeforeSumAdagrad",
+                         "-k 'duplicates-summed-before-squaring and not generated'", on_github=False)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1, output[-3000:]
+    assert "RESULT: FAIL" in output and "usage error" not in output
+    assert (tmp_path / "user-repo" / "reports" / "candidate.json").is_file()
+    assert not (tmp_path / "summary.md").exists()
+
+
+# ------------------------------------------------------------------ the steps' shell around check
+
+STAND_IN = """\
+import json, os, pathlib, sys
+args = sys.argv[1:]
+pathlib.Path(os.environ["STAND_IN_ARGV"]).write_text(json.dumps(args))
+if os.environ.get("STAND_IN_RESULTS") == "1" and "--results" in args:
+    results = pathlib.Path(args[args.index("--results") + 1])
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text("{}")
+sys.exit(int(os.environ["STAND_IN_STATUS"]))
+"""
+
+
+def run_with_stand_in(tmp_path: Path, script: str, env: dict, *, status: int = 0,
+                      results: bool = True) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """``script`` run by bash with a stand-in ``python`` first on PATH: it records its arguments
+    (returned), writes the --results file when ``results`` (as check does when its run wrote one)
+    and exits with ``status``, as ``python -m conformance check`` would."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    python = bin_dir / "python"
+    python.write_text(f"#!{sys.executable}\n{STAND_IN}", encoding="utf-8")
+    python.chmod(0o755)
+    work = tmp_path / "user-repo"
+    work.mkdir(exist_ok=True)
+    argv = tmp_path / "argv.json"
+    argv.unlink(missing_ok=True)
+    env = {**{k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}, **env,
+           "PATH": os.pathsep.join([str(bin_dir), os.environ["PATH"]]), "STAND_IN_ARGV": str(argv),
+           "STAND_IN_STATUS": str(status), "STAND_IN_RESULTS": "1" if results else "0"}
+    proc = subprocess.run(["bash", "--noprofile", "--norc", "-euo", "pipefail", "-c", script], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=60)
+    return proc, (json.loads(argv.read_text()) if argv.exists() else [])
+
+
+@pytest.mark.parametrize("on_github", [True, False], ids=["on-github", "elsewhere"])
+def test_the_gate_step_passes_markdown_only_when_there_is_a_job_summary(tmp_path, on_github):
+    # check refuses /dev/null as its --markdown file (a usage error, 4): outside GitHub Actions,
+    # without GITHUB_STEP_SUMMARY, the step must not name one
+    env = {"IMPL": "adagrad=mypkg:A coalesce=mypkg:c", "DEVICE": "cpu", "PYTEST_ARGS": "-k 'not generated'"}
+    summary = tmp_path / "summary.md"
+    if on_github:
+        env["GITHUB_STEP_SUMMARY"] = str(summary)
+    proc, argv = run_with_stand_in(tmp_path, step("Gate")["run"], env)
+    assert proc.returncode == 0, proc.stderr
+    assert argv[:4] == ["-m", "conformance", "check", "adagrad=mypkg:A"] and argv[4] == "coalesce=mypkg:c"
+    assert argv[argv.index("--pytest-args") + 1] == "-k 'not generated'"
+    assert "/dev/null" not in argv
+    if on_github:
+        assert argv[argv.index("--markdown") + 1] == str(summary)
+    else:
+        assert "--markdown" not in argv

@@ -172,3 +172,24 @@ def test_the_gate_step_passes_markdown_only_when_there_is_a_job_summary(tmp_path
         assert argv[argv.index("--markdown") + 1] == str(summary)
     else:
         assert "--markdown" not in argv
+
+
+@pytest.mark.parametrize("status, results, expected", [
+    (0, True, 0), (1, True, 0), (2, True, 0), (3, True, 0),  # check's verdicts: the merge job judges
+    (4, True, 4),  # a usage error: nothing ran
+    (5, True, 5), (137, True, 137), (139, True, 139),  # not a status of check's: it did not finish
+    (0, False, 2), (1, False, 1), (2, False, 2),  # a verdict without a results file is no verdict
+], ids=["pass", "fail", "could-not-judge", "unsupported", "usage-error", "5", "killed", "segfault",
+        "pass-no-results", "fail-no-results", "could-not-judge-no-results"])
+def test_the_shard_step_reads_checks_exit_statuses(tmp_path, status, results, expected):
+    # check exits 0-4 (conformance/entry_points/check.py); 0-3 are its verdicts on the shard, which
+    # the merge job judges again over the whole run: the shard job fails only when the shard broke
+    env = {"IMPL": "adagrad=mypkg:A", "DEVICE": "cpu", "PYTEST_ARGS": "-n 1", "TORCH_VERSION": "2.13.0",
+           "SHARD": "2", "SHARDS": "3"}
+    proc, argv = run_with_stand_in(tmp_path, step("Gate shard", "shard")["run"], env, status=status, results=results)
+    assert proc.returncode == expected, proc.stderr
+    assert argv[:3] == ["-m", "conformance", "check"]
+    assert argv[argv.index("--pytest-args") + 1] == "-n 1 --conformance-shard 2/3"
+    assert argv[argv.index("--results") + 1] == "reports/shards/torch-2.13.0-cpu/shard-2.json"
+    if expected:
+        assert "torch-2.13.0-cpu shard 2/3" in proc.stderr

@@ -27,6 +27,9 @@ class Backend:
     is_oracle: bool = False  # the independent oracle (the NumPy reference): what the others are checked against
     # the generated properties this backend gets items of (None: every property that accepts it)
     generated_properties: tuple[str, ...] | None = None
+    # its optimizer steps read optimizer.grad_scale and optimizer.found_inf (torch.amp.GradScaler's contract, as
+    # torch's fused steps do): the property grad-scaling runs on it
+    takes_grad_scaling: bool = False
     # its items' share of --conformance-timeout: > 1 where an item's own work is slow by nature
     # (a compiler run under the item's clock), so a loaded machine does not time it out
     timeout_factor: float = 1.0

@@ -68,6 +68,7 @@ class CandidateBackend(Backend):
 
     lists_unimplemented_ops = False
     judged_against_torch = True
+    takes_grad_scaling = True  # a candidate class says so itself (supports_grad_scaling; cases/grad_scaling.py)
 
     def __init__(self, name: str, candidates: dict[str, Any], description: str = ""):
         self.name = name

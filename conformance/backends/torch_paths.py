@@ -78,6 +78,9 @@ def path_class(torch_class: type, path: str, keywords: dict, on_sparse: str | No
     return TorchPath
 
 
+GRAD_SCALING = "grad-scaling"  # the property (conformance/cases/grad_scaling.py)
+
+
 class TorchPathBackend(Backend):
     """One of torch's code paths (``path``) of every optimizer whose record declares it."""
 
@@ -93,6 +96,10 @@ class TorchPathBackend(Backend):
         ``torch_implementation``, for every record that declares ``path`` in ``torch_paths``)."""
         self.name = name or path
         self.torch_path = path
+        # torch's fused steps take GradScaler's grad_scale/found_inf (the for-loop and foreach steps assert none)
+        self.takes_grad_scaling = path == "fused"
+        if self.takes_grad_scaling:
+            self.generated_properties = (*TorchPathBackend.generated_properties, GRAD_SCALING)
         if classes is None:
             classes = {op: record.torch_implementation for op, record in OPS.items()
                        if record.is_optimizer and path in getattr(record, "torch_paths", {})}
@@ -333,4 +340,25 @@ FOREACH_HALF_MOMENTUM_BY_GROUP = register(ConditionalDivergence(
     "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/optim/sgd.py",
     ops=("sgd",), backends=("foreach",), devices=("cpu",), dtypes=HALF, properties=("lifecycle",),
     behaviour=STOCK_TORCH, triggered=_first_steps_differ,
+))
+
+
+def _skipped_first_step_with_momentum(case) -> bool:
+    """The grad-scaling case skipped the optimizer's first step, and SGD has a momentum buffer to make."""
+    return bool(getattr(case, "skipped_first", False)) and float(case.inputs.hyperparameters.get("momentum") or 0) != 0
+
+
+FUSED_SGD_FOUND_INF_FIRST_STEP = register(ConditionalDivergence(
+    "torch-fused-sgd-found-inf-first-step-garbage-momentum",
+    "torch's fused SGD with momentum (SGD(momentum>0, fused=True); _fused_sgd in torch/optim/sgd.py) makes a "
+    "parameter's momentum buffer with torch.empty_like at its first step, before the kernel runs; when "
+    "torch.amp.GradScaler's found_inf skips that step the kernel returns at once, so the state keeps uninitialized "
+    "memory as 'momentum_buffer', and the next step (no longer a first step) adds it into the momentum: a 4,096-"
+    "entry parameter of ones, lr 0.5, momentum 0.9, gradient 2 after a skipped first step ends NaN or 1e15-1e38 "
+    "off at some entries instead of 0. GradScaler starts at a scale of 65,536, so AMP training often skips its "
+    "first steps. Shown by torch 2.9.0 and 2.13.0 on cpu (2026-11-28; 2.12.0's sgd.py has the same code); "
+    "docs/findings.md has the torch-only reproducer",
+    "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/optim/sgd.py",
+    ops=("sgd",), backends=("fused",), properties=(GRAD_SCALING,), behaviour=STOCK_TORCH,
+    triggered=_skipped_first_step_with_momentum,
 ))

@@ -16,6 +16,7 @@ from conformance.cases.checks import (COMPILED_AGREES, PARAM_GROUPS, PATHS_AGREE
                                       check_rounds_correctly, check_sizes, check_sparse_equals_dense,
                                       check_state_dict_resume, check_unspecified_unchanged, observe_param_groups)
 from conformance.cases.complex_dtypes import COMPLEX_AGREES, check_complex_agrees
+from conformance.cases.grad_scaling import GRAD_SCALING, check_grad_scaling
 from conformance.cases.input_layouts import layout_cases, check_layout_invariant
 from conformance.cases.lifecycles import LIFECYCLE, check_lifecycle, observe_lifecycle
 from conformance.cases.trial import Property, unbound
@@ -77,6 +78,8 @@ CHECKS: dict[str, Property] = {
     COMPLEX_AGREES: unbound(check_complex_agrees, needs_optimizer_object=True,
                               skip_backends=OPTIMIZER_OBJECT_TWINS),
     SIZES: unbound(check_sizes, skips_oracle=True),
+    GRAD_SCALING: unbound(check_grad_scaling, needs_optimizer_object=True, needs_grad_scaling=True,
+                          skip_backends=OPTIMIZER_OBJECT_TWINS),
     LAYOUT_INVARIANT: unbound(check_layout_invariant, to_cases=layout_cases, skips_oracle=True),
     "state-dict-resume": unbound(check_state_dict_resume,
                                  to_cases=lambda example, dtype: _member_cases(example[0], dtype),

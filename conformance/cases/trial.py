@@ -240,6 +240,7 @@ class Property:
     to_cases: Callable[[Any, str], list[tuple[str, Any]]] = _single_case
     needs_optimizer_object: bool = False  # only backends with Backend.optimizer_class get items
     candidates_only: bool = False  # only backends judged against torch (candidates) get items
+    needs_grad_scaling: bool = False  # only backends that take GradScaler's grad_scale/found_inf get items
     max_examples: int | None = None  # at most this many drawn examples per item; None: the run's
     # what the three-way verdict compares between a candidate and stock torch when both miss the
     # property (None: the outputs of each of the example's cases, run alone)
@@ -257,6 +258,8 @@ class Property:
         if backend.generated_properties is not None and self.name not in backend.generated_properties:
             return False
         if self.needs_optimizer_object and backend.optimizer_class(self.op) is None:
+            return False
+        if self.needs_grad_scaling and not backend.takes_grad_scaling:
             return False
         return not self.candidates_only or backend.judged_against_torch
 

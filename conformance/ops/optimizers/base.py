@@ -262,6 +262,12 @@ class OptimizerOp(Op):
             twins.append(GeneratedProperty(
                 "paths-agree", f"torch's {' and '.join(paths)} {self.title} steps equal its for-loop step on "
                 "the same trajectories (sparse, mixed and all-dense)", self.paths_inputs_strategy))
+        if "fused" in self.torch_paths:
+            twins.append(GeneratedProperty(
+                "grad-scaling", f"torch's fused {self.title} step takes torch.amp.GradScaler's grad_scale and "
+                "found_inf: scaled gradients step as unscaled ones, and a step with found_inf set changes neither "
+                "the parameter nor any state (first or last)", self.compiled_inputs_strategy,
+                examples=self.grad_scaling_examples))
         if COMPILED in self.torch_paths:
             twins.append(GeneratedProperty(
                 "compiled-agrees", f"torch's {self.title} step under torch.compile (Inductor) equals the same step "
@@ -290,6 +296,13 @@ class OptimizerOp(Op):
             moved = {"grad.values": Layout(STRIDED, 1, 2), "grad.indices": Layout(TRANSPOSED)}
         inputs = OptimizerInputs(param, grads, hyper)
         return [(inputs, {"param": Layout(STRIDED, 1, 2)}), (inputs, moved)]
+
+    def grad_scaling_examples(self, dtype: str) -> list[OptimizerInputs]:
+        """Two dense steps on a 2 x 3 parameter, values exact in every dtype, with the record's
+        :attr:`lifecycle_hyperparameters` (SGD's momentum: fused SGD's buffer made at a skipped first step)."""
+        param = np.array([[1.0, -2.0, 0.5], [3.0, -1.0, 2.0]])
+        grads = [np.array([[0.5, -1.0, 2.0], [1.0, 0.25, -0.5]]), np.array([[-1.0, 2.0, 0.5], [0.25, 1.0, -2.0]])]
+        return [OptimizerInputs(param, grads, dict(self.lifecycle_hyperparameters))]
 
     def complex_strategy(self, dtype: str) -> Any:
         return complex_trajectories(self, dtype)

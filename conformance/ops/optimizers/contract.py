@@ -58,6 +58,8 @@ def watch_optimizer(op: Any, candidate: Any):
     # (the property complex-agrees reads it; torch's own classes are torch's documented complex semantics)
     build.supports_complex = getattr(candidate, "supports_complex", getattr(candidate, "__module__", "").startswith(
         "torch.optim"))
+    # (the property grad-scaling reads it: a step that takes optimizer.grad_scale/found_inf, as torch's fused ones)
+    build.supports_grad_scaling = getattr(candidate, "supports_grad_scaling", False)
     return build
 
 

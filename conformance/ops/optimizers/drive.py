@@ -118,7 +118,7 @@ def _lifecycle_lr(base: float, scale: float, tensor_lr: bool) -> Any:
     return torch.tensor(value) if tensor_lr else value
 
 
-def _whole_state(optimizer: torch.optim.Optimizer, param: torch.Tensor) -> dict[str, Any]:
+def whole_state(optimizer: torch.optim.Optimizer, param: torch.Tensor) -> dict[str, Any]:
     """``param`` and every entry of its state (none where the optimizer made none)."""
     return {"param": param.detach(), **{f"state[{key!r}]": value for key, value in optimizer.state.get(param, {}).items()}}
 
@@ -163,7 +163,7 @@ def run_lifecycle(optimizer_class: type, inputs: LifecycleInputs, ctx: RunContex
             for index in added:
                 optimizer.add_param_group({"params": [params[index]], **hyper})
             optimizer.load_state_dict(saved)
-    return [_whole_state(optimizer, p) for p in params]
+    return [whole_state(optimizer, p) for p in params]
 
 
 def run_member_alone(optimizer_class: type, inputs: LifecycleInputs, index: int, ctx: RunContext,
@@ -181,4 +181,35 @@ def run_member_alone(optimizer_class: type, inputs: LifecycleInputs, index: int,
         optimizer.param_groups[0]["lr"] = _lifecycle_lr(base_lr, inputs.lr_scales[step], inputs.tensor_lr)
         param.grad = grad_to_torch(grad, ctx)
         optimizer.step()
-    return _whole_state(optimizer, param)
+    return whole_state(optimizer, param)
+
+
+def run_scaled(optimizer_class: type, inputs: OptimizerInputs, ctx: RunContext,
+               scaling: list[tuple[float, bool]]) -> dict[str, Any]:
+    """Step as ``torch.amp.GradScaler`` steps an optimizer that takes the scaling itself (torch's fused
+    steps): before each step ``optimizer.grad_scale`` (a float32 0-d tensor on the device) and
+    ``optimizer.found_inf`` (1.0 where ``scaling`` says the step overflowed, else 0.0); the gradient is
+    the step's multiplied by the scale, or inf everywhere at an overflowed step. Returns the parameter
+    and its whole state."""
+    require_accepted_gradients(optimizer_class, inputs.grads)
+    param = ctx.place("param", to_torch(inputs.param, ctx.dtype, ctx.torch_device))
+    optimizer = optimizer_class([param], **inputs.hyperparameters)
+    for (scale, overflowed), grad in zip(scaling, inputs.grads):
+        grad = grad_to_torch(grad, ctx)
+        optimizer.grad_scale = torch.tensor(scale, dtype=torch.float32, device=ctx.torch_device)
+        optimizer.found_inf = torch.tensor(1.0 if overflowed else 0.0, dtype=torch.float32, device=ctx.torch_device)
+        param.grad = torch.full_like(grad, float("inf")) if overflowed else grad * scale
+        optimizer.step()
+    return whole_state(optimizer, param)
+
+
+def run_whole(optimizer_class: type, inputs: OptimizerInputs, ctx: RunContext) -> dict[str, Any]:
+    """The plain steps (no scaling) on ``inputs``: the parameter and its whole state (none where the
+    optimizer never stepped and made none)."""
+    require_accepted_gradients(optimizer_class, inputs.grads)
+    param = ctx.place("param", to_torch(inputs.param, ctx.dtype, ctx.torch_device))
+    optimizer = optimizer_class([param], **inputs.hyperparameters)
+    for grad in inputs.grads:
+        param.grad = grad_to_torch(grad, ctx)
+        optimizer.step()
+    return whole_state(optimizer, param)

@@ -1,7 +1,12 @@
 """The gate a user drops into their own repository: ``conformance check`` and the reusable workflow
 .github/workflows/gate-candidate.yml, whose "Gate" step's script is run here as written, from a
 stand-in for a user's repository, on a wrong candidate (it must fail) and on torch's own Adagrad
-(it must pass). Both write the results, the report and the job summary the workflow uploads."""
+(it must pass). Both write the results, the report and the job summary the workflow uploads.
+
+The steps' shell around ``check`` is run too, with a stand-in ``python`` first on PATH where what
+is tested is the step's command line or its reading of check's exit status (a real check run is
+the slow tier's), and the matrix mode's "Merge and report" step on real shard files: its verdict
+is check's own rule on each merged run (tests/test_merge.py runs the whole matrix mode once)."""
 
 from __future__ import annotations
 
@@ -17,8 +22,9 @@ import yaml
 
 from conformance.core.target import CandidateTarget
 from conformance.entry_points.check import pytest_command, specs_dir
+from conformance.results.store import load_results
 
-from conformance_runs import REPO
+from conformance_runs import MUTANTS, REPO, SMALL_SPEC, run_inprocess
 
 WORKFLOW = REPO / ".github" / "workflows" / "gate-candidate.yml"
 
@@ -193,3 +199,84 @@ def test_the_shard_step_reads_checks_exit_statuses(tmp_path, status, results, ex
     assert argv[argv.index("--results") + 1] == "reports/shards/torch-2.13.0-cpu/shard-2.json"
     if expected:
         assert "torch-2.13.0-cpu shard 2/3" in proc.stderr
+
+
+# ------------------------------------------------------------------ the merge job's verdict
+
+def _shards(tmp_path: Path, run: str, label: str) -> list[Path]:
+    """Two real shards of a narrow run of torch's own Adagrad beside stock torch (coo), as the shard
+    jobs leave them: reports/shards/<run>/shard-K.json under the user's repository."""
+    folder = tmp_path / "user-repo" / "reports" / "shards" / run
+    folder.mkdir(parents=True)
+    paths = []
+    for k in (1, 2):
+        code, path = run_inprocess(f"gate-candidate-{label}-{k}", str(SMALL_SPEC), "--conformance-backend",
+                                   "candidate,coo", "--conformance-examples", "0", "--conformance-label", label,
+                                   "--conformance-impl", f"adagrad={MUTANTS}:TorchAdagrad",
+                                   "--conformance-shard", f"{k}/2")
+        assert code == 0 and path.exists(), f"shard {k}/2: exit code {code}"
+        paths.append(shutil.copy(path, folder / f"shard-{k}.json"))
+    return [Path(p) for p in paths]
+
+
+def _fail_one(shards: list[Path], backend: str) -> str:
+    """A TEST FIXTURE: ``backend``'s first passed item in the shards made failed, and its shard's exit
+    status pytest's for it (1); returns the item's node id."""
+    for path in shards:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        record = next((r for r in document["records"] if r["backend"] == backend and r["outcome"] == "passed"), None)
+        if record is not None:
+            record.update(outcome="failed", message="AssertionError: a failure standing in for a real one")
+            document["run"]["exit_status"] = 1
+            path.write_text(json.dumps(document), encoding="utf-8")
+            return record["nodeid"]
+    raise AssertionError(f"no passed item of {backend} in {shards}")
+
+
+def run_merge_step(tmp_path: Path, runs: str) -> tuple[subprocess.CompletedProcess, str]:
+    """The matrix mode's "Merge and report" step, run by bash as GitHub would, over the shards under
+    the user's repository; (the step, the job summary it wrote)."""
+    summary = tmp_path / "summary.md"
+    summary.unlink(missing_ok=True)
+    env = {**os.environ, "IMPL": f"adagrad={MUTANTS}:TorchAdagrad", "RUNS": runs, "GITHUB_STEP_SUMMARY": str(summary),
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    proc = subprocess.run(["bash", "--noprofile", "--norc", "-euo", "pipefail", "-c",
+                           step("Merge and report", "merge")["run"]], cwd=tmp_path / "user-repo", env=env,
+                          capture_output=True, text=True, timeout=600)
+    return proc, (summary.read_text(encoding="utf-8") if summary.exists() else "")
+
+
+@pytest.mark.timeout(300)
+def test_the_merge_verdict_is_the_candidates_not_stock_torchs(tmp_path):
+    # stock torch fails one of its own items beside a candidate that passes every one: the merged
+    # run's exit status is pytest's 1, but single mode's rule (check's judge) passes the candidate
+    # and names the finding about torch; so must the merge job
+    shards = _shards(tmp_path, "torch-x-cpu", "torch x cpu")
+    finding = _fail_one(shards, "coo")
+    proc, summary = run_merge_step(tmp_path, "torch-x-cpu")
+    output = proc.stdout + proc.stderr
+    assert load_results(tmp_path / "user-repo" / "reports" / "torch-x-cpu.json").run["exit_status"] == 1
+    assert proc.returncode == 0, output[-3000:]
+    assert "| torch x cpu | 2 |" in summary and "| PASS |" in summary
+    assert f"torch:   {finding} (a finding about stock torch" in summary
+    assert summary.rstrip().endswith("RESULT: PASS")
+    assert (tmp_path / "user-repo" / "reports" / "index.html").is_file()
+
+
+@pytest.mark.timeout(300)
+def test_the_merge_verdict_is_could_not_judge_for_an_unmerged_run_and_fail_for_a_failed_item(tmp_path):
+    shards = _shards(tmp_path, "torch-x-cpu", "torch x cpu")
+    lacking = shutil.copytree(shards[0].parent, shards[0].parent.with_name("torch-y-cpu"))
+    (lacking / "shard-1.json").unlink()  # merge refuses torch-y-cpu: shard 1/2 is missing
+    proc, summary = run_merge_step(tmp_path, "torch-x-cpu torch-y-cpu")
+    assert proc.returncode == 2, (proc.stdout + proc.stderr)[-3000:]
+    assert "missing shard 1/2" in proc.stderr
+    assert "| torch x cpu | 2 |" in summary and "| PASS |" in summary
+    assert "| torch-y-cpu | not merged | none | COULD NOT JUDGE |" in summary
+    assert summary.rstrip().endswith("RESULT: COULD NOT JUDGE")
+    # a candidate item failed: FAIL, whatever else could not be judged
+    failed = _fail_one(shards, "candidate")
+    proc, summary = run_merge_step(tmp_path, "torch-x-cpu torch-y-cpu")
+    assert proc.returncode == 1, (proc.stdout + proc.stderr)[-3000:]
+    assert "| FAIL |" in summary and f"failed:  {failed}" in summary and summary.rstrip().endswith("RESULT: FAIL")

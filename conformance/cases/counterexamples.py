@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import pickle
 import re
+import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -238,6 +240,8 @@ def write_counterexample(directory: Path, prop: Property, backend: Backend, devi
     from conformance.judging.runner import run_item
     from conformance.specs.load import load_spec
 
+    # a file candidate named by absolute path, so the script's and the spec's commands work from anywhere
+    impl_target, replay = _absolute_impl(impl_target), _absolute_impls(replay)
     deadline = time.monotonic() + NOTES_BUDGET
     document, digest = build_spec(prop, backend, device, dtype, example, failure, seed=seed, replay=replay,
                                   others=others, impl_target=impl_target, deadline=deadline)
@@ -251,12 +255,14 @@ def write_counterexample(directory: Path, prop: Property, backend: Backend, devi
     header = (f"# Generated counterexample ({prop.id}, backend {backend.name}, {device}, {dtype}).\n"
               f"# Golden values: the NumPy float64 reference, not the code under test.\n"
               f"# Replay the search: {replay}\n"
-              f"# Reproduce (judged by the suite, as in the run): python {_shown(directory / f'{stem}.py')}\n")
+              f"# Reproduce (judged by the suite, as in the run; from any directory): "
+              f"python {shlex.quote(str((directory / f'{stem}.py').resolve()))}\n")
     text = header + to_yaml(document)
     spec_path.write_text(text, encoding="utf-8")
     script_path = directory / f"{stem}.py"
     script_path.write_text(render_script(prop, backend, device, dtype, document, example, impl_target=impl_target,
-                                         replay=replay, spec_name=spec_path.name, run_as=_shown(script_path)),
+                                         replay=replay, spec_name=spec_path.name,
+                                         run_as=shlex.quote(str(script_path.resolve()))),
                            encoding="utf-8")
     result = Counterexample(spec_path, script_path, text)
     if not holdable:
@@ -280,14 +286,30 @@ def write_counterexample(directory: Path, prop: Property, backend: Backend, devi
     return result
 
 
-def _shown(path: Path) -> str:
-    """``path`` as the user types it from where they stand: relative to the current directory when
-    it is inside it, else absolute."""
-    path = Path(path).resolve()
+def _absolute_impl(impl: str | None, root: Path | None = None) -> str | None:
+    """A file candidate's ``path/to/file.py:attr`` with the path made absolute (from ``root``, default
+    the run's directory); a module target, or None, as it is."""
+    if not impl:
+        return impl
+    module, colon, attribute = impl.partition(":")
+    if not colon or not module.endswith(".py") or Path(module).is_absolute():
+        return impl
+    return f"{os.path.abspath(Path(root or Path.cwd()) / module)}:{attribute}"
+
+
+def _absolute_impls(command: str, root: Path | None = None) -> str:
+    """A ``replay`` command line with each ``--impl`` file candidate named by absolute path."""
     try:
-        return path.relative_to(Path.cwd().resolve()).as_posix()
+        words = shlex.split(command)
     except ValueError:
-        return str(path)
+        return command
+    changed = False
+    for i in range(len(words) - 1):
+        op, equals, target = words[i + 1].partition("=")
+        if words[i] == "--impl" and equals:
+            absolute = f"{op}={_absolute_impl(target, root)}"
+            changed, words[i + 1] = changed or absolute != words[i + 1], absolute
+    return shlex.join(words) if changed else command
 
 
 def _other_backends_on(spec, others: dict[str, Backend], exclude: str, dtype: str,
@@ -329,6 +351,12 @@ def _other_backends_on(spec, others: dict[str, Backend], exclude: str, dtype: st
 _SCRIPT = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "repro")),
                              keep_trailing_newline=True, undefined=jinja2.StrictUndefined, autoescape=False)
 _SCRIPT.filters["pyrepr"] = repr
+_SCRIPT.filters["doc"] = lambda text: _docstring_safe(str(text))
+
+
+def _docstring_safe(text: str) -> str:
+    """``text`` as it reads inside the script's (non-raw) docstring: backslashes doubled, no closing quotes."""
+    return text.replace("\\", "\\\\").replace('"""', "'''")
 
 
 def render_script(prop: Property, backend: Backend, device: str, dtype: str, document: dict, example: Any, *,
@@ -340,5 +368,5 @@ def render_script(prop: Property, backend: Backend, device: str, dtype: str, doc
     return _SCRIPT.get_template("script.py.j2").render(
         prop_id=prop.id, summary=prop.summary, backend=backend.name, device=device, dtype=dtype,
         impl=impl_target, spec_name=spec_name, replay=replay, script_name=run_as or spec_name.replace(".yaml", ".py"),
-        root=str(Path.cwd()), cases=shown.replace('"""', "'''").replace("\\", "\\\\").rstrip(),
+        root=str(Path.cwd()), cases=_docstring_safe(shown).rstrip(),
         example=encode_example(example))

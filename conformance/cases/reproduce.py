@@ -1,7 +1,9 @@
 """What a counterexample script runs: its saved failing example judged by the harness's own code.
 
 A generated item's failing example is written beside its spec as a script (``python
-reports/counterexamples/<item>.py``). The script holds the example exactly as the search drew it
+reports/counterexamples/<item>.py``, from any directory: :func:`main` puts the run's directory first
+on ``sys.path``, so a candidate file that imports a module beside it loads as it did in the run).
+The script holds the example exactly as the search drew it
 and calls :func:`main`, which judges it as the search judges each example
 (:func:`conformance.cases.search.judge_example`: the property's check, the known divergences and
 the three-way verdict against stock torch). There is no second implementation of the properties:
@@ -16,6 +18,7 @@ from __future__ import annotations
 import base64
 import pickle
 import sys
+from pathlib import Path
 from typing import Any
 
 PASSES, FAILS, UNSUPPORTED, CANNOT_LOAD = 0, 1, 3, 4
@@ -45,9 +48,14 @@ def main(*, property_id: str, backend: str, device: str, dtype: str, impl: str |
     if prop is None:
         print(f"this suite has no generated property {property_id!r} (written by another version?)")
         return CANNOT_LOAD
+    if root and (not sys.path or sys.path[0] != root):
+        sys.path.insert(0, root)  # the run's directory first: the implementation's own imports find what they did
     try:
         if impl:
             target = CandidateTarget.parse(f"{prop.op}={impl}").resolved_from(root)  # as the run found it
+            folder = str(Path(target.module).absolute().parent) if target.is_file else None
+            if folder and folder not in sys.path:
+                sys.path.insert(1, folder)  # then the file's own folder (a replay run elsewhere wrote this script)
             chosen = CandidateBackend("candidate", {prop.op: load_object(target)}, description=impl)
         else:
             chosen = builtin_backends()[backend]

@@ -10,11 +10,13 @@ a wheel or in a clone, on every pytest version the suite allows:
 An item id is PATH::NAME[BACKEND-DEVICE-DTYPE]. specs/... names the suite's own spec files (inside
 the installed package, or a clone's specs/) and specs::generated its generated properties; any
 other path is a spec file of your own, relative to the current directory. The item runs in a fresh
-python -m pytest from the current directory (so --impl targets import as they did in the run),
+python -m pytest from the current directory (so --impl targets import as they did in the run; a file
+candidate's folder is on PYTHONPATH too, so one that imports a module beside it loads from anywhere),
 narrowed to the item's backend, device, dtype and op, and selected by exact identity
 (--conformance-item: pytest 9 refuses path::name selection parts on a directory, and -k matches
 substrings). A generated item runs its saved failing example first (kept by the run under
-reports/counterexamples/.failing/, outside any time budget), then searches from the seed.
+reports/counterexamples/.failing/, outside any time budget: here, else in the reports/ of a file
+candidate's folder or one above it), then searches from the seed.
 Exit status: pytest's, 0 when the item passes (or shows its known divergence), 1 when it fails;
 4 when there is no such item (a one-line error says why); 6 when a generated item's search
 stopped at its time budget with no saved failing example still failing (not reproduced: the
@@ -27,7 +29,9 @@ Item ids and re-run commands are :mod:`conformance.results.rerun`'s; the pytest 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -35,6 +39,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
+from conformance.core.target import CandidateTarget
 from conformance.results.rerun import ItemId, ReplayError, ReplayOptions, parse_item, suite_specs
 
 
@@ -87,7 +92,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--benchmark", action="store_true", help="the item is a benchmark (--conformance-benchmark)")
     parser.add_argument("--counterexamples", default=None, metavar="DIR",
                         help="where the run kept a generated item's failing example (default: reports/counterexamples "
-                             "here; the printed command names it when the run kept it elsewhere)")
+                             "here, else in a file candidate's folder or one above it; the printed command "
+                             "names it when the run kept it elsewhere)")
     parser.add_argument("--pytest-args", default="", metavar="ARGS",
                         help="more pytest options, one string (e.g. \"--conformance-results reports/replay.json\")")
     parser.set_defaults(func=run)
@@ -105,17 +111,72 @@ def run(args: argparse.Namespace) -> int:
     except ReplayError as exc:
         print(f"conformance replay: {exc}", file=sys.stderr)
         return 4  # pytest's usage error: no such item
+    folders = candidate_folders(args.impl)
     if not item.generated or any(a.startswith("--conformance-results") for a in command):
         print("conformance replay:", shlex.join(command[1:]), flush=True)
-        return subprocess.call(command)
-    kept = Path(args.counterexamples or Path("reports") / "counterexamples").absolute()
+        with importable(folders):
+            return subprocess.call(command)
+    kept = kept_examples(item, args.counterexamples, folders)
     with tempfile.TemporaryDirectory(prefix="conformance-replay-") as folder:
         results = Path(folder) / "replay.json"
         # the record says how the search went; the saved failing example is where the run left it
         command += ["--conformance-results", str(results), "--conformance-counterexamples", str(kept)]
         print("conformance replay:", shlex.join(command[1:]), flush=True)
-        code = subprocess.call(command)
+        with importable(folders):
+            code = subprocess.call(command)
         return _judged(item, code, results, kept)
+
+
+def candidate_folders(impls: Iterable[str]) -> list[str]:
+    """The folders of the file candidates among ``impls`` (``OP=path/to/file.py:attr``, relative to the
+    current directory or absolute), each once."""
+    folders: list[str] = []
+    for text in impls:
+        target = CandidateTarget.parse_or_none(text)
+        if target is not None and target.is_file:
+            folder = os.path.dirname(os.path.abspath(target.module))
+            if folder not in folders:
+                folders.append(folder)
+    return folders
+
+
+@contextlib.contextmanager
+def importable(folders: list[str]):
+    """``folders`` on PYTHONPATH (after what it held) while the replay's pytest starts and runs: a file
+    candidate that imports a module beside it (``from my_helpers import x``) loads from any directory,
+    as it did in its run from its own folder."""
+    if not folders:
+        yield
+        return
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([*filter(None, [before]), *folders])
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = before
+
+
+def kept_examples(item: ItemId, given: str | None, folders: list[str]) -> Path:
+    """Where the run kept ``item``'s failing example: ``--counterexamples``, else ``./reports/counterexamples``
+    when it holds one for the item, else the first ``reports/counterexamples`` in a file candidate's folder
+    or a folder above it that holds one (the run's directory, for a replay command run from elsewhere),
+    else ``./reports/counterexamples``."""
+    from conformance.cases.counterexamples import failing_example_path
+
+    if given:
+        return Path(given).absolute()
+    here = (Path("reports") / "counterexamples").absolute()
+    if failing_example_path(here, item.name).is_file():
+        return here
+    for folder in map(Path, folders):
+        for above in (folder, *folder.parents):
+            kept = above / "reports" / "counterexamples"
+            if failing_example_path(kept, item.name).is_file():
+                return kept
+    return here
 
 
 NOT_REPRODUCED = 6  # a generated item's search ran out of time before it could tell

@@ -108,7 +108,10 @@ def test_the_gate_step_passes_torchs_own_adagrad(tmp_path):
     document = json.loads((tmp_path / "user-repo" / "reports" / "candidate.json").read_text())
     candidate = [r for r in document["records"] if r["backend"] == "candidate"]
     assert any("generated" in r["nodeid"] for r in candidate)  # the generated properties ran too
-    assert all(r["outcome"] in ("passed", "xfail") for r in candidate)
+    from conformance.cases.properties import opted_out
+
+    # (torch's Adagrad, not fused, takes no grad_scale: its grad-scaling items are unsupported, the reason named)
+    assert all(r["outcome"] in ("passed", "xfail") or opted_out(r) for r in candidate)
     assert (tmp_path / "user-repo" / "reports" / "index.html").is_file()
 
 

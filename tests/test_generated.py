@@ -181,9 +181,11 @@ def test_clean_reimplementations_pass(tmp_path):
     impls = {"adagrad": f"{MUTANTS}:CleanAdagrad", "sparse_adam": f"{MUTANTS}:CleanSparseAdam",
              "coalesce": f"{MUTANTS}:torch_coalesce", "masked_mean": f"{MUTANTS}:where_masked_mean"}
     proc, records, _ = run_generated(tmp_path, impls, "--conformance-dtype", "float32,float64")
-    # (complex-agrees: unsupported, the classes are written for real parameters and do not declare supports_complex)
+    # (complex-agrees, grad-scaling: unsupported, the classes do not declare supports_complex/supports_grad_scaling)
+    from conformance.cases.properties import opted_out
+
     bad = {name: r["outcome"] for name, r in records.items() if r["outcome"] not in ("passed", "xfail")
-           and not (r["outcome"] == "unsupported" and "complex-agrees" in name)}
+           and not opted_out(r)}
     assert records and not bad, f"{bad}\n{(proc.stdout + proc.stderr)[-6000:]}"
 
 

@@ -191,8 +191,7 @@ def test_options_named_by_unsupported_are_learned():
 
 @pytest.mark.acceptance  # conformance check at its defaults: 100 examples, a worker per core
 def test_check_at_its_default_settings_runs_100_examples_per_property_of_a_restricted_candidate(tmp_path):
-    from conformance.cases.complex_dtypes import COMPLEX_AGREES, SUPPORTS_COMPLEX
-    from conformance.cases.properties import PROPERTIES
+    from conformance.cases.properties import OPT_IN, PROPERTIES, opted_out
 
     import subprocess
     import sys
@@ -208,8 +207,8 @@ def test_check_at_its_default_settings_runs_100_examples_per_property_of_a_restr
     candidate = [r for r in load(results)["records"] if r["backend"] == "candidate"]
     assert len(candidate) >= 7, candidate  # every generated adagrad property
     for record in candidate:
-        if record["case"] == f"adagrad-{COMPLEX_AGREES}":  # not declared supports_complex: not judged on complex parameters
-            assert record["outcome"] == "unsupported" and SUPPORTS_COMPLEX in record["message"], record
+        if record["case"] in (f"adagrad-{prop}" for prop in OPT_IN):  # not declared: not judged on them
+            assert opted_out(record), record
             continue
         # conforming: passed, or xfail where an example shows a known divergence of stock torch's
         # (the draws reach lr 1e4 and beta2 0.999999)

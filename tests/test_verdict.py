@@ -229,8 +229,10 @@ def test_a_sparse_only_optimizer_declares_it_and_gets_unsupported_not_errors():
     outcomes = _outcomes(document)
     assert code == 0, {k: v for k, v in outcomes.items() if v not in ("passed", "xfail", "unsupported")}
     assert outcomes["dense-gradient-updates-every-entry[candidate-cpu-float32]"] == "unsupported"
+    from conformance.cases.properties import opted_out
+
     unsupported = [r for r in by_case(document).values() if r["outcome"] == "unsupported"
-                   and "complex-agrees" not in r["case"]]  # (those: it does not declare supports_complex)
+                   and not opted_out(r)]  # (those: it declares neither supports_complex nor supports_grad_scaling)
     assert unsupported and all("sparse_gradients_only" in r["message"] for r in unsupported), unsupported
     generated = by_case(document)["adagrad-agrees-with-reference[candidate-cpu-float32]"]
     assert generated["outcome"] == "passed" and generated["unsupported_examples"] > 0  # dense examples rejected

@@ -15,8 +15,8 @@ from conformance.cases.checks import (COMPILED_AGREES, PARAM_GROUPS, PATHS_AGREE
                                       check_param_groups, check_paths_agree, check_rejects_invalid,
                                       check_rounds_correctly, check_sizes, check_sparse_equals_dense,
                                       check_state_dict_resume, check_unspecified_unchanged, observe_param_groups)
-from conformance.cases.complex_dtypes import COMPLEX_AGREES, check_complex_agrees
-from conformance.cases.grad_scaling import GRAD_SCALING, check_grad_scaling
+from conformance.cases.complex_dtypes import COMPLEX_AGREES, SUPPORTS_COMPLEX, check_complex_agrees
+from conformance.cases.grad_scaling import GRAD_SCALING, SUPPORTS_GRAD_SCALING, check_grad_scaling
 from conformance.cases.input_layouts import layout_cases, check_layout_invariant
 from conformance.cases.lifecycles import LIFECYCLE, check_lifecycle, observe_lifecycle
 from conformance.cases.trial import Property, unbound
@@ -87,6 +87,19 @@ CHECKS: dict[str, Property] = {
                                  observe=lambda trial, example: flat_outputs(trial.op,
                                                                               grouped_runs(trial, *example)[0])),
 }
+
+
+# properties a candidate is judged on only where its class declares the attribute (True): otherwise its items
+# are unsupported, the reason naming the attribute (most hand-written optimizers take real parameters only, and
+# only torch's fused steps take GradScaler's grad_scale/found_inf)
+OPT_IN: dict[str, str] = {COMPLEX_AGREES: SUPPORTS_COMPLEX, GRAD_SCALING: SUPPORTS_GRAD_SCALING}
+
+
+def opted_out(record: dict) -> bool:
+    """A results record of a candidate item that is unsupported because the candidate did not opt in."""
+    return record.get("outcome") == "unsupported" and any(
+        (record.get("case") or "").endswith(f"-{prop}") and attribute in (record.get("message") or "")
+        for prop, attribute in OPT_IN.items())
 
 
 # ---------------------------------------------------------------- the declared properties

@@ -39,3 +39,20 @@ def test_a_planted_kernel_size_mistake_fails_and_names_the_size(op, candidate, e
     with pytest.raises(Mismatch) as failed:
         check_sizes(trial, OPS[op].sizes_examples("float32")[example])
     assert str(failed.value).startswith(named), failed.value
+
+
+def test_adagrads_long_trajectory_passes_300_steps_with_lr_decay_where_a_bfloat16_step_count_sticks():
+    """The long-trajectory property's explicit Adagrad example runs 320 steps with lr_decay: torch passes it, and a
+    step counter kept in bfloat16 (exact to 256) fails it -- a trajectory of 120 steps would not tell them apart."""
+    from candidates.sizes import BFloat16StepAdagrad
+
+    from conformance.cases.checks import check_agrees_with_reference
+
+    (example,) = OPS["adagrad"].long_trajectory_examples("float32")
+    assert len(example.grads) >= 300 and example.hyperparameters.get("lr_decay")
+    check_agrees_with_reference(Trial(OPS["adagrad"], builtin_backends()["coo"], "cpu", "float32"), example)
+    trial = Trial(OPS["adagrad"], CandidateBackend("candidate", {"adagrad": BFloat16StepAdagrad}), "cpu", "float32")
+    with pytest.raises(Mismatch, match="(?s)step differs.*Expected 320.0 but got 256.0"):
+        check_agrees_with_reference(trial, example)
+    short = type(example)(example.param, example.grads[:120], example.hyperparameters)
+    check_agrees_with_reference(trial, short)  # within 256 steps the bfloat16 count is exact

@@ -7,7 +7,11 @@ import torch
 import triton
 import triton.language as tl
 
-from ._triton_common import BLOCK_ELEMENTS, _acc_dtype, _check_launchable, _ieee_arithmetic
+from ._triton_common import BLOCK_ELEMENTS, INTERPRETED, _acc_dtype, _check_launchable, _ieee_arithmetic
+
+# the interpreter pays per program, whatever the tile: one program over 65,536 entries there (the result does not
+# depend on the tiling but for the partial sums' order, a correct implementation's freedom)
+BLOCK = (1 << 16) if INTERPRETED else BLOCK_ELEMENTS
 
 
 @triton.jit
@@ -62,12 +66,12 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor):
     values = values.contiguous()
     mask = mask.contiguous()
     n = values.numel()
-    nparts = max(1, triton.cdiv(n, BLOCK_ELEMENTS))
+    nparts = max(1, triton.cdiv(n, BLOCK))
     acc_torch = torch.float64 if values.dtype == torch.float64 else torch.float32
     psum = torch.empty(nparts, dtype=acc_torch, device=values.device)
     pcount = torch.empty(nparts, dtype=torch.int64, device=values.device)
     acc = _acc_dtype(values.dtype)
-    _masked_partials_kernel[(nparts,)](values, mask, psum, pcount, n, BLOCK=BLOCK_ELEMENTS, ACC=acc)
+    _masked_partials_kernel[(nparts,)](values, mask, psum, pcount, n, BLOCK=BLOCK, ACC=acc)
     mean = values.new_empty(())
     count = torch.empty((), dtype=torch.int64, device=values.device)
     _masked_finalize_kernel[(1,)](psum, pcount, mean, count, nparts, BLOCK=256, ACC=acc)
@@ -81,7 +85,7 @@ def masked_mean_backward(grad: torch.Tensor, mask: torch.Tensor, count: torch.Te
     out = torch.empty(mask.shape, dtype=grad.dtype, device=grad.device)
     n = mask.numel()
     if n:
-        _masked_backward_kernel[(triton.cdiv(n, BLOCK_ELEMENTS),)](
-            grad.reshape(()).contiguous(), mask, count, out, n, BLOCK=BLOCK_ELEMENTS,
+        _masked_backward_kernel[(triton.cdiv(n, BLOCK),)](
+            grad.reshape(()).contiguous(), mask, count, out, n, BLOCK=BLOCK,
             ACC=_acc_dtype(grad.dtype))
     return out

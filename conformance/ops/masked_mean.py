@@ -414,9 +414,11 @@ class MaskedMean(Op):
 
     def sizes_examples(self, dtype: str) -> list[MaskedMeanInputs]:
         """2,049 valid ones among 2,050 entries (float16 counts past 2,048 by 2s: a count kept in float16 is
-        2,048 or 2,050) and 257 valid entries (a block and one)."""
+        2,048 or 2,050), 257 valid entries (a block and one), and 65,537 valid entries of 2^-8 among 65,538 (a
+        count kept in float16 is inf past 65,504; their sum, 256.004, stays finite in every dtype)."""
         return [MaskedMeanInputs(np.ones(2050), np.arange(2050) != 7),
-                MaskedMeanInputs(np.resize(np.array([1.0, -0.5, 2.0]), 257), np.ones(257, dtype=bool))]
+                MaskedMeanInputs(np.resize(np.array([1.0, -0.5, 2.0]), 257), np.ones(257, dtype=bool)),
+                MaskedMeanInputs(np.full(65538, 2.0 ** -8), np.arange(65538) != 11)]
 
     def describe_size(self, inputs: MaskedMeanInputs) -> str:
         return f"{int(np.sum(inputs.mask))} valid entries of {np.size(inputs.values)}"

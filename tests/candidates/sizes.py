@@ -35,3 +35,16 @@ class OneBlockSGD(torch.optim.SGD):
     @torch.no_grad()
     def step(self, closure=None):
         return _keep_after(self, lambda: super(OneBlockSGD, self).step(closure), lambda n: min(n, 256))
+
+
+class BFloat16StepAdagrad(torch.optim.Adagrad):
+    """Keeps its step counter in bfloat16 (integers exact up to 256 only): past step 256 the count sticks at 256,
+    so lr / (1 + (step - 1) * lr_decay) stops decaying. Right for every trajectory of 256 steps or fewer."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        result = super().step(closure)
+        for state in self.state.values():
+            if torch.is_tensor(state.get("step")):
+                state["step"].copy_(state["step"].to(torch.bfloat16).to(state["step"].dtype))
+        return result

@@ -304,6 +304,8 @@ class Adagrad(OptimizerOp):
                                 {"lr": 0.5, "eps": 0.25, "lr_decay": 0.25, "initial_accumulator_value": 0.5,
                                  "maximize": True})
     long_trajectory_hyperparameters = ({"lr": 0.1, "lr_decay": 0.01},)
+    # past 300 steps: a step counter or lr / (1 + (step - 1) * lr_decay) kept in low precision drifts there
+    long_trajectory_steps = 320
     stock_backend = "coo"
     # torch's own implementations of the step beside its default (the for-loop, _single_tensor_adagrad on
     # cpu): path -> the constructor keywords that select it (conformance/backends/torch_paths.py builds one

@@ -55,6 +55,8 @@ class OptimizerOp(Op):
     # are dense (torch's fused steps run dense gradients only) or sparse (an optimizer of sparse gradients only)
     layout_hyperparameters: dict = {"lr": 0.5}
     layout_dense_gradients: bool = True
+    # steps of the long-trajectory property's explicit examples (long_trajectory_examples)
+    long_trajectory_steps: int = LONG_STEPS[1]
     # hyperparameters of the lifecycle property's explicit examples (lifecycle_examples)
     lifecycle_hyperparameters: dict = {"lr": 0.5}
 
@@ -389,11 +391,11 @@ class OptimizerOp(Op):
         return long_trajectories(self, dtype)
 
     def long_trajectory_examples(self, dtype: str) -> list[OptimizerInputs]:
-        """One trajectory of LONG_STEPS[1] steps per :attr:`long_trajectory_hyperparameters`: the same
-        gradient (entries 0, 1 and 3 of 4; exact in every dtype) every step, so that an error made
+        """One trajectory of :attr:`long_trajectory_steps` steps per :attr:`long_trajectory_hyperparameters`:
+        the same gradient (entries 0, 1 and 3 of 4; exact in every dtype) every step, so that an error made
         once per step adds up instead of cancelling."""
         grad = CooArray(np.array([[0, 1, 3]], dtype=np.int64), np.array([1.0, -0.5, 0.25]), (4,))
-        return [OptimizerInputs(np.array([1.0, -2.0, 0.5, 3.0]), [grad] * LONG_STEPS[1], dict(hyper))
+        return [OptimizerInputs(np.array([1.0, -2.0, 0.5, 3.0]), [grad] * self.long_trajectory_steps, dict(hyper))
                 for hyper in self.long_trajectory_hyperparameters]
 
     def benchmark_inputs(self, bench, rng, dtype: str) -> OptimizerInputs:

@@ -350,8 +350,9 @@ class OptimizerOp(Op):
     def lifecycle_examples(self, dtype: str) -> list[LifecycleInputs]:
         """One life per event, so that the first that fails names its event: beside a 2 x 3 parameter stepping
         every time, a 0-d one missing its gradient at step 2 (a 1-D one for sparse-only optimizers); a 2-entry
-        one added by add_param_group before step 2; the lr halved, then halved again; lr a 0-d tensor; a
-        zero-size parameter last in its group beside a frozen one; the state_dict round trip after step 1.
+        one added by add_param_group before step 2; a 2 x 2 one in another dtype (float64 beside the item's, float32
+        beside float64) missing step 2; the lr halved, then halved again; lr a 0-d tensor; a zero-size parameter
+        last in its group beside a frozen one; the state_dict round trip after step 1.
         Values exact in every dtype; the record's :attr:`lifecycle_hyperparameters` (lr_decay for Adagrad: a
         step counter shared between parameters shows)."""
         sparse = not self.layout_dense_gradients
@@ -371,7 +372,11 @@ class OptimizerOp(Op):
         empty, frozen = Member(np.zeros((0,)), [grad(np.zeros((0,)))] * 3), Member(np.array([4.0, 4.0]), [None] * 3,
                                                                                     frozen=True)
         hyper, still, scaled = dict(self.lifecycle_hyperparameters), [1.0, 1.0, 1.0], [1.0, 0.5, 0.25]
+        other = Member(np.array([[0.5, -1.5], [2.0, 1.0]]), [grad([[1.0, -0.5], [0.25, 2.0]]), None,
+                                                              grad([[-1.0, 0.5], [2.0, -0.25]])],
+                       dtype="float64" if dtype != "float64" else "float32")
         return [LifecycleInputs([first, missing], hyper, still), LifecycleInputs([first, late], hyper, still),
+                LifecycleInputs([first, other], hyper, still),
                 LifecycleInputs([first], hyper, scaled), LifecycleInputs([first], hyper, still, tensor_lr=True),
                 LifecycleInputs([first, frozen, empty], hyper, still),
                 LifecycleInputs([first, missing], hyper, still, resume_after=1)]

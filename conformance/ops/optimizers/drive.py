@@ -4,6 +4,7 @@ candidate, stock torch and the built-in optimizer backends are run."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from typing import Any
 
@@ -123,6 +124,11 @@ def whole_state(optimizer: torch.optim.Optimizer, param: torch.Tensor) -> dict[s
     return {"param": param.detach(), **{f"state[{key!r}]": value for key, value in optimizer.state.get(param, {}).items()}}
 
 
+def _member_context(ctx: RunContext, member) -> RunContext:
+    """The run context of one lifecycle member: the item's, in the member's own dtype where it has one."""
+    return ctx if member.dtype is None else dataclasses.replace(ctx, dtype=getattr(torch, member.dtype))
+
+
 def run_lifecycle(optimizer_class: type, inputs: LifecycleInputs, ctx: RunContext, base_lr: float
                   ) -> list[dict[str, Any]]:
     """One optimizer through ``inputs``' life: the members of step 0 in the constructor, each later one by
@@ -133,7 +139,8 @@ def run_lifecycle(optimizer_class: type, inputs: LifecycleInputs, ctx: RunContex
     for member in inputs.members:
         require_accepted_gradients(optimizer_class, [g for g in member.grads if g is not None])
     hyper = {**inputs.hyperparameters, "lr": _lifecycle_lr(base_lr, 1.0, inputs.tensor_lr)}
-    params = [to_torch(m.param, ctx.dtype, ctx.torch_device) for m in inputs.members]
+    contexts = [_member_context(ctx, m) for m in inputs.members]
+    params = [to_torch(m.param, c.dtype, c.torch_device) for m, c in zip(inputs.members, contexts)]
     initial = [p for m, p in zip(inputs.members, params) if m.start == 0]
     optimizer = optimizer_class([{"params": initial}], **hyper)
     added: list[int] = []
@@ -144,9 +151,9 @@ def run_lifecycle(optimizer_class: type, inputs: LifecycleInputs, ctx: RunContex
                 added.append(index)
         for group in optimizer.param_groups:
             group["lr"] = _lifecycle_lr(base_lr, inputs.lr_scales[step], inputs.tensor_lr)
-        for member, param in zip(inputs.members, params):
+        for member, param, member_ctx in zip(inputs.members, params, contexts):
             grad = None if member.frozen else member.grads[step]
-            param.grad = None if grad is None else grad_to_torch(grad, ctx)
+            param.grad = None if grad is None else grad_to_torch(grad, member_ctx)
         optimizer.step()
         if inputs.resume_after == step + 1:
             buffer = io.BytesIO()
@@ -171,6 +178,7 @@ def run_member_alone(optimizer_class: type, inputs: LifecycleInputs, index: int,
     """Member ``index`` in an optimizer of its own, stepped only where it has a gradient, with the lr in
     effect at each of those steps: what the lifecycle run must leave it as."""
     member = inputs.members[index]
+    ctx = _member_context(ctx, member)
     param = to_torch(member.param, ctx.dtype, ctx.torch_device)
     optimizer = optimizer_class([param], **{**inputs.hyperparameters,
                                             "lr": _lifecycle_lr(base_lr, 1.0, inputs.tensor_lr)})

@@ -130,13 +130,15 @@ def optimizer_benchmark_inputs(bench, rng, dtype: str) -> OptimizerInputs:
 @dataclass
 class Member:
     """One parameter of a lifecycle: its starting value, its gradient at each step of the run (None: no
-    gradient that step), the step before which ``add_param_group`` brings it in (0: in the constructor), and
-    whether it is frozen (in the optimizer, never given a gradient)."""
+    gradient that step), the step before which ``add_param_group`` brings it in (0: in the constructor),
+    whether it is frozen (in the optimizer, never given a gradient), and its dtype where it is not the item's
+    (one optimizer over parameters of mixed dtypes, torch's test_mixed_device_dtype)."""
 
     param: np.ndarray
     grads: list[CooArray | np.ndarray | None]
     start: int = 0
     frozen: bool = False
+    dtype: str | None = None  # None: the item's dtype
 
 
 @dataclass
@@ -162,6 +164,8 @@ class LifecycleInputs:
         said = []
         for index, member in enumerate(self.members):
             shape = f"shape {list(member.param.shape)}"
+            if member.dtype is not None:
+                said.append(f"parameter {index} ({shape}) in {member.dtype} beside parameters of the item's dtype")
             if member.frozen:
                 said.append(f"parameter {index} ({shape}) frozen: never a gradient")
                 continue

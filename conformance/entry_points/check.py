@@ -55,18 +55,16 @@ from typing import Callable
 from conformance.core.arguments import MAX_EXAMPLES, examples_count, whole_number
 from conformance.core.record import ItemRecord
 from conformance.core.target import CandidateTarget, TargetError, parse_targets
+from conformance.entry_points import preflight, reproducers
 
 PASS, FAIL, COULD_NOT_JUDGE, UNSUPPORTED, USAGE = 0, 1, 2, 3, 4
 PROBE_OK = "conformance-check-probe: ok"
+# the child that imports the candidate: the device, then each candidate's kind, contract and constructor
+# (conformance.entry_points.preflight); argv: the --device value, then the targets
 PROBE = f"""
 import sys
-from conformance.backends.candidate import CandidateError, parse_impl_options
-try:
-    parse_impl_options(sys.argv[1:])
-except CandidateError as exc:
-    print(f"conformance check: {{exc}}", file=sys.stderr)
-    sys.exit({USAGE})
-print({PROBE_OK!r})
+from conformance.entry_points.preflight import probe
+sys.exit(probe(sys.argv[1], sys.argv[2:], ok={PROBE_OK!r}, usage={USAGE}))
 """
 KILL_AFTER = 60.0  # seconds a signalled pytest gets to write its results before it is killed
 PROBE_TIMEOUT = 120.0  # seconds the candidate's import may take (--import-timeout)
@@ -270,9 +268,10 @@ def _kill_group(child: subprocess.Popen) -> None:
 
 
 def _probe(targets: list[CandidateTarget], timeout: float = PROBE_TIMEOUT, *,
-           meanwhile: Callable[[], object] | None = None) -> float:
+           meanwhile: Callable[[], object] | None = None, devices: str = "cpu") -> float:
     """Import the candidates in a child process (an import that ends the process, os._exit(0)
-    included, cannot end this one) and check each against its op's contract. An import that takes
+    included, cannot end this one) and check the devices and each candidate against its op's
+    contract (conformance.entry_points.preflight: its kind, its constructor). An import that takes
     longer than ``timeout`` seconds is a usage error; SIGINT or SIGTERM to check ends the child (and
     whatever it started) before check ends (:class:`Interrupted`). Returns the seconds it took: what
     importing python, torch and the candidate costs on this machine now, from which the run sets the
@@ -280,7 +279,7 @@ def _probe(targets: list[CandidateTarget], timeout: float = PROBE_TIMEOUT, *,
     this process while the child imports (check loads the op records there: torch's import, twice
     at once instead of one after the other)."""
     started = time.monotonic()
-    child = subprocess.Popen([sys.executable, "-c", PROBE, *map(str, targets)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    child = subprocess.Popen([sys.executable, "-c", PROBE, devices, *map(str, targets)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, start_new_session=True, preexec_fn=_preexec)
     received: list[str] = []
 
@@ -336,9 +335,17 @@ def _check_outputs(report: Path, markdown: str | None) -> None:
             raise UsageError(f"{option} {path}: {problem}")
 
 
-def _set_aside(results: Path, report: Path) -> list[str]:
+def _split_args(text: str | None) -> list[str]:
+    try:
+        return shlex.split(text or "")
+    except ValueError as exc:  # an unclosed quote
+        raise UsageError(f"--pytest-args {text!r}: {exc}") from None
+
+
+def _set_aside(results: Path, report: Path, counterexamples: Path | None = None) -> list[str]:
     """Move the previous check's results and report out of the way (to .previous/ beside them; an
-    incomplete run's results are removed); what was moved, one line each, to be said."""
+    incomplete run's results are removed), and its counterexample scripts to .previous/ in their
+    folder (conformance.entry_points.reproducers); what was moved, one line each, to be said."""
     from conformance.results.store import _complete_run_id, output_problem, previous_path, set_aside
 
     problem = output_problem(results, "results")
@@ -356,6 +363,8 @@ def _set_aside(results: Path, report: Path) -> list[str]:
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(report, target)
             moved.append(f"moved the previous report to {_shown(target)}")
+        if counterexamples is not None:
+            moved += reproducers.set_aside_counterexamples(counterexamples, shown=_shown)
     except OSError as exc:
         raise UsageError(f"cannot move the previous results aside ({exc.filename or results}): "
                          f"{exc.strerror or exc}") from None
@@ -622,12 +631,18 @@ def run(args: argparse.Namespace) -> int:
     results = Path(args.results).resolve()
     report = Path(args.report).resolve()
     try:
-        targets = _validate(args.impl)
+        extra = _split_args(args.pytest_args)
+        given = _validate(args.impl)
+        named = " ".join(map(str, given))  # as the user wrote them; the run and its reproducers get absolute paths
+        targets = reproducers.absolute_targets(given)
+        early = preflight.early_device_problem(args.device)
+        if early:
+            raise UsageError(early)
         if report == results:
             raise UsageError("--report and --results name the same file")
         _check_outputs(report, args.markdown)
-        imported = _probe(targets, args.import_timeout, meanwhile=_load_the_op_records)
-        moved = _set_aside(results, report)
+        imported = _probe(targets, args.import_timeout, meanwhile=_load_the_op_records, devices=args.device)
+        moved = _set_aside(results, report, reproducers.counterexamples_folder(results, extra))
     except UsageError as exc:
         print(f"conformance check: usage error: {exc}", file=sys.stderr)
         return USAGE
@@ -638,9 +653,7 @@ def run(args: argparse.Namespace) -> int:
     for line in moved:
         print(f"conformance check: {line}", flush=True)
     run_id = uuid.uuid4().hex
-    named = " ".join(map(str, targets))
-    extra = ["--conformance-label", args.label or f"candidate {named}"]
-    extra += shlex.split(args.pytest_args or "")
+    extra = ["--conformance-label", args.label or f"candidate {named}", *extra]
     command = pytest_command(targets, results=results, devices=args.device, extra=extra, run_id=run_id,
                              specs=args.specs, examples=args.examples, workers=args.workers,
                              max_crashes=args.max_crashes)

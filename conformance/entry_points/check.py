@@ -24,12 +24,16 @@ Verdict and exit status:
                               SIGTERM while the candidate is imported (its process is ended too)
   RESULT: UNSUPPORTED      3  every candidate item was unsupported: nothing was checked
   usage error              4  an unknown option or op, a candidate that cannot be imported (or whose import
-                              takes longer than --import-timeout, 120 s), an unusable path (--results,
-                              --report, --markdown: a device, a folder, a file this suite did not write);
+                              takes longer than --import-timeout, 120 s), of the wrong kind for its op (an
+                              optimizer class for coalesce), with a constructor needing an argument the op never
+                              passes, a --device not here (cuda without CUDA, xla without torch_xla), an unusable
+                              path (--results, --report, --markdown: a device, a folder, a file this suite did not write);
                               nothing is run and no file is touched. Reported before torch is imported
                               where the command line alone shows it
 
-A second check moves the first one's results and report to .previous/ beside them, and says so.
+A second check moves the first one's results and report to .previous/ beside them, and its counterexample
+scripts to reports/counterexamples/.previous/, and says so. A file candidate is handed to the run by absolute
+path: every replay command and script the run prints works from any directory.
 """
 
 from __future__ import annotations

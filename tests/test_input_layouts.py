@@ -155,3 +155,40 @@ def test_the_cuda_layout_divergences_name_the_examples_the_h200_run_shrank_to():
     same = [place("param", p2, Layout("contiguous")), place("grad", p2, Layout("contiguous"))]
     assert not FUSED_CUDA_REFUSES_MIXED_STRIDES.triggered(dense, same)
     assert FUSED_CUDA_REFUSES_MIXED_STRIDES.kind == "error" and FUSED_CUDA_REFUSES_MIXED_STRIDES.devices == ("cuda",)
+
+
+def _strided_spec_case():
+    from conformance_runs import REPO
+
+    from conformance.specs.load import load_spec
+
+    spec = load_spec(REPO / "specs" / "adagrad.yaml")
+    return next(case for case in spec.cases if case.id == "dense-steps-on-a-strided-parameter")
+
+
+def test_a_spec_case_naming_a_layout_hands_the_parameter_over_as_that_view():
+    """specs/adagrad.yaml's dense-steps-on-a-strided-parameter: the coo backend (torch's for-loop step) meets its
+    golden values on the view; torch's fused step is its recorded divergence; a candidate that writes into the
+    storage around the view fails naming the layout."""
+    from conformance.judging.runner import run_item
+
+    case = _strided_spec_case()
+    assert case.layouts == {"param": Layout(STRIDED, 1, 2)}
+    ctx = run_item(case, builtin_backends()["coo"], "cpu", "float64")
+    assert [p.role for p in ctx.placements][:1] == ["param"] and ctx.placements[0].view.storage_offset() == 1
+    with pytest.raises(Mismatch, match="param differs from the golden values"):  # the plugin makes it xfail:
+        run_item(case, builtin_backends()["fused"], "cpu", "float32")
+    assert "walks the parameter's storage" in case.divergence_for("fused", "cpu", "float32").reason
+
+    class WritesBeforeTheViewAdagrad(torch.optim.Adagrad):
+        @torch.no_grad()
+        def step(self, closure=None):
+            result = super().step(closure)
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.storage_offset():
+                        p.as_strided((1,), (1,), p.storage_offset() - 1).add_(1.0)
+            return result
+
+    with pytest.raises(Mismatch, match=r"layout param \(strided\(offset=1, step=2\)\): 1 storage entries outside"):
+        run_item(case, CandidateBackend("candidate", {"adagrad": WritesBeforeTheViewAdagrad}), "cpu", "float64")

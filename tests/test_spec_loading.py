@@ -224,3 +224,22 @@ def test_a_torch_release_range_that_does_not_parse_is_an_invalid_spec(tmp_path):
     """A typo must not make the entry apply on no torch at all: an invalid-spec naming field and line."""
     error = error_of(write(tmp_path, DIVERGENT.replace('"<2.14"', '"2.14"')))
     assert error.line == 10 and "known_divergences[0].torch" in error.message and "'<2.14'" in error.message
+
+
+@pytest.mark.parametrize("layouts, field, says", [
+    ("{tensor: transposed}", "layouts.tensor", "has no input role 'tensor'"),
+    ("{indices: channels_last}", "layouts.indices", "takes contiguous, strided, transposed"),
+    ("{values: {strided: {offset: -1}}}", "layouts.values", "offset"),
+    ("{values: sideways}", "layouts.values", "sideways"),
+])
+def test_a_case_naming_a_layout_it_cannot_take_is_an_error_naming_the_role(tmp_path, layouts, field, says):
+    error = error_of(write(tmp_path, GOOD_CASE.replace("    inputs:", f"    layouts: {layouts}\n    inputs:")))
+    assert error.line == 4 and field in str(error) and says in str(error), str(error)
+
+
+def test_a_case_may_name_the_layouts_its_inputs_are_handed_over_in(tmp_path):
+    from conformance.core.layouts import STRIDED, TRANSPOSED, Layout
+
+    spec = load_spec(write(tmp_path, GOOD_CASE.replace(
+        "    inputs:", "    layouts: {values: {strided: {offset: 1, step: 2}}, indices: transposed}\n    inputs:")))
+    assert spec.cases[0].layouts == {"values": Layout(STRIDED, 1, 2), "indices": Layout(TRANSPOSED)}

@@ -17,6 +17,7 @@ from conformance.judging.verdict import (SameAsTorch, TorchRun, Verdict, agreeme
 from conformance.core.compare import Tolerance, compare_outputs, default_tolerance
 from conformance.core.devices import measure
 from conformance.core.divergences import STOCK_TORCH, Divergence
+from conformance.core.layouts import outside_changed
 from conformance.specs.load import TORCH_LIMITATION, Case
 from conformance.core.tensors import torch_dtype
 
@@ -135,7 +136,7 @@ def run_item(case: Case, backend: Backend, device: str, dtype_name: str,
     backend raised (``error``).
     """
     dtype = torch_dtype(dtype_name)
-    ctx = RunContext(device, dtype, record if record is not None else {})
+    ctx = RunContext(device, dtype, record if record is not None else {}, layouts=case.layouts)
     op = case.op
     inputs = op.decode_inputs(case.inputs, dtype_name)
     divergence = case.torch_divergence_for(device, dtype_name)
@@ -151,13 +152,13 @@ def run_item(case: Case, backend: Backend, device: str, dtype_name: str,
         torch = None
         if op.torch_implementation is not None and (backend.judged_against_torch or failure or divergence):
             torch = TorchRun(failure=expected_error_problem(
-                case, lambda: op.run_candidate(op.torch_implementation, inputs, RunContext(device, dtype, {})),
+                case, lambda: op.run_candidate(op.torch_implementation, inputs, RunContext(device, dtype, {}, layouts=case.layouts)),
                 by_kind))
         same = torch is not None and _missed_alike(failure, torch.failure)
         try:
             _conclude(case, backend, ctx, failure, torch, same, divergence, expected={}, outputs={})
         except Mismatch as differs:  # what the candidate computed instead of raising, and what it looks like
-            run = lambda other: backend.run(op.name, other, RunContext(device, dtype, {}))  # noqa: E731
+            run = lambda other: backend.run(op.name, other, RunContext(device, dtype, {}, layouts=case.layouts))  # noqa: E731
             raise diagnosis.looks_like(op, inputs, lambda: run(inputs), dtype, ctx.record, differs, run) from failure
         if by_kind and failure is None and raised:  # the candidate's own words, in its record
             ctx.record["message"] = refusal_note(raised[0], case.expected_error.type)
@@ -170,11 +171,12 @@ def run_item(case: Case, backend: Backend, device: str, dtype_name: str,
             raise
         except Exception as error:  # an error where a result is expected: what it looks like, if known
             raise diagnosis.looks_like(op, inputs, error, dtype, ctx.record, error,
-                                       lambda other: backend.run(op.name, other, RunContext(device, dtype, {})))
+                                       lambda other: backend.run(op.name, other, RunContext(device, dtype, {}, layouts=case.layouts)))
     ctx.record["seconds"] = time.perf_counter() - started
     failure = None
     try:
         check_against_spec(case, backend, inputs, dtype, outputs)
+        _check_inside_views(ctx)
     except Mismatch as mismatch:
         failure = mismatch
     torch = None
@@ -189,9 +191,17 @@ def run_item(case: Case, backend: Backend, device: str, dtype_name: str,
     try:
         _conclude(case, backend, ctx, failure, torch, same, divergence, expected, outputs)
     except Mismatch as differs:
-        run = lambda other: backend.run(op.name, other, RunContext(device, dtype, {}))  # noqa: E731
+        run = lambda other: backend.run(op.name, other, RunContext(device, dtype, {}, layouts=case.layouts))  # noqa: E731
         raise diagnosis.looks_like(op, inputs, outputs, dtype, ctx.record, differs, run) from failure
     return ctx
+
+
+def _check_inside_views(ctx: RunContext) -> None:
+    """A case that names layouts: no byte of a storage outside the view the backend was handed changed."""
+    for placement in ctx.placements:
+        changed = outside_changed(placement)
+        if changed:
+            raise Mismatch(f"layout {changed}")
 
 
 def _reraise(error: BaseException):

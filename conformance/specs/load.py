@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import jsonschema
 import yaml
 
 from conformance.core.compare import Tolerance
 from conformance.core.divergences import Divergence, InvalidTorchVersions, lookup, torch_specifier
+from conformance.core.layouts import Layout
 from conformance.ops import OPS
 
 if TYPE_CHECKING:  # annotations only: records are found in the OPS registry
@@ -93,6 +94,8 @@ class Case:
     devices: tuple[str, ...] | None = None
     backends: tuple[str, ...] | None = None
     known_divergences: tuple[Divergence, ...] = ()
+    # how the inputs are handed over, by role (conformance.core.layouts; absent: contiguous)
+    layouts: Mapping[str, Layout] = field(default_factory=dict)
 
     def divergence_for(self, backend: str, device: str, dtype: str) -> Divergence | None:
         """The recorded divergence of ``backend``'s own idiom here, if any (stock torch's are judged
@@ -521,13 +524,26 @@ def _build_case(path: Path, lines: dict, index: int, raw: dict, op: Op, sources:
         tolerance = Tolerance(float(tolerance_raw.get("rtol", 0.0)), float(tolerance_raw.get("atol", 0.0)))
     divergences = tuple(_divergence(raw["id"], index, op, entry)
                         for index, entry in enumerate(raw.get("known_divergences", [])))
+    layouts = {}
+    for role, node in (raw.get("layouts") or {}).items():
+        if role not in op.input_layouts:
+            raise fail(("layouts", role), f"op {op.name!r} has no input role {role!r} (its roles: "
+                                          f"{', '.join(op.input_layouts) or 'none'})")
+        try:
+            layout = Layout.parse(node)
+        except (ValueError, TypeError) as exc:
+            raise fail(("layouts", role), str(exc)) from None
+        if layout.kind not in op.input_layouts[role]:
+            raise fail(("layouts", role), f"{op.name}'s {role} takes {', '.join(op.input_layouts[role])}, "
+                                          f"not {layout.kind}")
+        layouts[role] = layout
     return Case(
         spec_path=path, op=op, id=raw["id"], line=line, inputs=raw["inputs"], expected=expected,
         expected_error=expected_error, dtypes=dtypes, source=source, description=raw.get("description", ""),
         derivation=raw.get("derivation", ""), tolerance=tolerance,
         devices=tuple(raw["devices"]) if "devices" in raw else None,
         backends=tuple(raw["backends"]) if "backends" in raw else None,
-        known_divergences=divergences,
+        known_divergences=divergences, layouts=layouts,
     )
 
 

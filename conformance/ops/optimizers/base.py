@@ -11,7 +11,7 @@ import torch
 from hypothesis import strategies as st
 
 from conformance.core.dtypes import DTYPES
-from conformance.core.layouts import CONTIGUOUS, LAYOUT_KINDS, STRIDED, TRANSPOSED, Layout, layouts_strategy
+from conformance.core.layouts import CHANNELS_LAST, CONTIGUOUS, LAYOUT_KINDS, STRIDED, TRANSPOSED, Layout, layouts_strategy
 from conformance.core.types import RunContext, Unsupported
 from conformance.ops.base import GeneratedProperty, Op
 from conformance.ops.coalesce import coalesce_reference
@@ -285,7 +285,8 @@ class OptimizerOp(Op):
     def layout_examples(self, dtype: str) -> list[tuple[OptimizerInputs, dict]]:
         """Two steps on a 2 x 3 parameter, dense gradients where the optimizer takes them (sparse ones
         at three entries otherwise), values exact in every dtype: the parameter as a strided view
-        (offset 1, step 2), then the gradients transposed (their values strided for sparse ones)."""
+        (offset 1, step 2), then the gradients transposed (their values strided for sparse ones); and one
+        step on a 1 x 2 x 2 x 2 parameter in channels_last."""
         param = np.array([[1.0, -2.0, 0.5], [3.0, -1.0, 2.0]])
         dense = [np.array([[0.5, -1.0, 2.0], [1.0, 0.25, -0.5]]), np.array([[-1.0, 2.0, 0.5], [0.25, 1.0, -2.0]])]
         hyper = dict(self.layout_hyperparameters)
@@ -297,7 +298,14 @@ class OptimizerOp(Op):
             grads = [CooArray(indices, g[tuple(indices)], (2, 3)) for g in dense]
             moved = {"grad.values": Layout(STRIDED, 1, 2), "grad.indices": Layout(TRANSPOSED)}
         inputs = OptimizerInputs(param, grads, hyper)
-        return [(inputs, {"param": Layout(STRIDED, 1, 2)}), (inputs, moved)]
+        # a 1 x 2 x 2 x 2 parameter in channels_last (4-D, as a convolution's weight; drawn shapes have at most 3
+        # dims), its gradient contiguous
+        param4 = np.array([1.0, -2.0, 0.5, 3.0, -1.0, 2.0, 0.25, -0.5]).reshape(1, 2, 2, 2)
+        dense4 = [np.array([0.5, -1.0, 2.0, 1.0, 0.25, -0.5, -1.0, 2.0]).reshape(1, 2, 2, 2)]
+        grads4 = (dense4 if self.layout_dense_gradients else
+                  [CooArray(np.array([[0]], dtype=np.int64), g, (1, 2, 2, 2)) for g in dense4])
+        channels_last = (OptimizerInputs(param4, grads4, hyper), {"param": Layout(CHANNELS_LAST)})
+        return [(inputs, {"param": Layout(STRIDED, 1, 2)}), (inputs, moved), channels_last]
 
     def grad_scaling_examples(self, dtype: str) -> list[OptimizerInputs]:
         """Two dense steps on a 2 x 3 parameter, values exact in every dtype, with the record's

@@ -251,6 +251,7 @@ def run_merge_step(tmp_path: Path, runs: str) -> tuple[subprocess.CompletedProce
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow  # runs the spec suite for real shards (about 9 s): the fast tier stays within its 90 s
 def test_the_merge_verdict_is_the_candidates_not_stock_torchs(tmp_path):
     # stock torch fails one of its own items beside a candidate that passes every one: the merged
     # run's exit status is pytest's 1, but single mode's rule (check's judge) passes the candidate
@@ -268,6 +269,7 @@ def test_the_merge_verdict_is_the_candidates_not_stock_torchs(tmp_path):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow  # as above
 def test_the_merge_verdict_is_could_not_judge_for_an_unmerged_run_and_fail_for_a_failed_item(tmp_path):
     shards = _shards(tmp_path, "torch-x-cpu", "torch x cpu")
     lacking = shutil.copytree(shards[0].parent, shards[0].parent.with_name("torch-y-cpu"))

@@ -48,7 +48,7 @@ import time
 import types
 from collections import Counter
 
-from conformance.entry_points import check
+from conformance.entry_points import check, supervise
 from conformance.results.store import FORMAT, SCHEMA_VERSION, previous_path
 from conformance_runs import NO_GC_AT_EXIT, REPO, SMALL_SPEC, base_args, by_case, load, run_inprocess
 
@@ -576,7 +576,7 @@ def test_check_html_states_the_verdict_and_a_second_check_says_what_it_moved(tmp
             id=run_id, label="candidate adagrad=torch.optim:Adagrad", exit_status=0)))
         return 0, None
 
-    monkeypatch.setattr(check, "run_pytest", fake_pytest)
+    monkeypatch.setattr(supervise, "run_pytest", fake_pytest)
     assert main(["check", "adagrad=torch.optim:Adagrad"]) == 0
     first = capsys.readouterr().out
     assert "RESULT: PASS" in first and "moved the previous" not in first

@@ -19,7 +19,7 @@ import types
 
 import pytest
 
-from conformance.entry_points import check, replay
+from conformance.entry_points import check, replay, supervise
 from conformance.entry_points.cli import main as cli_main
 from conformance_runs import MUTANTS, REPO, pytest_here, SMALL_SPEC, by_case, wrong_adagrad_source
 
@@ -27,7 +27,7 @@ from conformance_runs import MUTANTS, REPO, pytest_here, SMALL_SPEC, by_case, wr
 def _check(tmp_path, monkeypatch, impl: str) -> tuple[int, dict]:
     """``conformance check IMPL`` on the small spec (three cases, float64), no generated examples,
     its pytest in this process."""
-    monkeypatch.setattr(check, "run_pytest", lambda command: (pytest_here(command), None))
+    monkeypatch.setattr(supervise, "run_pytest", lambda command: (pytest_here(command), None))
     results = tmp_path / "reports" / "candidate.json"
     code = check.main([impl, "--specs", str(SMALL_SPEC), "--results", str(results),
                        "--report", str(tmp_path / "reports" / "check.html"), "--examples", "0",

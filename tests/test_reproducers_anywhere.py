@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conformance.core.target import CandidateTarget
-from conformance.entry_points import check, reproducers
+from conformance.entry_points import check, reproducers, supervise
 from conformance_runs import REPO, wrong_adagrad_source
 
 CANDIDATE = "from {helpers} import SquareBeforeSumAdagrad\n\n\nclass MyAdagrad(SquareBeforeSumAdagrad):\n    pass\n"
@@ -107,7 +107,7 @@ def test_check_hands_its_run_the_absolute_path_and_moves_the_previous_scripts(tm
             id=run_id, exit_status=0)))
         return 0, None
 
-    monkeypatch.setattr(check, "run_pytest", fake_pytest)
+    monkeypatch.setattr(supervise, "run_pytest", fake_pytest)
     assert check.main([impl, "--examples", "0"]) == check.PASS
     out = capsys.readouterr().out
     command = seen[0]

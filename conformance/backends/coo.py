@@ -57,13 +57,16 @@ BACKEND = CooBackend({
 
 # ---------------------------------------------------------------- what layout-invariant found in torch
 
+def _has_a_one_entry_step(inputs) -> bool:
+    """A step's sparse gradient has one distinct index (what torch adds into the parameter has nnz 1)."""
+    return any(isinstance(g, CooArray) and g.indices.shape[1] and
+               len({tuple(column) for column in g.indices.T.tolist()}) == 1 for g in getattr(inputs, "grads", None) or [])
+
+
 def _one_entry_add_misplaced(inputs, placements) -> bool:
-    """A step's sparse gradient has one distinct index (what torch adds into the parameter has nnz 1), and the
-    parameter has a storage offset or the gradient's values are laid out otherwise than row-major."""
-    grads = getattr(inputs, "grads", None) or []
-    one_entry = any(isinstance(g, CooArray) and g.indices.shape[1] and
-                    len({tuple(column) for column in g.indices.T.tolist()}) == 1 for g in grads)
-    if not one_entry:
+    """A one-entry step (:func:`_has_a_one_entry_step`), and the parameter has a storage offset or the
+    gradient's values are laid out otherwise than row-major."""
+    if not _has_a_one_entry_step(inputs):
         return False
     for placement in placements:
         view = placement.view
@@ -91,11 +94,8 @@ ONE_ENTRY_SPARSE_ADD = register(LayoutDivergence(
 
 
 def _one_entry_into_a_view(inputs, placements) -> bool:
-    """A step's sparse gradient has one distinct index and the parameter is not laid out contiguously."""
-    grads = getattr(inputs, "grads", None) or []
-    one_entry = any(isinstance(g, CooArray) and g.indices.shape[1] and
-                    len({tuple(column) for column in g.indices.T.tolist()}) == 1 for g in grads)
-    return one_entry and any(placement.role == "param" and (placement.view.storage_offset() or placement.view.stride()
+    """A one-entry step (:func:`_has_a_one_entry_step`) and the parameter is not laid out contiguously."""
+    return _has_a_one_entry_step(inputs) and any(placement.role == "param" and (placement.view.storage_offset() or placement.view.stride()
                              != contiguous_strides(tuple(placement.view.shape))) for placement in placements)
 
 

@@ -52,7 +52,7 @@ class Adagrad(torch.optim.Adagrad):
                 raise Unsupported("optax.adagrad has no maximize")
             if group["weight_decay"] != 0:
                 raise Unsupported("optax.adagrad has no weight_decay (and torch rejects it for sparse gradients)")
-            transform = optax.adagrad(learning_rate=group["lr"],
+            transform = optax.adagrad(learning_rate=float(group["lr"]),  # (a 0-d tensor lr too)
                                       initial_accumulator_value=group["initial_accumulator_value"],
                                       eps=group["eps"])
             for p in group["params"]:
@@ -82,7 +82,7 @@ class SparseAdam(torch.optim.SparseAdam):
             if group.get("maximize", False):
                 raise Unsupported("optax.adam has no maximize")
             beta1, beta2 = group["betas"]
-            transform = optax.adam(learning_rate=group["lr"], b1=beta1, b2=beta2, eps=group["eps"])
+            transform = optax.adam(learning_rate=float(group["lr"]), b1=beta1, b2=beta2, eps=group["eps"])
             for p in group["params"]:
                 if p.grad is None:
                     continue

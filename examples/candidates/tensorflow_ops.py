@@ -85,7 +85,7 @@ class Adagrad(torch.optim.Adagrad):
                 sparse_dim = grad.sparse_dim() if grad.is_sparse else p.dim()
                 var = tf.Variable(_rows_view(p, sparse_dim), dtype=dtype)
                 accum = tf.Variable(_rows_view(state["sum"], sparse_dim), dtype=dtype)
-                lr = tf.constant(group["lr"], dtype=dtype)
+                lr = tf.constant(float(group["lr"]), dtype=dtype)
                 eps = tf.constant(group["eps"], dtype=dtype)
                 if grad.is_sparse:
                     rows, values = _sparse_rows(grad)
@@ -138,7 +138,7 @@ class SparseAdam(torch.optim.SparseAdam):
                     state["beta1_power"] = float(np.float32(beta1))
                     state["beta2_power"] = float(np.float32(beta2))
                 var = tf.Variable(_rows_view(p, sparse_dim), dtype=dtype)
-                optimizer = tf.compat.v1.train.AdamOptimizer(learning_rate=group["lr"], beta1=beta1, beta2=beta2,
+                optimizer = tf.compat.v1.train.AdamOptimizer(learning_rate=float(group["lr"]), beta1=beta1, beta2=beta2,
                                                              epsilon=group["eps"])
                 optimizer._create_slots([var])  # what apply_gradients does first; it reuses what exists
                 m, v = optimizer.get_slot(var, "m"), optimizer.get_slot(var, "v")

@@ -259,6 +259,7 @@ def test_a_rejected_uncoalesced_gradient_is_named():
     assert diagnosis.diagnose(op, inputs, other, "float64", run) is None  # an error that does not say so
 
 
+@pytest.mark.slow  # about 2-3.5 s: the fast tier stays within its 90 s (95.8 s on 2026-11-28)
 def test_rounding_mistakes_are_named_bit_for_bit():
     """tests/candidates/precision.py's rounding slips fail rounds-correctly, and the failure names the
     slip (matched bit for bit, told apart from the correctly rounded reference)."""

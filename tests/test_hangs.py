@@ -121,6 +121,7 @@ def _breaker_run(tmp_path, name: str, source: str, candidate: str, timeout: floa
     return code, document, records
 
 
+@pytest.mark.slow  # about 2-3.5 s: the fast tier stays within its 90 s (95.8 s on 2026-11-28)
 def test_the_breaker_stops_a_run_whose_candidate_hangs_on_every_input(tmp_path):
     _torch_optimizers_used()
     code, document, records = _breaker_run(tmp_path, "breaker-trips", SLEEPY, "SleepyAdagrad", 0.5)

@@ -161,6 +161,21 @@ def test_a_slow_faithful_coalesce_passes_within_its_budget_with_the_same_verdict
     assert verdicts[0] == verdicts[1] == verdicts[2]
 
 
+@pytest.mark.slow
+def test_the_comparisons_first_use_is_paid_before_any_items_timer_starts():
+    """torch.testing.assert_close imports torch.distributed.tensor on its first use (1-3 s): a first
+    item with a 3 s timeout timed out on it in CI. first_calls_made pays it, in a fresh process."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom conformance.run.items import first_calls_made\n"
+            "assert 'torch.distributed.tensor' not in sys.modules\n"
+            "first_calls_made([], lambda backend: 0)\n"
+            "assert 'torch.distributed.tensor' in sys.modules\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
 # ---------------------------------------------------------------- capability-aware generation
 
 def _narrowed_run(name: str, impl: str, prop: str, examples: int = 100) -> dict:

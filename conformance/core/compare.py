@@ -69,6 +69,12 @@ def format_values(value: Any) -> str:
     return str(value)
 
 
+def warm_up_comparison() -> None:
+    """Make one comparison, so that what torch imports on its first use (``torch.testing.assert_close``
+    imports ``torch.distributed.tensor``: 1-3 s) is paid before any item's timer starts."""
+    torch.testing.assert_close(torch.zeros(1, dtype=torch.float64), torch.zeros(1, dtype=torch.float64))
+
+
 def assert_output_close(name: str, actual: Any, expected: Any, tolerance: Tolerance | None, against: str) -> None:
     """Raise Mismatch naming the output, the comparison, the max errors and the first bad index.
 

@@ -162,9 +162,12 @@ def first_calls_made(items: list[pytest.Item], limit: Callable[[Backend], float]
     and the next backend's calls are made (in order of their limits, the longest first). ``watch``,
     when given, is armed for each backend's calls at their limit plus a grace: a call that holds the
     GIL keeps this thread from ever seeing the limit pass, and the watchdog ends the process instead.
-    Returns (a one-line warning or None, the hung calls)."""
+    Returns (a one-line warning or None, the hung calls). The suite's own comparison is warmed up
+    first (:func:`~conformance.core.compare.warm_up_comparison`)."""
+    from conformance.core.compare import warm_up_comparison
     from conformance.ops import OPS
 
+    warm_up_comparison()
     firsts: dict[str, tuple[Backend, list[str]]] = {}
     for item in items:
         op = getattr(item, "record", {}).get("op")

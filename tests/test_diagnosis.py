@@ -181,6 +181,20 @@ def test_the_closest_model_wins_and_an_unexplained_failure_gets_none():
     assert diagnosis.diagnose(op, inputs, outputs, "float64") is None
 
 
+def test_a_coalesce_summing_duplicates_in_half_precision_is_named():
+    """Three float16 duplicates added one after another in float16 (index_add_ in input order): 2048 + 1 + 1
+    is 2048 in float16 arithmetic (2049 lies halfway between 2048 and 2050 and rounds to even), 2050 exactly;
+    the catalogue names it."""
+    from tests.candidates.precision import index_add_coalesce
+
+    op = OPS["coalesce"]
+    inputs = CooArray(np.array([[0, 0, 0, 1]]), np.array([2048.0, 1.0, 1.0, 2.0]), (2,))
+    outputs = run_on(op, index_add_coalesce, torch.float16)(inputs)
+    assert float(outputs["values"][0]) == 2048.0  # (the hand derivation, checked)
+    assert diagnosis.diagnose(op, inputs, outputs, "float16").name == "half-precision accumulation"
+    assert diagnosis.diagnose(op, inputs, run_on(op, torch.Tensor.coalesce, torch.float32)(inputs), "float32") is None
+
+
 def test_an_error_is_named_only_where_its_trigger_is_and_the_control_runs():
     """A coalesce raising on sparse_dim == 0 is named; one raising on everything is not (its
     control, the same entries with a sparse dim, raises too)."""

@@ -261,7 +261,7 @@ def test_cudas_division_by_a_rounded_count_is_torchs_divergence_on_cuda_only():
     """A bfloat16 mean of 277 entries divided by the count rounded to 276 misses the correctly rounded
     bounds; on cuda that is stock torch's known divergence (xfail), on cpu a failure."""
     from conformance.backends.base import Backend
-    from conformance.cases.checks import check_rounds_correctly
+    from conformance.cases.rounds_correctly import check_rounds_correctly
     from conformance.cases.trial import DivergenceObserved
     from conformance.core.rounding import check_rounding
     from conformance.core.types import Mismatch

@@ -126,6 +126,22 @@ def test_rounding_bugs_fail_in_ulps(op, impl):
                 or "stock torch on the same example: misses the property too, but differently" in record["message"])
 
 
+def test_a_half_precision_sum_in_another_order_than_torchs_is_the_same_as_torch_by_the_model():
+    """torch.unique + index_add_ sums float16/bfloat16 duplicates in half precision in input order;
+    torch's coalesce does in its unstable sort's order. rounds-correctly judges the candidate by the
+    model of torch's recorded divergence, not by torch's one run: xfail (same as torch) naming the
+    order, never a failure (issue 43: it failed where torch's sort took another order)."""
+    code, document = _run("index-add", "coalesce", f"{PRECISION}:index_add_coalesce", "-k", "rounds-correctly",
+                          examples=25)
+    records = by_case(document)
+    assert code == 0, {k: r["outcome"] for k, r in records.items()}
+    for dtype in ("float16", "bfloat16"):
+        record = records[f"coalesce-rounds-correctly[candidate-cpu-{dtype}]"]
+        assert record["outcome"] == "xfail", record
+        assert f"same as torch by the model of half-precision-accumulation (the duplicates summed in {dtype} one " \
+               "after another, in " in record["message"], record["message"]
+
+
 @pytest.mark.slow
 def test_float32_reordering_passes():
     code, document = _run("reordered", "coalesce", f"{PRECISION}:float32_reversed_coalesce", "-k",
@@ -215,7 +231,7 @@ def test_param_groups_and_resume_on_stock_torch_and_on_slips():
     assert "an optimizer of its own for parameter" in record["message"]
 
     code, document = _run("downcast", "adagrad", f"{PRECISION}:DowncastOnLoadAdagrad", "-k",
-                          "state-dict and (float16 or float32)", "--conformance-no-shrink", examples=60)
+                          "state-dict and (float16 or float32)", "--conformance-no-shrink", examples=25)
     records = by_case(document)
     assert code == 1
     assert records["adagrad-state-dict-resume[candidate-cpu-float16]"]["outcome"] == "failed"

@@ -14,17 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from conformance.cases import lowprec
 from conformance.cases.trial import DivergenceObserved, Trial, same_as_torch, tolerances
 from conformance.core.compare import assert_bits_equal, compare_outputs
 from conformance.core.divergences import Divergence, lookup
-from conformance.core.dtypes import DTYPES, HALF_DTYPES
+from conformance.core.dtypes import HALF_DTYPES
 from conformance.ops.base import Op
 # the machinery's own modules, not the package (which imports the records): one level less
 from conformance.ops.optimizers.drive import run_optimizer, run_param_groups
 from conformance.ops.optimizers.inputs import OptimizerInputs, ParamGroupsInputs
 from conformance.ops.optimizers.reference import dense_grad_and_mask, densified
-from conformance.core.rounding import check_rounding
 from conformance.core.tensors import CooArray, quantize, to_numpy, torch_dtype
 from conformance.core.types import Mismatch, RunContext, Unsupported, exception_text, safe_text
 from conformance.judging.verdict import StockTorch, agreement_tolerance
@@ -110,85 +108,6 @@ def undefined_when_densified(op: Op, dense_inputs: OptimizerInputs, dtype: str) 
     except NotImplementedError:
         return np.zeros(dense_inputs.param.shape, dtype=bool)
     return np.isnan(dense)
-
-
-def check_rounds_correctly(trial: Trial, inputs: Any) -> None:
-    """float16/bfloat16 outputs are the exact result rounded to nearest even, give or take the
-    float32 arithmetic before it (:mod:`conformance.core.rounding`); stock torch's own known
-    half-precision arithmetic is reported as its divergence, not as a failure."""
-    dtype = trial.dtype
-    outputs = trial.run(inputs)
-    for name, (exact, low, high) in trial.op.rounding_bounds(inputs, dtype).items():
-        if name not in outputs:
-            raise Mismatch(f"the backend did not produce {name}")
-        try:
-            check_rounding(name, outputs[name], exact, low, high, dtype)
-        except Mismatch as mismatch:
-            divergence = _rounding_divergence(trial, inputs, name, outputs[name], dtype)
-            if divergence is None:
-                account = _not_a_rounding_error(name, outputs[name], exact, inputs, dtype)
-                if account is None:
-                    raise
-                bounds = str(mismatch).split(" Truncation instead of")[0]  # (that guess is the rounding's, not this)
-                raise Mismatch(f"{account}\n  ({bounds})", mismatch.max_abs_error, mismatch.max_rel_error) from None
-            raise DivergenceObserved(divergence, str(mismatch).splitlines()[0]) from None
-
-
-def _not_a_rounding_error(name: str, got, exact, inputs: Any, dtype: str) -> str | None:
-    """What an output that misses its rounding bounds shows when no rounding explains it: NaN where
-    the exact result is a number (a 0/0), or a parameter that did not move at all where the exact
-    result moves it by an ulp or more (a step that does nothing). None for a rounding-sized miss,
-    which check_rounding's own message describes."""
-    got = np.asarray(to_numpy(got), dtype=np.float64)
-    exact = np.broadcast_to(np.asarray(exact, dtype=np.float64), got.shape)
-    nan = np.isnan(got) & ~np.isnan(exact)
-    if nan.any():
-        index = tuple(int(i) for i in np.argwhere(nan)[0])
-        return (f"{name} is NaN at {int(nan.sum())} of {got.size} entries where the exact result is a number "
-                f"(first at index {index}, exact {float(exact[index])!r}): not a rounding error but a 0/0 or inf - inf")
-    start = getattr(inputs, "param", None)
-    if name == "param" and start is not None and np.shape(start) == got.shape and got.size:
-        before = quantize(np.asarray(start, dtype=np.float64), dtype)
-        moves = quantize(exact, dtype) != before  # where the correctly rounded step moves it
-        if moves.any() and np.array_equal(got, before):
-            return (f"{name} did not move at all: every entry keeps its value before the step, where the exact "
-                    f"result moves {int(moves.sum())} of {got.size} entries by an ulp or more -- not a rounding "
-                    f"error but a step that does nothing (an lr or update rounded to zero?)")
-    return None
-
-
-def _rounding_divergence(trial: Trial, inputs: Any, name: str, got, dtype) -> Divergence | None:
-    """The known divergence an incorrectly rounded output is explained by: this backend's own
-    rounding mode, one of stock torch's rounding models of the op (``Op.torch_rounding_models``), or
-    stock torch's half-precision accumulation of duplicates (any order)."""
-    if trial.backend.is_oracle or trial.backend.judged_against_torch:
-        return None  # a candidate is excused only by being the same as stock torch (same_as_torch)
-    found = lookup(backend=trial.backend.name, device=trial.device, dtype=trial.dtype)
-    rounding = next((entry for entry in found if entry.rounding is not None), None)
-    if rounding is not None:
-        exact, low, high = trial.op.rounding_bounds(inputs, dtype)[name]
-        try:
-            check_rounding(name, got, exact, low, high, dtype, mode=rounding.rounding)
-            return rounding
-        except Mismatch:
-            pass
-    for divergence, model in trial.op.torch_rounding_models:
-        if divergence.applies_to(backend=trial.backend.name, device=trial.device, dtype=dtype):
-            exact, low, high = trial.op.rounding_bounds(inputs, dtype, **model)[name]
-            try:
-                check_rounding(name, got, exact, low, high, dtype)
-                return divergence
-            except Mismatch:
-                pass
-    if trial.op.torch_sums_duplicates_in_half:
-        half = lowprec.HALF_ACCUMULATION
-        exact, low, high = trial.op.rounding_bounds(inputs, dtype, accumulation_unit=DTYPES[dtype].unit_roundoff)[name]
-        try:
-            check_rounding(name, got, exact, low, high, dtype)
-            return half
-        except Mismatch:
-            pass
-    return None
 
 
 def check_rejects_invalid(trial: Trial, inputs: Any) -> None:

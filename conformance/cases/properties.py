@@ -13,12 +13,13 @@ from dataclasses import replace
 from conformance.cases.checks import (COMPILED_AGREES, PARAM_GROUPS, PATHS_AGREE, flat_outputs, grouped_runs,
                                       is_torch_path, check_agrees_with_reference, check_deterministic,
                                       check_param_groups, check_paths_agree, check_rejects_invalid,
-                                      check_rounds_correctly, check_sizes, check_sparse_equals_dense,
+                                      check_sizes, check_sparse_equals_dense,
                                       check_state_dict_resume, check_unspecified_unchanged, observe_param_groups)
 from conformance.cases.complex_dtypes import COMPLEX_AGREES, SUPPORTS_COMPLEX, check_complex_agrees
 from conformance.cases.grad_scaling import GRAD_SCALING, SUPPORTS_GRAD_SCALING, check_grad_scaling
 from conformance.cases.input_layouts import layout_cases, check_layout_invariant
 from conformance.cases.lifecycles import LIFECYCLE, check_lifecycle, observe_lifecycle
+from conformance.cases.rounds_correctly import check_rounds_correctly
 from conformance.cases.trial import Property, unbound
 from conformance.core.dtypes import HALF_DTYPES
 from conformance.ops import OPS

@@ -212,6 +212,13 @@ def same_as_torch(divergence: Divergence) -> Divergence:
     return replace(divergence, reason=f"same as torch: {divergence.reason}")
 
 
+def by_model(divergence: Divergence, how: str | None = None) -> Divergence:
+    """``divergence`` of stock torch's as a candidate shows it, judged by its model (``how``: which one),
+    not by torch's run on the one example: the same as torch within what the divergence allows."""
+    model = f" ({how})" if how else ""
+    return replace(divergence, reason=f"same as torch by the model of {divergence.key}{model}: {divergence.reason}")
+
+
 def _single_case(example: Any, dtype: str) -> list[tuple[str, Any]]:
     return [("", example)]
 

@@ -223,6 +223,13 @@ class Op:
         none by default."""
         return []
 
+    def half_accumulation_models(self, inputs: Any, dtype: str) -> dict[str, dict[str, Any]]:
+        """Where ``torch_sums_duplicates_in_half``: the outputs of stock torch's half-precision
+        accumulation of duplicates in each order an implementation commonly sums them in, by the
+        order's name -- what a candidate's float16/bfloat16 result is the same as torch by (whatever
+        order torch's unstable sort took on the example). Empty: none modelled."""
+        return {}
+
     def half_precision_model(self, inputs: Any, dtype: str, accumulate: str):
         """Stock torch's result computed the way torch rounds in ``dtype``, duplicates summed at
         ``accumulate``, and the flags of what that rounding did ("accumulation": the duplicates'

@@ -65,16 +65,20 @@ def duplicate_stats(coo: CooArray) -> tuple[int, float]:
 # ---- stock torch's half-precision coalesce, modelled (conformance/cases/lowprec.py uses it)
 
 
-def coalesce_sequential(coo: CooArray, accumulate: str, round_to: str | None = None) -> CooArray:
+def coalesce_sequential(coo: CooArray, accumulate: str, round_to: str | None = None,
+                        order: np.ndarray | None = None) -> CooArray:
     """Coalesce as torch's CPU kernel does: the indices flattened to one linear index and sorted
     with ``torch.sort`` (not stable: from 17 entries on, duplicates leave the sort in another order
     than the input's), duplicates added one after another in that order, each partial sum rounded
-    to ``accumulate``; the sums are then rounded to ``round_to`` (default: ``accumulate``)."""
+    to ``accumulate``; the sums are then rounded to ``round_to`` (default: ``accumulate``). ``order``:
+    the entries visited in another order (a permutation of the input's positions)."""
     acc, final = rounder(accumulate), rounder(round_to or accumulate)
     sparse_dim, nnz = coo.indices.shape
     if nnz == 0:
         return CooArray(coo.indices.copy(), coo.values.copy(), coo.size)
-    order = torch_coalesce_order(coo) if sparse_dim else np.arange(nnz)
+    if order is None:
+        order = torch_coalesce_order(coo) if sparse_dim else np.arange(nnz)
+    order = np.asarray(order)[np.argsort(_linear_index(coo)[order], kind="stable")]  # each index's run together
     indices = coo.indices[:, order]
     values = coo.values[order]
     unique: list[np.ndarray] = []
@@ -88,11 +92,24 @@ def coalesce_sequential(coo: CooArray, accumulate: str, round_to: str | None = N
     return CooArray(np.stack(unique, axis=1), final(np.stack(sums)), coo.size)
 
 
+def _linear_index(coo: CooArray) -> np.ndarray:
+    if not coo.indices.shape[1] or not coo.indices.shape[0]:
+        return np.zeros(coo.indices.shape[1], dtype=np.int64)
+    return np.asarray(np.ravel_multi_index(tuple(coo.indices), coo.sparse_shape), dtype=np.int64)
+
+
 def torch_coalesce_order(coo: CooArray) -> np.ndarray:
     """The permutation torch's coalesce visits the entries in: its unstable sort of the linear index."""
-    linear = np.ravel_multi_index(tuple(coo.indices), coo.sparse_shape) if coo.indices.shape[1] else \
-        np.zeros(0, dtype=np.int64)
-    return torch.sort(torch.from_numpy(np.asarray(linear, dtype=np.int64)), stable=False).indices.numpy()
+    return torch.sort(torch.from_numpy(_linear_index(coo)), stable=False).indices.numpy()
+
+
+def half_accumulation_orders(coo: CooArray) -> dict[str, np.ndarray]:
+    """The orders a sequential sum of duplicates is commonly written in: torch's own (its unstable
+    sort), the input's (``index_add_``, ``scatter_add_``, ``torch.unique`` + ``index_add_``), and
+    the input's reversed."""
+    nnz = coo.indices.shape[1]
+    return {"torch's sort order": torch_coalesce_order(coo), "input order": np.arange(nnz),
+            "reversed input order": np.arange(nnz)[::-1]}
 
 
 def accumulation_differs(coo: CooArray, dtype: str) -> bool:
@@ -232,6 +249,14 @@ def truncating_model(coo: CooArray, dtype: str):
     return _outputs(result["indices"], values, coo)
 
 
+def half_sum_model(coo: CooArray, dtype: str):
+    """The duplicates added one after another in the dtype, in input order (``index_add_``)."""
+    if dtype not in ("float16", "bfloat16") or not coo.indices.shape[1]:
+        return None
+    result = coalesce_sequential(coo, dtype, order=np.arange(coo.indices.shape[1]))
+    return _outputs(result.indices, result.values, coo)
+
+
 def with_a_sparse_dim(coo: CooArray) -> CooArray | None:
     """The same entries with one sparse dim of size 1 in front (what a raise on sparse_dim == 0 is told
     apart from raising on everything by)."""
@@ -249,6 +274,9 @@ MISTAKES = (
             "lexicographically (row-major)", column_major_model),
     Mistake("truncating stores", "the sums are stored in the dtype by truncation (round toward zero), not rounded "
             "to nearest even", truncating_model, tight=True),
+    Mistake("half-precision accumulation", "the duplicates are summed in float16/bfloat16, one rounding per "
+            "addition (as stock torch does, pytorch#84471), where a float32 accumulator rounds once", half_sum_model,
+            tight=True),
     Mistake("rejects a tensor without sparse dims", "raises on sparse_dim == 0 (a sparse scalar or an all-dense "
             "hybrid), which coalesce accepts", raises=lambda coo, error: coo.indices.shape[0] == 0,
             control=with_a_sparse_dim),
@@ -378,6 +406,17 @@ class Coalesce(Op):
     def benchmark_inputs(self, bench, rng, dtype: str) -> CooArray:
         sparse_dims = bench.sparse_dims if bench.sparse_dims is not None else len(bench.size)
         return random_coo(rng, bench.size, sparse_dims, bench.density, dtype)
+
+    def half_accumulation_models(self, inputs: CooArray, dtype: str) -> dict[str, dict[str, np.ndarray]]:
+        """Stock torch's half-precision accumulation (pytorch#84471), duplicates summed in ``dtype`` one
+        after another, in each order of :func:`half_accumulation_orders`: {order: outputs}."""
+        if dtype not in ("float16", "bfloat16") or not inputs.indices.shape[1]:
+            return {}
+        models = {}
+        for name, order in half_accumulation_orders(inputs).items():
+            result = coalesce_sequential(inputs, dtype, order=order)
+            models[name] = {"indices": result.indices, "values": result.values}
+        return models
 
     def half_precision_model(self, inputs: CooArray, dtype: str, accumulate: str):
         flags = {"accumulation"} if accumulation_differs(inputs, dtype) else set()

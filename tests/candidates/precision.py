@@ -194,3 +194,18 @@ class NeverSupportedAdagrad(torch.optim.Adagrad):
 
     def __init__(self, params, **kwargs):
         raise Unsupported("this library cannot express any of it")
+
+
+def index_add_coalesce(tensor: torch.Tensor) -> torch.Tensor:
+    """coalesce written the common way: ``torch.unique(..., return_inverse=True)`` and ``index_add_``, which
+    sums half-precision duplicates in half precision, in input order -- as stock torch's coalesce does
+    (in its sort's order): the same as torch by the model of its recorded divergence."""
+    indices, values = tensor._indices(), tensor._values()
+    if indices.shape[1] == 0:
+        return torch.sparse_coo_tensor(indices, values, tensor.shape)._coalesced_(True)
+    if indices.shape[0] == 0:  # a sparse scalar, or an all-dense hybrid: one entry
+        return torch.sparse_coo_tensor(indices[:, :1], values.sum(0, keepdim=True), tensor.shape)._coalesced_(True)
+    unique, inverse = torch.unique(indices, dim=1, return_inverse=True)
+    sums = torch.zeros((unique.shape[1], *values.shape[1:]), dtype=values.dtype, device=values.device)
+    sums.index_add_(0, inverse, values)
+    return torch.sparse_coo_tensor(unique, sums, tensor.shape)._coalesced_(True)

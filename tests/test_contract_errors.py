@@ -1,5 +1,5 @@
 """Contract errors named as contract errors (issue 23, point 6): a candidate whose numbers are right
-but whose result is of the wrong type (a MaskedTensor gradient or result, a dense coalesce), device
+but whose result is of the wrong type (a sparse gradient, a dense coalesce), device
 or shape, or that rewrites its input, gets a ``failed`` item whose message is one line naming the
 clause -- never an error with a traceback from the harness (``conformance/core/tensors.py:to_numpy``)."""
 
@@ -12,13 +12,13 @@ from conformance_runs import REPO, load, run_inprocess
 BREAKERS = "tests/candidates/contract_breakers.py"
 
 CASES = {  # candidate: (op, the case it runs, the clause and detail its message must name)
-    "masked_mean_masked_tensor_grad": (
+    "masked_mean_sparse_grad": (
         "masked_mean", "mean-of-valid-entries",
-        "contract violated (masked_mean: the gradient values.grad is a plain torch.Tensor of values' shape, dtype "
-        "and device): got MaskedTensor"),
-    "masked_mean_returning_masked_tensor": (
+        "contract violated (masked_mean: the gradient values.grad is a plain (strided) torch.Tensor or a MaskedTensor of "
+        "values' shape, dtype and device): got a sparse_coo Tensor"),
+    "masked_mean_masked_tensor_not_reduced": (
         "masked_mean", "mean-of-valid-entries",
-        "contract violated (masked_mean: the result is a plain (strided) 0-d torch.Tensor): got MaskedTensor"),
+        "contract violated (masked_mean: the result is a 0-d tensor): got a MaskedTensor of shape [2, 2]"),
     "masked_mean_on_meta": (
         "masked_mean", "mean-of-valid-entries",
         "contract violated (masked_mean: the result is on values' device): got meta, values are on cpu"),

@@ -13,6 +13,7 @@ check or another item.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib
 import importlib.util
@@ -21,7 +22,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from conformance.core.target import CandidateTarget, TargetError, parse_targets
-from conformance.core.types import RunContext, exception_text
+from conformance.core.tensors import masked_tensor_refusal
+from conformance.core.types import RunContext, Unsupported, exception_text
 from conformance.backends.base import Backend, torch_kernels_missing_are_unsupported
 from conformance.ops import OPS
 
@@ -79,11 +81,13 @@ class CandidateBackend(Backend):
     def run(self, op: str, inputs: Any, ctx: RunContext) -> dict[str, Any]:
         # a candidate built on torch meets torch's missing kernels (float16 sparse adds on cpu): it
         # cannot run this example, as stock torch cannot
-        with torch_kernels_missing_are_unsupported(ctx.device, "the candidate"):
+        with torch_kernels_missing_are_unsupported(ctx.device, "the candidate"), \
+                masked_tensor_refusals_are_unsupported():
             return super().run(op, inputs, ctx)
 
     def drive_optimizer(self, op: str, ctx: RunContext, use):
-        with torch_kernels_missing_are_unsupported(ctx.device, "the candidate"):
+        with torch_kernels_missing_are_unsupported(ctx.device, "the candidate"), \
+                masked_tensor_refusals_are_unsupported():
             return super().drive_optimizer(op, ctx, use)
 
     def optimizer_class(self, op: str):
@@ -94,6 +98,23 @@ class CandidateBackend(Backend):
     @staticmethod
     def _runner(op_name: str, candidate: Any):
         return checked_runner(op_name, candidate)
+
+
+@contextlib.contextmanager
+def masked_tensor_refusals_are_unsupported():
+    """A candidate written with ``torch.masked.MaskedTensor`` (torch's tutorials: a masked mean, an
+    Adagrad) on what MaskedTensor itself cannot run -- a dtype it refuses (``torch.bfloat16 is not
+    supported in MaskedTensor.``), an aten op it has no working implementation of for these tensors
+    (:func:`~conformance.core.tensors.masked_tensor_refusal`): Unsupported with MaskedTensor's reason,
+    and how a candidate says so itself. Any other exception, the candidate's own included, stays."""
+    try:
+        yield
+    except Exception as exc:
+        reason = masked_tensor_refusal(exc)
+        if reason is None:
+            raise
+        raise Unsupported(f"{reason} (raised in torch.masked, which the candidate uses; a candidate declares what "
+                          "it does not support by raising conformance.Unsupported(\"why\"), docs/candidates.md)") from exc
 
 
 # ------------------------------------------------------------------ contract checks (the op records')

@@ -205,3 +205,36 @@ def is_masked_tensor(value: Any) -> bool:
     except ImportError:  # pragma: no cover - torch without torch.masked
         return False
     return isinstance(value, MaskedTensor)
+
+
+def specified_data(value: torch.Tensor, fill: float) -> torch.Tensor:
+    """A MaskedTensor read as a plain strided tensor (detached): its data at its specified (masked-in)
+    entries, ``fill`` at the others -- what the data holds there is no value (a MaskedTensor gradient's
+    data is 1/count at masked-out entries too)."""
+    data, mask = value.get_data().detach(), value.get_mask().detach()
+    if data.layout != torch.strided:
+        data, mask = data.to_dense(), mask.to_dense()
+    return torch.where(mask, data, torch.full((), fill, dtype=data.dtype, device=data.device))
+
+
+def masked_tensor_refusal(exc: BaseException) -> str | None:
+    """Why MaskedTensor itself could not run what it was given, or None for any other exception: its
+    refusal of a dtype or layout (a TypeError raised in ``torch.masked``'s code: ``torch.bfloat16 is not
+    supported in MaskedTensor.``), or an aten op its ``__torch_dispatch__`` has no working implementation
+    of for these tensors (torch 2.13's ``new_empty_strided`` in the backward of a mean over an empty (0, 1)
+    tensor raises ``args[2] expected to be the same as data.stride()``). A candidate's own misuse (a mask
+    that is not bool: ``mask must have dtype bool.``) is neither."""
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    in_masked = [f for f in frames if f.f_globals.get("__name__", "").startswith("torch.masked")]
+    if isinstance(exc, TypeError) and "not supported" in str(exc) and frames and frames[-1] in in_masked:
+        return f"MaskedTensor refuses it: {exc}"
+    dispatch = [f for f in in_masked if f.f_code.co_name == "__torch_dispatch__"]
+    if dispatch:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return (f"MaskedTensor cannot run this input: its {dispatch[-1].f_locals.get('func', 'dispatch')} raised "
+                f"{type(exc).__name__}{': ' + text if text else ''}")
+    return None

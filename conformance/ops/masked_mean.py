@@ -3,7 +3,8 @@
 Contract: ``value = mean(values[mask])`` and ``grad = d value / d values = mask / mask.sum()``:
 zero at every invalid entry; values under the mask (NaN and inf included) affect neither the value
 nor the gradient. With no valid entry the value is NaN (undefined) and the gradient all zero.
-Candidate: a callable ``(values, bool_mask) -> 0-d tensor`` that autograd can differentiate.
+Candidate: a callable ``(values, bool_mask) -> 0-d tensor`` that autograd can differentiate; the tensor and
+the gradient may be MaskedTensors, read at their specified entries (:mod:`conformance.ops.masked_mean_candidate`).
 """
 
 from __future__ import annotations
@@ -23,11 +24,10 @@ from conformance.core.compare import assert_bits_equal, at_least_default, finite
 from conformance.core.divergences import STOCK_TORCH, Divergence, register
 from conformance.ops import draw as d
 from conformance.ops.base import GeneratedProperty, Op
-from conformance.ops.contract import changed, check_like, snapshot, violation
+from conformance.ops.masked_mean_candidate import differentiate, watch_masked_mean  # noqa: F401 - re-exported
 from conformance.core.dtypes import DTYPES, OPMATH_ROUNDOFF, is_half
 from conformance.core.rounding import rounded
-from conformance.core.tensors import (TENSOR, decode_array, encode_array, not_plain_tensor, quantize, rounder, to_numpy,
-                                 to_torch)
+from conformance.core.tensors import TENSOR, decode_array, encode_array, quantize, rounder, to_numpy
 
 
 @dataclass
@@ -40,7 +40,8 @@ def masked_mean_reference(inputs: MaskedMeanInputs) -> dict[str, np.ndarray]:
     count = int(inputs.mask.sum())
     if count == 0:
         return {"value": np.float64("nan"), "grad": np.zeros_like(inputs.values)}
-    value = inputs.values[inputs.mask].sum() / count
+    with np.errstate(invalid="ignore", over="ignore"):  # inf + -inf at valid entries: NaN, the contract's mean
+        value = inputs.values[inputs.mask].sum() / count
     grad = np.where(inputs.mask, 1.0 / count, 0.0)
     return {"value": np.float64(value), "grad": grad}
 
@@ -57,30 +58,6 @@ def where_masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     (``where(mask, grad, 0)``) out of the gradient, also with no valid entry (``1 / 0 = inf`` is
     selected away): value NaN (``0 / 0``), gradient 0, as the contract says."""
     return torch.where(mask, values, torch.zeros((), dtype=values.dtype, device=values.device)).sum() / mask.sum()
-
-
-def differentiate(function, inputs: MaskedMeanInputs, ctx: RunContext) -> dict[str, Any]:
-    """Call ``function(values, mask)`` on leaf tensors and backpropagate a gradient of one."""
-    values = ctx.place("values", to_torch(inputs.values, ctx.dtype, ctx.torch_device)).requires_grad_(True)
-    mask = ctx.place("mask", to_torch(inputs.mask, None, ctx.torch_device))
-    result = function(values, mask)
-    if not isinstance(result, torch.Tensor):
-        raise Mismatch(f"masked_mean must return a tensor, got {type(result).__name__}")
-    if result.numel() != 1:
-        raise Mismatch(f"masked_mean must return a 0-d tensor, got shape {list(result.shape)}")
-    if not result.requires_grad:
-        raise Mismatch("masked_mean's result does not require grad: autograd cannot differentiate it")
-    result.reshape(()).backward()
-    grad = values.grad if values.grad is not None else torch.zeros_like(values)
-    problem = not_plain_tensor(grad) or (
-        None if (grad.shape, grad.dtype, grad.device) == (values.shape, values.dtype, values.device) else
-        f"got {grad.dtype} of shape {list(grad.shape)} on {grad.device}, values are {values.dtype} of shape "
-        f"{list(values.shape)} on {values.device}")
-    if problem:  # (a MaskedTensor-based mean backpropagates a MaskedTensor: NumPy cannot read it)
-        raise Mismatch(f"contract violated (masked_mean: the gradient values.grad is a plain torch.Tensor of values' "
-                       f"shape, dtype and device): {problem}")
-    return {"value": result.detach().reshape(()), "grad": grad}
-
 
 
 # ---------------------------------------------------------------- generated inputs and properties
@@ -280,28 +257,6 @@ MISTAKES = (
 )
 
 
-def watch_masked_mean(op_name: str, candidate: Any):
-    """``candidate`` wrapped in the clauses of the masked mean's contract (``watch_candidate`` of
-    masked_mean and masked_mean_compiles)."""
-    def watched(values: torch.Tensor, mask: torch.Tensor):
-        before = {"values": snapshot(values), "mask": snapshot(mask)}
-        result = candidate(values, mask)
-        for name, tensor in (("values", values), ("mask", mask)):
-            change = changed(tensor, before[name])
-            if change:
-                raise violation(op_name, f"the input {name} is left unchanged", change)
-        problem = not_plain_tensor(result)
-        if problem:
-            raise violation(op_name, "the result is a plain (strided) 0-d torch.Tensor", problem)
-        if result.dim() != 0:
-            raise violation(op_name, "the result is a 0-d tensor", f"got shape {list(result.shape)}")
-        check_like(op_name, result, values, subject="the result", owner="values'", owner_is="values are",
-                   clauses=("dtype", "device"))
-        return result
-
-    return watched
-
-
 # the last step of the idioms' sum() / mask.sum() on a device that is not the CPU; what it does to a long
 # bfloat16 mean was measured on an NVIDIA H200 (torch 2.11.0+cu130, docs/findings.md)
 DEVICE_COUNT_IN_HALF = register(Divergence(
@@ -360,9 +315,9 @@ class MaskedMean(Op):
         return differentiate(candidate, inputs, ctx)
 
     def watch_candidate(self, candidate: Any) -> Any:
-        """The inputs are left unchanged; the result is a plain (strided, not a MaskedTensor) 0-d tensor
-        of ``values.dtype`` on ``values.device`` (its gradient ``values.grad``, a plain tensor of
-        values' shape, dtype and device, is checked in :func:`differentiate`)."""
+        """The inputs are left unchanged; the result is a 0-d plain (strided) tensor or MaskedTensor of
+        ``values.dtype`` on ``values.device`` (its gradient ``values.grad``, a plain tensor or a MaskedTensor
+        of values' shape, dtype and device, is checked in :func:`differentiate`)."""
         return watch_masked_mean(self.name, candidate)
 
     def rounding_bounds(self, inputs: MaskedMeanInputs, dtype: str, accumulation_unit: float = OPMATH_ROUNDOFF,

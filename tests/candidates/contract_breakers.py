@@ -47,19 +47,19 @@ class GradRewritingAdagrad(torch.optim.Adagrad):
 # or an input rewritten. Each must fail with one line naming the clause, never a harness traceback.
 
 
-def masked_mean_masked_tensor_grad(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """A MaskedTensor mean: the right plain 0-d value (get_data()), but its backward hands
-    values.grad back as a MaskedTensor."""
+def masked_mean_sparse_grad(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The right mean, whose gradient a hook turns into a sparse COO tensor once autograd has written it.
+    (A MaskedTensor mean, whose gradient arrives as a MaskedTensor, keeps the contract:
+    tests/candidates/masked_tensor.py.)"""
+    values.register_post_accumulate_grad_hook(lambda leaf: setattr(leaf, "grad", leaf.grad.to_sparse()))
+    return torch.masked.mean(values, mask=mask)
+
+
+def masked_mean_masked_tensor_not_reduced(values: torch.Tensor, mask: torch.Tensor):
+    """A MaskedTensor divided by the count but never summed: a MaskedTensor of values' shape, not 0-d."""
     from torch.masked import as_masked_tensor
 
-    return as_masked_tensor(values, mask).sum().get_data() / mask.sum()
-
-
-def masked_mean_returning_masked_tensor(values: torch.Tensor, mask: torch.Tensor):
-    """The right mean, returned as a 0-d MaskedTensor instead of a plain tensor."""
-    from torch.masked import as_masked_tensor
-
-    return as_masked_tensor(values, mask).sum() / mask.sum()
+    return as_masked_tensor(values, mask) / mask.sum()
 
 
 def masked_mean_on_meta(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

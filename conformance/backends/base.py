@@ -10,6 +10,9 @@ from conformance.core.types import RunContext, Unsupported, missing_dtype_kernel
 
 Runner = Callable[[Any, RunContext], dict[str, Any]]
 
+PATHS_AGREE = "paths-agree"  # the property comparing one of torch's own paths with its for-loop step
+COMPILED_AGREES = "compiled-agrees"  # the same, for the step under torch.compile
+
 
 class Backend:
     """A named implementation of some ops.
@@ -33,6 +36,11 @@ class Backend:
     # its items' share of --conformance-timeout: > 1 where an item's own work is slow by nature
     # (a compiler run under the item's clock), so a loaded machine does not time it out
     timeout_factor: float = 1.0
+    # one of torch's own code paths of the ops (foreach, fused, compiled; conformance/backends/torch_paths.py,
+    # compiled.py): the twin property (``twin_property``) compares it with torch's for-loop step on the same
+    # inputs (``run_for_loop``); None: not one of torch's paths
+    torch_path: str | None = None
+    twin_property: str = PATHS_AGREE  # the property its registered divergences name
 
     def __init__(self, runners: Mapping[str, Runner] | None = None):
         self.runners: dict[str, Runner] = dict(runners or {})
@@ -61,6 +69,10 @@ class Backend:
         if optimizer_class is None:
             raise Unsupported(f"backend {self.name!r} drives no optimizer object for {op!r}")
         return use(optimizer_class)
+
+    def run_for_loop(self, op: str, inputs: Any, ctx: RunContext) -> dict[str, Any]:
+        """Where ``torch_path`` is set: torch's for-loop step of ``op`` on the same inputs, the path's twin."""
+        raise Unsupported(f"backend {self.name!r} is not one of torch's paths: it has no for-loop twin")
 
     def warm_up(self, devices: Collection[str]) -> bool:
         """Start slow one-time setup that this backend's items on ``devices`` need (compiling its

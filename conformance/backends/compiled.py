@@ -40,14 +40,14 @@ from typing import Any, Callable
 
 import numpy as np
 
-from conformance.backends.torch_paths import COMPILED, PathDivergence, TorchPathBackend, keywords_text
+from conformance.backends.base import COMPILED_AGREES
+from conformance.backends.torch_paths import COMPILED, TorchPathBackend, keywords_text
 from conformance.ops import OPS
-from conformance.core.divergences import STOCK_TORCH, register
+from conformance.core.divergences import STOCK_TORCH, PathDivergence, register
 from conformance.core.record import COMPILES, INDUCTOR, compiles
 from conformance.core.tensors import CooArray
 from conformance.core.types import RunContext, Unsupported
 
-COMPILED_AGREES = "compiled-agrees"  # the twin (conformance/cases/checks.py)
 COUNTS_KEY = COMPILES  # the record's compile counts (conformance.core.record.Compiles, compiler INDUCTOR)
 COMPILER = INDUCTOR  # what compiled them: torch.compile's default backend
 # what Dynamo says of a sparse tensor (torch/_dynamo/variables/builder.py, graph break gb0015); a test

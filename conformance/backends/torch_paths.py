@@ -14,15 +14,14 @@ for. The twins (``paths-agree``, conformance/cases/checks.py) run the path and t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from conformance.backends.base import Backend, torch_kernels_missing_are_unsupported
+from conformance.backends.base import PATHS_AGREE, Backend, torch_kernels_missing_are_unsupported
 from conformance.ops import OPS
 from conformance.ops.optimizers.inputs import OptimizerInputs
-from conformance.core.divergences import STOCK_TORCH, ConditionalDivergence, Divergence, LayoutDivergence, register
+from conformance.core.divergences import STOCK_TORCH, ConditionalDivergence, LayoutDivergence, PathDivergence, register
 from conformance.core.layouts import contiguous_strides
 from conformance.core.types import RunContext, Unsupported
 
@@ -152,18 +151,7 @@ BACKENDS = [TorchPathBackend(path) for path in paths() if path != COMPILED]  # c
 
 # ---------------------------------------------------------------- what the twins found (docs/findings.md)
 
-PATHS_AGREE = "paths-agree"  # the twin property (conformance/cases/checks.py)
 HALF = ("float16", "bfloat16")
-
-
-@dataclass(frozen=True)
-class PathDivergence(Divergence):
-    """A divergence of one of torch's paths from its for-loop step, with the test of whether it accounts
-    for a difference the twin found: ``explains(inputs, path_outputs, for_loop_outputs, agrees)`` (NumPy
-    outputs by name; ``agrees()``: whether the path's outputs agree with the NumPy reference within the
-    tolerance of a correct implementation in the dtype)."""
-
-    explains: Callable[..., bool] | None = None
 
 
 def _rounds_otherwise(inputs, got, for_loop, agrees) -> bool:

@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from conformance.backends.base import Backend
 from conformance.cases.trial import DivergenceObserved, Trial, same_as_torch, tolerances
 from conformance.core.compare import assert_bits_equal, compare_outputs
-from conformance.core.divergences import Divergence, lookup
+from conformance.core.divergences import Divergence, PathDivergence, lookup
 from conformance.core.dtypes import HALF_DTYPES
 from conformance.ops.base import Op
 # the machinery's own modules, not the package (which imports the records): one level less
@@ -262,14 +263,10 @@ def check_deterministic(trial: Trial, inputs: Any) -> None:
                        + _runs_side_by_side(first, second), mismatch.max_abs_error, mismatch.max_rel_error) from None
 
 
-PATHS_AGREE = "paths-agree"  # the twins of torch's own code paths (registered divergences name it)
-COMPILED_AGREES = "compiled-agrees"  # the twin of torch's step under torch.compile
-
-
-def is_torch_path(backend) -> bool:
+def is_torch_path(backend: Backend) -> bool:
     """A backend that runs one of torch's own code paths (conformance/backends/torch_paths.py): it
     names the path (``torch_path``) and runs torch's for-loop step beside it (``run_for_loop``)."""
-    return getattr(backend, "torch_path", None) is not None and callable(getattr(backend, "run_for_loop", None))
+    return backend.torch_path is not None
 
 
 def check_paths_agree(trial: Trial, inputs: OptimizerInputs) -> None:
@@ -320,10 +317,10 @@ def _path_divergence(trial: Trial, inputs: OptimizerInputs, got: dict, want: dic
     def agrees() -> bool:
         return path_agrees_with_reference(trial, inputs, got, names)
 
-    twin = getattr(trial.backend, "twin_property", PATHS_AGREE)  # the compiled backend's: compiled-agrees
+    twin = trial.backend.twin_property  # the compiled backend's: compiled-agrees
     for entry in lookup(op=trial.op.name, backend=trial.backend.name, device=trial.device, dtype=trial.dtype,
                         property=twin):
-        explains = getattr(entry, "explains", None)
+        explains = entry.explains if isinstance(entry, PathDivergence) else None
         if explains is not None and explains(inputs, {n: to_numpy(got[n]) for n in names},
                                              {n: to_numpy(want[n]) for n in names}, agrees):
             return entry

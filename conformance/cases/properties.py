@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from dataclasses import replace
 
-from conformance.cases.checks import (COMPILED_AGREES, PARAM_GROUPS, PATHS_AGREE, flat_outputs, grouped_runs,
+from conformance.backends.base import COMPILED_AGREES, PATHS_AGREE
+from conformance.cases.checks import (PARAM_GROUPS, flat_outputs, grouped_runs,
                                       is_torch_path, check_agrees_with_reference, check_deterministic,
                                       check_param_groups, check_paths_agree, check_rejects_invalid,
                                       check_sizes, check_sparse_equals_dense,

@@ -101,6 +101,16 @@ class ConditionalDivergence(Divergence):
     triggered: Callable[[Any], bool] | None = None
 
 
+@dataclass(frozen=True)
+class PathDivergence(Divergence):
+    """A divergence of one of torch's paths from its for-loop step, with the test of whether it accounts
+    for a difference the twin found: ``explains(inputs, path_outputs, for_loop_outputs, agrees)`` (NumPy
+    outputs by name; ``agrees()``: whether the path's outputs agree with the NumPy reference within the
+    tolerance of a correct implementation in the dtype)."""
+
+    explains: Callable[..., bool] | None = None
+
+
 class InvalidTorchVersions(ValueError):
     """A divergence's ``torch`` that is not a PEP 440 specifier set."""
 

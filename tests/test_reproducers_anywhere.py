@@ -44,6 +44,20 @@ def test_file_targets_are_made_absolute_and_module_targets_left_alone(tmp_path):
                                       "sgd=/abs/file.py:S"]
 
 
+def test_a_plain_pytest_runs_rerun_lines_name_a_relative_file_candidate_by_its_absolute_path():
+    """``pytest specs --conformance-impl adagrad=tests/candidates/mutants.py:...`` (relative, as typed in the
+    clone): each record's rerun command names the file by its absolute path, so it runs from anywhere."""
+    from conformance_runs import load, run_inprocess
+
+    code, path = run_inprocess("rerun-absolute", "specs/adagrad.yaml", "--conformance-backend", "candidate",
+                               "--conformance-impl", "adagrad=tests/candidates/mutants.py:SquareBeforeSumAdagrad",
+                               "--conformance-dtype", "float64", "-k", "duplicates-summed-before-squaring")
+    (record,) = load(path)["records"]
+    assert record["outcome"] == "failed"
+    assert f"adagrad={REPO / 'tests' / 'candidates' / 'mutants.py'}:SquareBeforeSumAdagrad" in record["rerun"], \
+        record["rerun"]
+
+
 def test_the_counterexamples_folder_is_the_runs(tmp_path):
     results = tmp_path / "reports" / "candidate.json"
     assert reproducers.counterexamples_folder(results, [], cwd=tmp_path) == tmp_path / "reports" / "counterexamples"

@@ -6,6 +6,7 @@ results file's run options; everything past the parser passes :class:`CandidateT
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +63,13 @@ class CandidateTarget:
         if not self.is_file or Path(self.module).is_absolute() or Path(self.module).is_file():
             return self
         return CandidateTarget(self.op, str(Path(directory) / self.module), self.attribute)
+
+    def absolute(self, directory: str | Path) -> CandidateTarget:
+        """A file target named by its absolute path (a relative one read from ``directory``): what a
+        printed command names, so that it runs from any directory."""
+        if not self.is_file or Path(self.module).is_absolute():
+            return self
+        return CandidateTarget(self.op, os.path.abspath(Path(directory) / self.module), self.attribute)
 
     def __str__(self) -> str:
         return f"{self.op}={self.target}"

@@ -28,9 +28,7 @@ COUNTEREXAMPLES_OPTION = "--conformance-counterexamples"
 def absolute_targets(targets: list[CandidateTarget], cwd: Path | None = None) -> list[CandidateTarget]:
     """Each file target with its path made absolute (from ``cwd``, default the current directory),
     the others as they are."""
-    here = Path(cwd or Path.cwd())
-    return [CandidateTarget(t.op, os.path.abspath(here / t.module), t.attribute)
-            if t.is_file and not Path(t.module).is_absolute() else t for t in targets]
+    return [target.absolute(cwd or Path.cwd()) for target in targets]
 
 
 def counterexamples_folder(results: Path, extra: list[str], cwd: Path | None = None) -> Path:

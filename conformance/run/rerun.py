@@ -29,7 +29,7 @@ def command_for(item: pytest.Item) -> str | None:
     impl = None
     if record.get("backend") == "candidate" and record.get("op"):
         target = candidate_targets(config).get(record["op"])
-        impl = str(target) if target else None
+        impl = str(target.absolute(config.invocation_params.dir)) if target else None
     if not generated:
         return command(item_id, impl=impl, benchmark=record.get("kind") == "benchmark")
     gen = config.stash.get(GENERATED_CONFIG, None)

@@ -238,36 +238,56 @@ def run_gate(base: Results, head: Results, *, ops: set[str] | None = None, scope
              f"  candidate: {_describe(head)}"]
     if scope_note:
         lines.append(f"  scope:     {scope_note}")
-    duplicated = [why for why in (duplicate_records(base), duplicate_records(head)) if why]
-    if duplicated:
-        lines += [f"CANNOT COMPARE: {why}" for why in duplicated]
-        lines.append("RESULT: NOT COMPARABLE (duplicate records)")
-        return GateResult(2, lines)
+    refused = _refused(base, head, allow_incomplete_baseline)
+    if refused:
+        return GateResult(2, lines + refused)
     incomplete = incomplete_baseline(base)
-    if incomplete and not allow_incomplete_baseline:
-        lines += [f"CANNOT COMPARE: {incomplete}: items it lacks could regress unseen",
-                  "  (run the baseline again to completion, or give --allow-incomplete-baseline to gate only "
-                  "the items it has)",
-                  "RESULT: NOT COMPARABLE (incomplete baseline)"]
-        return GateResult(2, lines)
     if incomplete:
         lines.append(f"  warning: {incomplete}; compared anyway (--allow-incomplete-baseline): "
                      "items it lacks are not gated")
-    problems: list[str] = []
 
     same_machine = (base.run.get("machine", {}).get("fingerprint") == head.run.get("machine", {}).get("fingerprint"))
-    has_timings = any(_samples(r) for r in base.records if in_scope(r, ops)) and \
-        any(_samples(r) for r in head.records if in_scope(r, ops))
     compare_timings = not skip_timing and (same_machine or allow_different_machine)
     diff = diff_runs(base, head, ops=ops, ratio=ratio, alpha=alpha, min_duration=min_duration,
                      timing=compare_timings)
+    problems, warnings = _problems(base, head, diff, ops=ops, same_machine=same_machine, skip_timing=skip_timing,
+                                   allow_different_machine=allow_different_machine)
+    lines += warnings + _run_notes(base, head)
+    lines += _findings(diff, problems, ratio=ratio, alpha=alpha, min_duration=min_duration, limit=limit)
+    exit_code, result = _result(diff, problems, incomplete)
+    lines.append(result)
+    return GateResult(exit_code, lines)
 
+
+def _refused(base: Results, head: Results, allow_incomplete_baseline: bool) -> list[str]:
+    """The lines refusing to compare at all (an item recorded twice, an incomplete baseline not
+    allowed), or none."""
+    duplicated = [why for why in (duplicate_records(base), duplicate_records(head)) if why]
+    if duplicated:
+        return [f"CANNOT COMPARE: {why}" for why in duplicated] + ["RESULT: NOT COMPARABLE (duplicate records)"]
+    incomplete = incomplete_baseline(base)
+    if incomplete and not allow_incomplete_baseline:
+        return [f"CANNOT COMPARE: {incomplete}: items it lacks could regress unseen",
+                "  (run the baseline again to completion, or give --allow-incomplete-baseline to gate only "
+                "the items it has)",
+                "RESULT: NOT COMPARABLE (incomplete baseline)"]
+    return []
+
+
+def _problems(base: Results, head: Results, diff: RunDiff, *, ops: set[str] | None, same_machine: bool,
+              skip_timing: bool, allow_different_machine: bool) -> tuple[list[str], list[str]]:
+    """What keeps the two runs from being compared (timings from different machines, items of the
+    baseline missing or skipped in the candidate), and the warnings of what is compared anyway."""
+    problems: list[str] = []
+    warnings: list[str] = []
+    has_timings = any(_samples(r) for r in base.records if in_scope(r, ops)) and \
+        any(_samples(r) for r in head.records if in_scope(r, ops))
     if has_timings and not skip_timing and not same_machine:
         b, h = base.run, head.run
         text = (f"timings come from different machines: baseline {b.get('cpu_model')} x{b.get('cpu_count')} "
                 f"on {b.get('hostname')}, candidate {h.get('cpu_model')} x{h.get('cpu_count')} on {h.get('hostname')}")
         if allow_different_machine:
-            lines.append(f"  warning: {text}; compared anyway (--allow-different-machine)")
+            warnings.append(f"  warning: {text}; compared anyway (--allow-different-machine)")
         else:
             problems.append(f"{text} (use --skip-timing to gate correctness only, or "
                             "--allow-different-machine to compare anyway)")
@@ -279,17 +299,29 @@ def run_gate(base: Results, head: Results, *, ops: set[str] | None = None, scope
         reason = (not_run[0].head or {}).get("message") or "skipped"
         problems.append(f"{len(not_run)} item(s) that passed in the baseline were skipped in the candidate, "
                         f"e.g. {not_run[0].label}: {reason.splitlines()[0][:150]}")
-    lost = [c for c in diff.changed if c.base_outcome in PASSING and c.head_outcome == UNSUPPORTED]
+    return problems, warnings
+
+
+def _run_notes(base: Results, head: Results) -> list[str]:
+    """A warning when the candidate run is not complete, a note when the torch versions differ."""
+    lines = []
     if head.run.get("status") != "complete":
         not_run = len(head.run.get("not_run") or [])
         lines.append(f"  warning: the candidate run is {head.run.get('status')}"
                      + (f" ({not_run} collected items not run)" if not_run else ""))
     if base.run.get("torch") != head.run.get("torch"):
         lines.append(f"  note: torch versions differ ({base.run.get('torch')} vs {head.run.get('torch')})")
+    return lines
 
-    lines.append(f"  compared {diff.compared} items and {diff.timings_compared} benchmark timings "
-                 f"(slower means: median +{ratio:.0%} or more, Mann-Whitney p < {alpha:g}, "
-                 f"baseline median >= {_fmt_seconds(min_duration)})")
+
+def _findings(diff: RunDiff, problems: list[str], *, ratio: float, alpha: float, min_duration: float,
+              limit: int) -> list[str]:
+    """What was compared and what changed, worst first: regressions, slower benchmarks, problems,
+    then the changes that do not fail the gate."""
+    lost = [c for c in diff.changed if c.base_outcome in PASSING and c.head_outcome == UNSUPPORTED]
+    lines = [f"  compared {diff.compared} items and {diff.timings_compared} benchmark timings "
+             f"(slower means: median +{ratio:.0%} or more, Mann-Whitney p < {alpha:g}, "
+             f"baseline median >= {_fmt_seconds(min_duration)})"]
     lines += _listing(f"REGRESSED ({len(diff.regressed)}): passed in the baseline, failed or error in the candidate",
                       [f"{c.label}: {c.base_outcome} -> {c.head_outcome}"
                        + (f" -- {c.head_message}" if c.head_message else "") for c in diff.regressed], limit)
@@ -311,7 +343,11 @@ def run_gate(base: Results, head: Results, *, ops: set[str] | None = None, scope
                       [f"{c.label}: {c.base_outcome} -> {c.head_outcome}" for c in diff.changed], 10)
     if diff.added:
         lines.append(f"new in the candidate: {len(diff.added)} item(s)")
+    return lines
 
+
+def _result(diff: RunDiff, problems: list[str], incomplete: str | None) -> tuple[int, str]:
+    """The gate's exit status and its RESULT line."""
     caveat = "; against an incomplete baseline (--allow-incomplete-baseline)" if incomplete else ""
     if diff.regressed or diff.slower:
         parts = []
@@ -319,13 +355,10 @@ def run_gate(base: Results, head: Results, *, ops: set[str] | None = None, scope
             parts.append(f"{len(diff.regressed)} regressed item(s)")
         if diff.slower:
             parts.append(f"{len(diff.slower)} slower benchmark(s)")
-        lines.append(f"RESULT: FAIL ({', '.join(parts)}{caveat})")
-        return GateResult(1, lines)
+        return 1, f"RESULT: FAIL ({', '.join(parts)}{caveat})"
     if problems:
-        lines.append(f"RESULT: NOT COMPARABLE (nothing regressed among the items that could be compared{caveat})")
-        return GateResult(2, lines)
-    lines.append(f"RESULT: PASS (nothing regressed{caveat})")
-    return GateResult(0, lines)
+        return 2, f"RESULT: NOT COMPARABLE (nothing regressed among the items that could be compared{caveat})"
+    return 0, f"RESULT: PASS (nothing regressed{caveat})"
 
 
 def markdown(text: str, title: str = "Conformance gate") -> str:

@@ -241,6 +241,17 @@ def _whole_run_args(args: list[Any], output: Path | str | None) -> list[Any]:
 
 def merge_results(paths: Iterable[Path | str], output: Path | str | None = None) -> Merged:
     """The merged document of the shards in ``paths`` (MergeError when they are not one run)."""
+    loaded = _load_shards(paths, output)
+    records, cases, incomplete, warnings = _joined_records(loaded)
+    run = _merged_run(loaded, incomplete, output)
+    document = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "run": run,
+                "records": [records[key] for key in sorted(records)], "cases": dict(sorted(cases.items()))}
+    _validate(document)
+    return Merged(document, loaded, warnings)
+
+
+def _load_shards(paths: Iterable[Path | str], output: Path | str | None) -> list[tuple[Shard, Results]]:
+    """The shards in ``paths``, each loaded and validated, checked to be one run and sorted by index."""
     paths = [Path(p) for p in paths]
     if not paths:
         raise MergeError("no results files given")
@@ -262,7 +273,13 @@ def merge_results(paths: Iterable[Path | str], output: Path | str | None = None)
     _check_shards(loaded)
     _check_one_run(loaded)
     loaded.sort(key=lambda pair: pair[0].index)
+    return loaded
 
+
+def _joined_records(loaded: list[tuple[Shard, Results]]
+                    ) -> tuple[dict[str, ItemRecord], dict[str, Any], set[Path], list[str]]:
+    """The shards' records by node id (MergeError on one recorded twice), their case contexts, the
+    files of the shards that are not complete and the warnings saying why."""
     warnings = []
     records: dict[str, ItemRecord] = {}
     owner: dict[str, Path] = {}
@@ -288,7 +305,12 @@ def merge_results(paths: Iterable[Path | str], output: Path | str | None = None)
             owner[key] = results.path
         for key, context in results.cases.items():
             cases.setdefault(key, context)
+    return records, cases, incomplete, warnings
 
+
+def _merged_run(loaded: list[tuple[Shard, Results]], incomplete: set[Path],
+                output: Path | str | None) -> dict[str, Any]:
+    """The merged run's metadata: the first shard's, with what differs between shards joined."""
     runs = [results.run for _, results in loaded]
     first = runs[0]
     run: dict[str, Any] = {key: value for key, value in first.items()}
@@ -304,6 +326,24 @@ def merge_results(paths: Iterable[Path | str], output: Path | str | None = None)
     finished = [r.get("finished") for r in runs]
     run["finished"] = None if None in finished else max(finished)
     run["updated"] = now()
+    _merge_machines(run, runs)
+    run["options"] = _whole_run_options(first, output)
+    expected = [r.get("records_expected") for r in runs]
+    run["records_expected"] = None if None in expected else sum(expected)
+    run["not_run"] = sorted({key for r in runs for key in r.get("not_run") or []})
+    run["shards"] = [{"shard": str(shard), "file": str(results.path), "id": results.run.get("id"),
+                      "hostname": results.run.get("hostname"), "machine": results.run.get("machine"),
+                      "started": results.run.get("started"), "finished": results.run.get("finished"),
+                      "status": results.run.get("status"), "exit_status": results.run.get("exit_status"),
+                      "records": len(results.records)}
+                     for shard, results in loaded]
+    return run
+
+
+def _merge_machines(run: dict[str, Any], runs: list[dict[str, Any]]) -> None:
+    """Set ``run``'s platform, host, CPU, devices and machine from the shards' ``runs``: one value
+    where they agree, joined (or a fingerprint of the shards') where they differ."""
+    first = runs[0]
     for name in ("platform", "hostname", "cpu_model"):  # optional: left out when no shard has it
         run[name] = _joined(r.get(name) for r in runs) or first.get(name)
         if run[name] is None:
@@ -318,26 +358,17 @@ def merge_results(paths: Iterable[Path | str], output: Path | str | None = None)
         run["machine"] = {"fingerprint": "shards-" + hashlib.sha256("|".join(fingerprints).encode()).hexdigest()[:16],
                           "cpu_model": run["cpu_model"], "cpu_count": run["cpu_count"],
                           "arch": _joined(r["machine"].get("arch") for r in runs)}
+
+
+def _whole_run_options(first: dict[str, Any], output: Path | str | None) -> dict[str, Any]:
+    """The first shard's options as the whole run's: no shard, the merged file as its results."""
     options = dict(first.get("options") or {})
     options["conformance_shard"] = None
     if isinstance(options.get("args"), list):
         options["args"] = _whole_run_args(options["args"], output)
     if output is not None:
         options["conformance_results"] = str(output)
-    run["options"] = options
-    expected = [r.get("records_expected") for r in runs]
-    run["records_expected"] = None if None in expected else sum(expected)
-    run["not_run"] = sorted({key for r in runs for key in r.get("not_run") or []})
-    run["shards"] = [{"shard": str(shard), "file": str(results.path), "id": results.run.get("id"),
-                      "hostname": results.run.get("hostname"), "machine": results.run.get("machine"),
-                      "started": results.run.get("started"), "finished": results.run.get("finished"),
-                      "status": results.run.get("status"), "exit_status": results.run.get("exit_status"),
-                      "records": len(results.records)}
-                     for shard, results in loaded]
-    document = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "run": run,
-                "records": [records[key] for key in sorted(records)], "cases": dict(sorted(cases.items()))}
-    _validate(document)
-    return Merged(document, loaded, warnings)
+    return options
 
 
 def _validate(document: dict[str, Any]) -> None:

@@ -17,6 +17,7 @@ from conformance.cases.trial import DivergenceObserved, Trial
 from conformance.core.tensors import CooArray
 from conformance.core.types import Mismatch, RunContext, Unsupported
 from conformance.ops import OPS
+from conformance.ops.base import TorchPath
 from conformance.ops.optimizers.inputs import OptimizerInputs
 
 SPARSE = CooArray(np.array([[2, 0, 2]], dtype=np.int64), np.array([1.0, -0.5, 0.5]), (4,))
@@ -236,8 +237,8 @@ def test_the_records_declare_the_compiled_functions():
     from conformance.ops.coalesce import coalesced
     from conformance.ops.masked_mean import where_masked_mean
 
-    assert OPS[MASKED_MEAN].torch_paths["compiled"]["function"] is where_masked_mean
-    assert OPS[COALESCE].torch_paths["compiled"]["function"] is coalesced
+    assert OPS[MASKED_MEAN].torch_path("compiled").function is where_masked_mean
+    assert OPS[COALESCE].torch_path("compiled").function is coalesced
     assert {ADAGRAD, SGD, MASKED_MEAN, COALESCE} <= set(_compiled().runners)
     assert "masked_mean_compiles" not in _compiled().runners
 
@@ -276,7 +277,7 @@ def test_coalesce_does_not_trace_and_its_compiled_items_are_unsupported_with_dyn
     assert "gb0015" in str(refused.value) and COUNTS_KEY not in record
     torch._dynamo.reset()
     with pytest.raises(torch._dynamo.exc.Unsupported, match="Attempted to wrap sparse Tensor"):
-        torch.compile(OPS[COALESCE].torch_paths["compiled"]["function"], fullgraph=True)(SPARSE.to_torch(torch.float32))
+        torch.compile(OPS[COALESCE].torch_path("compiled").function, fullgraph=True)(SPARSE.to_torch(torch.float32))
 
 
 def test_a_compiled_function_dynamo_refuses_is_unsupported_with_its_reason(monkeypatch):
@@ -292,7 +293,7 @@ def test_a_compiled_function_dynamo_refuses_is_unsupported_with_its_reason(monke
 
     real_compile = torch.compile
     monkeypatch.setattr(torch, "compile", functools.partial(real_compile, fullgraph=True))
-    monkeypatch.setitem(OPS[MASKED_MEAN].torch_paths, "compiled", {"function": breaks})
+    monkeypatch.setattr(OPS[MASKED_MEAN], "torch_paths", (TorchPath("compiled", function=breaks),))
     with pytest.raises(Unsupported, match="Dynamo does not trace it: .*graph_break"):
         _compiled().run(MASKED_MEAN, MaskedMeanInputs(np.array([1.0, 2.0]), np.array([True, False])),
                         RunContext("cpu", torch.float32))
@@ -306,7 +307,7 @@ def _plant_wrong_compiled_masked_mean(monkeypatch) -> None:
     def one_percent_too_large(values, mask):
         return where_masked_mean(values, mask) * 1.01
 
-    monkeypatch.setitem(OPS[MASKED_MEAN].torch_paths, "compiled", {"function": one_percent_too_large})
+    monkeypatch.setattr(OPS[MASKED_MEAN], "torch_paths", (TorchPath("compiled", function=one_percent_too_large),))
 
 
 def test_a_wrong_compiled_masked_mean_fails_the_compiled_item_only(monkeypatch):

@@ -41,7 +41,8 @@ from typing import Any, Callable
 import numpy as np
 
 from conformance.backends.base import COMPILED_AGREES
-from conformance.backends.torch_paths import COMPILED, TorchPathBackend, keywords_text
+from conformance.backends.torch_paths import TorchPathBackend, keywords_text
+from conformance.ops.base import COMPILED, TorchPath
 from conformance.ops import OPS
 from conformance.core.divergences import STOCK_TORCH, PathDivergence, register
 from conformance.core.record import COMPILES, INDUCTOR, compiles
@@ -241,8 +242,7 @@ INDUCTOR_DEVICES = ("cpu", "cuda")  # the devices Inductor generates code for
 def function_ops() -> list[str]:
     """The records other than the optimizers' that declare a compiled function (``torch_paths``:
     ``{"compiled": {"function": f}}``), in the records' order."""
-    return [op for op, record in OPS.items()
-            if not record.is_optimizer and COMPILED in (getattr(record, "torch_paths", None) or {})]
+    return [op for op, record in OPS.items() if not record.is_optimizer and record.torch_path(COMPILED) is not None]
 
 
 class CompiledBackend(TorchPathBackend):
@@ -264,7 +264,8 @@ class CompiledBackend(TorchPathBackend):
         self.function_dtypes = function_dtypes
         super().__init__(COMPILED, classes, name=name, description="stock torch.optim's step under torch.compile "
                          "(TorchDynamo + Inductor)")
-        self.classes = {op: compiled_class(cls, OPS[op].torch_paths[COMPILED]) for op, cls in self.torch_classes.items()}
+        self.classes = {op: compiled_class(cls, (OPS[op].torch_path(COMPILED) or TorchPath(COMPILED)).keywords)
+                        for op, cls in self.torch_classes.items()}
         self.functions = function_ops()
         self.runners.update({op: self._function_runner(op) for op in self.functions})
         self.description += ": " + "; ".join([cls.__name__ for cls in self.classes.values()] + [
@@ -273,7 +274,7 @@ class CompiledBackend(TorchPathBackend):
     @staticmethod
     def function(op: str) -> Callable:
         """The function record ``op`` declares compiled (looked up at each run)."""
-        return OPS[op].torch_paths[COMPILED]["function"]
+        return OPS[op].torch_path(COMPILED).function
 
     def _refuse(self, ctx: RunContext, dtypes: tuple[str, ...] | None, what: str = "steps") -> None:
         """Unsupported on a device Inductor generates no code for, or a dtype this backend does not compile

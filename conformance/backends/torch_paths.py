@@ -20,14 +20,12 @@ import numpy as np
 
 from conformance.backends.base import PATHS_AGREE, Backend, torch_kernels_missing_are_unsupported
 from conformance.ops import OPS
+from conformance.ops.base import COMPILED, FOR_LOOP, REFUSES, TorchPath
 from conformance.ops.optimizers.inputs import OptimizerInputs
 from conformance.core.divergences import STOCK_TORCH, ConditionalDivergence, LayoutDivergence, PathDivergence, register
 from conformance.core.layouts import contiguous_strides
 from conformance.core.types import RunContext, Unsupported
 
-COMPILED = "compiled"  # the path under torch.compile: its backend is conformance/backends/compiled.py
-FOR_LOOP = "for-loop"  # torch_paths_on_sparse: torch runs its for-loop step on a sparse gradient
-REFUSES = "refuses"  # torch_paths_on_sparse: torch raises RuntimeError on a sparse gradient
 # fused's own refusal of a device or dtype (torch/optim/optimizer.py, _device_dtype_check_for_fused)
 UNSUPPORTED_DEVICE_OR_DTYPE = "requires all the params to be floating point Tensors of supported devices"
 
@@ -101,14 +99,14 @@ class TorchPathBackend(Backend):
             self.generated_properties = (*TorchPathBackend.generated_properties, GRAD_SCALING)
         if classes is None:
             classes = {op: record.torch_implementation for op, record in OPS.items()
-                       if record.is_optimizer and path in getattr(record, "torch_paths", {})}
-        self.classes = {op: path_class(cls, path, OPS[op].torch_paths[path],
-                                       getattr(OPS[op], "torch_paths_on_sparse", {}).get(path))
+                       if record.is_optimizer and record.torch_path(path) is not None}
+        declared = {op: OPS[op].torch_path(path) or TorchPath(path) for op in classes}
+        self.classes = {op: path_class(cls, path, declared[op].keywords, declared[op].on_sparse)
                         for op, cls in classes.items()}
         self.torch_classes = dict(classes)  # op -> torch's optimizer class whose path runs
         # the other half of the twins: the same class's for-loop step
-        self.for_loop_classes = {op: path_class(cls, FOR_LOOP, getattr(OPS[op], "torch_for_loop", {"foreach": False}),
-                                                None) for op, cls in classes.items()}
+        self.for_loop_classes = {op: path_class(cls, FOR_LOOP, OPS[op].torch_for_loop, None)
+                                 for op, cls in classes.items()}
         self.description = description or (f"stock torch.optim's {path} step: "
                                            + "; ".join(cls.__name__ for cls in self.classes.values()))
         super().__init__({op: self._runner(op) for op in self.classes})
@@ -140,9 +138,9 @@ def paths() -> list[str]:
     """Every path some optimizer record declares, in the records' order."""
     found: list[str] = []
     for record in OPS.values():
-        for path in getattr(record, "torch_paths", {}) if record.is_optimizer else ():
-            if path not in found:
-                found.append(path)
+        for path in record.torch_paths if record.is_optimizer else ():
+            if path.name not in found:
+                found.append(path.name)
     return found
 
 

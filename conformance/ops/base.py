@@ -5,8 +5,8 @@ checked against (with the Hypothesis strategies that draw their examples)."""
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
@@ -66,6 +66,23 @@ class GeneratedProperty:
     max_examples: int | None = None  # at most this many drawn examples per item (an expensive property); None: the run's
 
 
+FOREACH, FUSED, COMPILED = "foreach", "fused", "compiled"  # torch's own paths beside its for-loop step
+FOR_LOOP = "for-loop"  # TorchPath.on_sparse: torch runs its for-loop step on a sparse gradient instead
+REFUSES = "refuses"  # TorchPath.on_sparse: torch raises RuntimeError on a sparse gradient
+
+
+@dataclass(frozen=True)
+class TorchPath:
+    """One of torch's own code paths of an op beside its default, run as the backend of its ``name``
+    (foreach and fused: conformance/backends/torch_paths.py; compiled: conformance/backends/compiled.py)."""
+
+    name: str  # FOREACH, FUSED or COMPILED
+    # an optimizer: the constructor keywords that select the path (compiled: those of the step compiled)
+    keywords: Mapping[str, Any] = field(default_factory=dict)
+    function: Callable[..., Any] | None = None  # another op: the function torch.compile compiles
+    on_sparse: str | None = None  # what the path does with a sparse gradient: FOR_LOOP, REFUSES, None (runs it)
+
+
 class Op:
     """Base class of the ops under test; one subclass per module in ``conformance.ops``. Every
     method takes a dtype by its spec name (``"float16"``; facts and the torch dtype:
@@ -105,6 +122,12 @@ class Op:
     # outputs a correct implementation may compute in another order on a non-contiguous input (a reduction):
     # layout-invariant compares them within the agreement tolerance, every other output bit for bit
     layout_reordered_outputs: frozenset[str] = frozenset()
+    # torch's own paths of the op (TorchPath), each run as a backend of its name beside stock torch's default
+    torch_paths: tuple[TorchPath, ...] = ()
+
+    def torch_path(self, name: str) -> TorchPath | None:
+        """The declared path ``name``, or None."""
+        return next((path for path in self.torch_paths if path.name == name), None)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """An op's NumPy references propagate NaN and inf as documented (0/0, inf - inf): they run

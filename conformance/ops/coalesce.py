@@ -19,7 +19,7 @@ from conformance.core.layouts import CONTIGUOUS, LAYOUT_KINDS, STRIDED, TRANSPOS
 from conformance.core.compare import assert_bits_equal, at_least_default, finite_abs_max
 from conformance.core.dtypes import DTYPES, OPMATH_ROUNDOFF
 from conformance.ops import draw as d
-from conformance.ops.base import GeneratedProperty, Op
+from conformance.ops.base import COMPILED, GeneratedProperty, Op, TorchPath
 from conformance.ops.contract import changed, check_like, snapshot, violation
 from conformance.core.tensors import COO, CooArray, encode_coo, not_plain_tensor, random_coo, rounder, TENSOR, to_numpy
 
@@ -320,7 +320,7 @@ class Coalesce(Op):
     torch_sums_duplicates_in_half = True
     # torch's own paths of the op beside the stock one: "compiled" -- coalesce() under torch.compile
     # (conformance/backends/compiled.py), unsupported where Dynamo does not trace a sparse tensor
-    torch_paths = {"compiled": {"function": coalesced}}
+    torch_paths = (TorchPath(COMPILED, function=coalesced),)
     inputs_schema = {
         "type": "object",
         "required": ["tensor"],

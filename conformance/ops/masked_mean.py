@@ -23,7 +23,7 @@ from conformance.core.layouts import LAYOUT_KINDS
 from conformance.core.compare import assert_bits_equal, at_least_default, finite_abs_max, first_index
 from conformance.core.divergences import STOCK_TORCH, Divergence, register
 from conformance.ops import draw as d
-from conformance.ops.base import GeneratedProperty, Op
+from conformance.ops.base import COMPILED, GeneratedProperty, Op, TorchPath
 from conformance.ops.masked_mean_candidate import differentiate, watch_masked_mean  # noqa: F401 - re-exported
 from conformance.core.dtypes import DTYPES, OPMATH_ROUNDOFF, is_half
 from conformance.core.rounding import rounded
@@ -283,7 +283,7 @@ class MaskedMean(Op):
     mistakes = MISTAKES
     # torch's own paths of the op beside the stock one: "compiled" -- the dense formulation under
     # torch.compile(dynamic=True) with Inductor, forward and backward (conformance/backends/compiled.py)
-    torch_paths = {"compiled": {"function": where_masked_mean}}
+    torch_paths = (TorchPath(COMPILED, function=where_masked_mean),)
     torch_rounding_models = ((DEVICE_COUNT_IN_HALF, {"count_in_dtype": True}),)
     inputs_schema = {
         "type": "object", "required": ["values", "mask"], "additionalProperties": False,

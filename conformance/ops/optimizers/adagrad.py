@@ -23,7 +23,7 @@ from conformance.core.dtypes import OPMATH_ROUNDOFF, is_half
 from conformance.core.diagnosis import STEP_DOES_NOTHING
 from conformance.core.types import Mistake
 from conformance.ops import draw as d
-from conformance.ops.base import GeneratedProperty
+from conformance.ops.base import COMPILED, FOR_LOOP, FOREACH, FUSED, REFUSES, GeneratedProperty, TorchPath
 from conformance.ops.coalesce import accumulation_differs, coalesce_sequential, round_toward_zero
 from conformance.ops.optimizers.base import OptimizerOp
 from conformance.ops.optimizers.drive import optimizer_problem
@@ -308,14 +308,13 @@ class Adagrad(OptimizerOp):
     long_trajectory_steps = 320
     stock_backend = "coo"
     # torch's own implementations of the step beside its default (the for-loop, _single_tensor_adagrad on
-    # cpu): path -> the constructor keywords that select it (conformance/backends/torch_paths.py builds one
-    # backend per path). What a path does with a sparse gradient, where it does not run it (torch 2.13,
-    # torch/optim/adagrad.py): "for-loop" -- _multi_tensor_adagrad hands a device's tensors to
-    # _single_tensor_adagrad when one gradient is sparse; "refuses" -- _fused_adagrad raises RuntimeError
-    # "compiled": torch's for-loop step under torch.compile (conformance/backends/compiled.py), against the same
+    # cpu), each selected by constructor keywords. On a sparse gradient (torch 2.13, torch/optim/adagrad.py)
+    # _multi_tensor_adagrad hands a device's tensors to _single_tensor_adagrad (FOR_LOOP) and _fused_adagrad
+    # raises RuntimeError (REFUSES). COMPILED: torch's for-loop step under torch.compile, against the same
     # step run eagerly; Dynamo does not trace a sparse gradient (a graph break: the step runs eagerly)
-    torch_paths = {"foreach": {"foreach": True}, "fused": {"fused": True}, "compiled": {"foreach": False}}
-    torch_paths_on_sparse = {"foreach": "for-loop", "fused": "refuses"}
+    torch_paths = (TorchPath(FOREACH, {"foreach": True}, on_sparse=FOR_LOOP),
+                   TorchPath(FUSED, {"fused": True}, on_sparse=REFUSES),
+                   TorchPath(COMPILED, {"foreach": False}))
     torch_for_loop = {"foreach": False, "fused": False}  # the keywords of the for-loop step, the twins' other half
 
     summary = "torch.optim.Adagrad steps on sparse (masked) gradients"

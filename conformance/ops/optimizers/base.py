@@ -4,7 +4,7 @@ half-precision model. An optimizer's record (a module of this package) subclasse
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import torch
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from conformance.core.dtypes import DTYPES
 from conformance.core.layouts import CHANNELS_LAST, CONTIGUOUS, LAYOUT_KINDS, STRIDED, TRANSPOSED, Layout, layouts_strategy
 from conformance.core.types import RunContext, Unsupported
-from conformance.ops.base import GeneratedProperty, Op
+from conformance.ops.base import COMPILED, FUSED, GeneratedProperty, Op
 from conformance.ops.coalesce import coalesce_reference
 from conformance.ops.optimizers.contract import check_optimizer_outputs, watch_optimizer
 from conformance.ops.optimizers.drive import run_optimizer
@@ -25,7 +25,6 @@ from conformance.ops.optimizers.strategies import (LONG_EXAMPLES, LONG_STEPS, co
 from conformance.core.tensors import CooArray, encode_array, encode_coo, quantize
 
 
-COMPILED = "compiled"  # the path under torch.compile (its twin: compiled-agrees)
 COMPILED_EXAMPLES = 3  # drawn examples per compiled-agrees item: each one compiles the step (seconds of C++)
 
 
@@ -42,12 +41,8 @@ class OptimizerOp(Op):
     # hyperparameters of the long-trajectory property's explicit examples: where a hyperparameter
     # rounded to float32 once per step drifts past the tolerance (see long_trajectory_examples)
     long_trajectory_hyperparameters: tuple[dict, ...] = ()
-    # torch's own implementations of the step beside its default for-loop step: path -> the constructor
-    # keywords that select it (conformance/backends/torch_paths.py builds one backend per path); what a
-    # path does with a sparse gradient where it does not run it ("for-loop", "refuses"); the for-loop's keywords
-    torch_paths: dict[str, dict] = {}  # "compiled": the keywords of the step torch.compile runs (backends/compiled.py)
-    torch_paths_on_sparse: dict[str, str] = {}
-    torch_for_loop: dict = {"foreach": False}
+    # the constructor keywords of torch's for-loop step (its paths, Op.torch_paths, are twinned with it)
+    torch_for_loop: Mapping[str, Any] = {"foreach": False}
     # the layouts each tensor the optimizer is handed may take (layout-invariant; conformance/core/layouts.py)
     input_layouts = {"param": LAYOUT_KINDS, "grad": LAYOUT_KINDS, "grad.indices": (CONTIGUOUS, STRIDED, TRANSPOSED),
                      "grad.values": LAYOUT_KINDS}
@@ -259,18 +254,18 @@ class OptimizerOp(Op):
         against the same step run eagerly) on densified trajectories only (torch.compile does not trace
         sparse gradients), float32/float64, :data:`COMPILED_EXAMPLES` drawn examples an item (each compiles)."""
         twins = []
-        paths = [path for path in self.torch_paths if path != COMPILED]
+        paths = [path.name for path in self.torch_paths if path.name != COMPILED]
         if paths:
             twins.append(GeneratedProperty(
                 "paths-agree", f"torch's {' and '.join(paths)} {self.title} steps equal its for-loop step on "
                 "the same trajectories (sparse, mixed and all-dense)", self.paths_inputs_strategy))
-        if "fused" in self.torch_paths:
+        if self.torch_path(FUSED) is not None:
             twins.append(GeneratedProperty(
                 "grad-scaling", f"torch's fused {self.title} step takes torch.amp.GradScaler's grad_scale and "
                 "found_inf: scaled gradients step as unscaled ones, and a step with found_inf set changes neither "
                 "the parameter nor any state (first or last)", self.compiled_inputs_strategy,
                 examples=self.grad_scaling_examples))
-        if COMPILED in self.torch_paths:
+        if self.torch_path(COMPILED) is not None:
             twins.append(GeneratedProperty(
                 "compiled-agrees", f"torch's {self.title} step under torch.compile (Inductor) equals the same step "
                 "run eagerly on the same dense-gradient trajectories", self.compiled_inputs_strategy,

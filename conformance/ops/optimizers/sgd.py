@@ -24,7 +24,7 @@ from conformance.core.dtypes import OPMATH_ROUNDOFF, Tolerance
 from conformance.core.diagnosis import STEP_DOES_NOTHING
 from conformance.core.types import Mistake
 from conformance.ops import draw as d
-from conformance.ops.base import GeneratedProperty
+from conformance.ops.base import COMPILED, FOREACH, FUSED, REFUSES, GeneratedProperty, TorchPath
 from conformance.ops.optimizers.base import OptimizerOp
 from conformance.ops.optimizers.drive import optimizer_problem
 from conformance.ops.optimizers.inputs import negated, optimizer_inputs_schema, OptimizerInputs
@@ -212,15 +212,15 @@ class SGD(OptimizerOp):
     buffer_layout = staticmethod(buffer_layout)
     long_trajectory_hyperparameters = ({"lr": 0.1, "momentum": 0.9},)
     stock_backend = "coo"
-    # torch's own implementations of the step beside its default (the for-loop, _single_tensor_sgd on cpu):
-    # path -> the constructor keywords that select it (conformance/backends/torch_paths.py). On a sparse
-    # gradient (torch 2.13, torch/optim/sgd.py) _multi_tensor_sgd runs: its foreach ops take the sparse
-    # tensors (their per-tensor fallback) and it adds the update into the parameter tensor by tensor;
-    # _fused_sgd "refuses" (RuntimeError)
-    # "compiled": torch's for-loop step under torch.compile (conformance/backends/compiled.py), against the same
-    # step run eagerly; Dynamo does not trace a sparse gradient (a graph break: the step runs eagerly)
-    torch_paths = {"foreach": {"foreach": True}, "fused": {"fused": True}, "compiled": {"foreach": False}}
-    torch_paths_on_sparse = {"fused": "refuses"}
+    # torch's own implementations of the step beside its default (the for-loop, _single_tensor_sgd on cpu),
+    # each selected by constructor keywords. On a sparse gradient (torch 2.13, torch/optim/sgd.py)
+    # _multi_tensor_sgd runs: its foreach ops take the sparse tensors (their per-tensor fallback) and it adds
+    # the update into the parameter tensor by tensor; _fused_sgd raises RuntimeError (REFUSES). COMPILED:
+    # torch's for-loop step under torch.compile, against the same step run eagerly; Dynamo does not trace a
+    # sparse gradient (a graph break: the step runs eagerly)
+    torch_paths = (TorchPath(FOREACH, {"foreach": True}),
+                   TorchPath(FUSED, {"fused": True}, on_sparse=REFUSES),
+                   TorchPath(COMPILED, {"foreach": False}))
     torch_for_loop = {"foreach": False, "fused": False}  # the keywords of the for-loop step, the twins' other half
 
     summary = "torch.optim.SGD steps on sparse gradients (momentum, dampening, nesterov, maximize)"

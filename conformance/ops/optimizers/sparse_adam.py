@@ -212,7 +212,7 @@ class SparseAdam(OptimizerOp):
     stock_backend = "coo"
     # torch's implementations beside the for-loop step: none (torch 2.13's SparseAdam takes neither foreach
     # nor fused: TypeError), so the torch_paths backends have no sparse_adam items
-    torch_paths: dict = {}
+    torch_paths = ()
     summary = "torch.optim.SparseAdam steps: moments and parameter updated only at specified entries"
     candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.SparseAdam's constructor"
     mistakes = MISTAKES

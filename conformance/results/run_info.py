@@ -83,7 +83,7 @@ def device_info(names: Iterable[str]) -> dict[str, dict[str, str | None]]:
 
                     hardware = ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
                 else:
-                    support = importlib.import_module(f"conformance.{name}_support")
+                    support = importlib.import_module(f"conformance.core.{name}_support")
                     hardware = str(getattr(support, f"{name}_hardware")())
             except Exception as exc:  # a name is nice to have, never worth failing a run
                 hardware = f"unknown ({type(exc).__name__})"

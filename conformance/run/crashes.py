@@ -14,8 +14,9 @@ import pytest
 
 from conformance.core.record import ItemRecord
 from conformance.run import outcomes
+from conformance.run.native_hangs import WorkerEnding, input_of, timed_out_record
 from conformance.run.state import is_conformance_run
-from conformance.run.timeouts import WATCH, WorkerEnding, input_of, timed_out_record
+from conformance.run.timeouts import WATCH
 from conformance.run.transfer import collected
 
 MAX_WORKER_RESTART = 100

@@ -74,6 +74,11 @@
     body.textContent = "";
     legacyNull = false;
     body.appendChild(el("h3", {text: (it.case || "(invalid spec)") + " [" + [it.backend, it.device, it.dtype].join("-") + "]"}));
+    if (it.reason) {
+      // why it did not run: what a reader of a mostly-unsupported column wants, so first
+      section(it.outcome === "skipped" ? "Why it was skipped" : "Why it is unsupported", "details-reason")
+        .appendChild(el("p", {id: "details-reason-text", text: it.reason}));
+    }
     var dl = el("dl", {class: "facts"});
     function fact(name, value, cls) {
       if (value === null || value === undefined || value === "") return;
@@ -119,15 +124,21 @@
       var vt = el("table", {class: "values", id: "details-values"}, [el("tr", {}, [
         el("th", {text: "output"}), el("th", {text: "golden (expected)"}), el("th", {text: "stock torch"}),
         el("th", {text: it.backend === "candidate" ? "candidate" : it.backend})])]);
+      var notReturned = [];
       Object.keys(it.values).forEach(function (name) {
         var v = it.values[name] || {};
-        var row = el("tr", {}, [el("th", {text: name}), valueCell(v.expected), valueCell(v.torch), valueCell(v.got)]);
-        if (JSON.stringify(v.got) !== JSON.stringify(v.expected)) row.classList.add("differs");
+        var got = v.not_returned ? el("td", {class: "not-returned", title: v.not_returned, text: "not returned"}) : valueCell(v.got);
+        var row = el("tr", {}, [el("th", {text: name}), valueCell(v.expected), valueCell(v.torch), got]);
+        if (v.not_returned) notReturned.push(name + ": " + v.not_returned);
+        else if (JSON.stringify(v.got) !== JSON.stringify(v.expected)) row.classList.add("differs");
         vt.appendChild(row);
       });
       var valuesSection = section("Golden, stock torch and " + (it.backend === "candidate" ? "candidate" : it.backend) +
                                   ", side by side", "details-values-section");
       valuesSection.appendChild(vt);
+      notReturned.forEach(function (note) {
+        valuesSection.appendChild(el("p", {class: "sub not-returned-note", text: "not returned \u2014 " + note}));
+      });
       if (legacyNull) {
         valuesSection.appendChild(el("p", {class: "sub", text: "? : a NaN or \u00b1inf (written as null by an older version of the suite)"}));
       }
@@ -186,8 +197,16 @@
       });
       body.appendChild(ul);
     }
-    panel.hidden = false;
+    openDrawer(true);
     panel.scrollTop = 0;
+    // the chip stays in sight: above the drawer, below the sticky headers
+    if (selected) selected.scrollIntoView({block: "nearest"});
+  }
+  function openDrawer(open) {
+    panel.hidden = !open;
+    document.documentElement.classList.toggle("drawer-open", open);
+    document.body.classList.toggle("drawer-open", open);
+    if (!open && selected) selected.classList.remove("selected");
   }
   window.conformanceShowItem = show;
 
@@ -198,25 +217,54 @@
       show(Number(target.getAttribute("data-i")));
     }
   });
-  document.getElementById("details-close").addEventListener("click", function () {
-    panel.hidden = true;
-    if (selected) selected.classList.remove("selected");
-  });
+  document.getElementById("details-close").addEventListener("click", function () { openDrawer(false); });
   document.addEventListener("keydown", function (event) {
-    if (event.key === "Escape") panel.hidden = true;
+    if (event.key === "Escape") openDrawer(false);
   });
 
   // filters
   var filter = document.getElementById("filter"), onlyDiffers = document.getElementById("only-differs"),
       hidePassing = document.getElementById("hide-passing"), runView = document.getElementById("run-view");
+  // a summary count's rows: {backend, op ("" for every op), outcome, run}, or null
+  var focus = null, focusBar = document.getElementById("focus-bar");
+  function focusedChips(row) {
+    // the row's chips of the focused backend, outcome and run
+    if (focus.op && row.getAttribute("data-op") !== focus.op) return [];
+    var found = [];
+    row.querySelectorAll("td.cell").forEach(function (cell) {
+      if (cell.getAttribute("data-backend") !== focus.backend) return;
+      cell.querySelectorAll(".run-line").forEach(function (line) {
+        if (line.getAttribute("data-run") !== focus.run) return;
+        line.querySelectorAll("button.chip.o-" + focus.outcome).forEach(function (chip) { found.push(chip); });
+      });
+    });
+    return found;
+  }
   function applyFilters() {
     var text = filter ? (filter.value || "").toLowerCase() : "";
+    document.querySelectorAll("button.chip.focus").forEach(function (chip) { chip.classList.remove("focus"); });
+    var focusedRows = 0;
     document.querySelectorAll("tr.case-row").forEach(function (row) {
+      var chips = focus ? focusedChips(row) : null;
       var hide = (text && row.getAttribute("data-search").toLowerCase().indexOf(text) < 0) ||
                  (onlyDiffers && onlyDiffers.checked && !row.classList.contains("differs")) ||
-                 (hidePassing && hidePassing.checked && row.classList.contains("all-pass"));
+                 (hidePassing && hidePassing.checked && row.classList.contains("all-pass")) ||
+                 (chips && !chips.length);
       row.classList.toggle("hidden", !!hide);
+      if (chips && !hide) {
+        focusedRows += 1;
+        chips.forEach(function (chip) { chip.classList.add("focus"); });
+      }
     });
+    if (focusBar) {
+      focusBar.hidden = !focus;
+      if (focus) {
+        document.getElementById("focus-text").textContent = "Showing the " + focusedRows + " row" + (focusedRows === 1 ? "" : "s") +
+          " where " + focus.backend + " has " + focus.outcome + " items" + (focus.op ? " on " + focus.op : "") +
+          (runs.length > 1 ? " in " + runs[Number(focus.run)] : "") +
+          (focusedRows ? " (outlined)." : ": none drawn (a column where every item was skipped is named above, not drawn).");
+      }
+    }
     // a table whose rows are all hidden goes too, header and all
     document.querySelectorAll("table.matrix").forEach(function (table) {
       table.classList.toggle("hidden", !table.querySelector("tr.case-row:not(.hidden)"));
@@ -226,6 +274,17 @@
       line.classList.toggle("hidden", view !== "all" && line.getAttribute("data-run") !== view);
     });
   }
+  document.querySelectorAll("a.count[data-outcome]").forEach(function (a) {
+    a.addEventListener("click", function (event) {
+      event.preventDefault();
+      focus = {backend: a.getAttribute("data-backend"), op: a.getAttribute("data-op"),
+               outcome: a.getAttribute("data-outcome"), run: a.getAttribute("data-run")};
+      applyFilters();
+      focusBar.scrollIntoView({block: "start"});  // the tables left follow it: the rows, outlined
+    });
+  });
+  var focusClear = document.getElementById("focus-clear");
+  if (focusClear) focusClear.addEventListener("click", function () { focus = null; applyFilters(); });
   [filter, onlyDiffers, hidePassing, runView].forEach(function (input) {
     if (input) input.addEventListener("input", applyFilters);
     if (input) input.addEventListener("change", applyFilters);

@@ -1,5 +1,5 @@
 """Every wait bounded (issue 30, point 3): a native hang in a run in one process ends the run with the
-results file naming the hung item (conformance/run/timeouts.py's PlainWatchdog); every child process
+results file naming the hung item (conformance/run/plain_watchdog.py's PlainWatchdog); every child process
 ``conformance check`` starts has a timeout and leaves nothing behind (supervise.run_pytest); a candidate
 that crashes or hangs on every input stops the run early (conformance/run/breaker.py,
 ``--conformance-max-crashes``, which check gives as ``--max-crashes``), and one whose first call

@@ -112,7 +112,7 @@ GROUP_GRACE = 5.0  # seconds what is left of pytest's process group gets to end 
 def _end_group(child: subprocess.Popen, grace: float = GROUP_GRACE) -> None:
     """Wait up to ``grace`` seconds for the rest of the child's process group to end (the run's
     sidecar, which writes a crashed or hung item's record after the run's process died,
-    conformance/run/timeouts.py), then kill what is left."""
+    conformance/run/sidecar.py), then kill what is left."""
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         try:

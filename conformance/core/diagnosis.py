@@ -146,44 +146,68 @@ def diagnose(op: Any, inputs: Any, outputs_or_error: Any, dtype: Any,
     except Exception as exc:  # noqa: BLE001 - the documented behaviour is an error here
         reference = exc
     if isinstance(outputs, BaseException):
-        if isinstance(reference, BaseException):
-            return None
-        for mistake in mistakes:
-            if mistake.raises is not None and _safe(mistake.raises, inputs, outputs) and \
-                    _control_returns(mistake, inputs, run):
-                return mistake
-        return None
+        return _error_mistake(mistakes, inputs, outputs, reference, run)
     if not isinstance(outputs, Mapping):
         return None
     exact = set(getattr(op, "exact_outputs", ()))
-    matched: list[tuple[float, int, Mistake, Mapping[str, Any], dict]] = []
-    for index, mistake in enumerate(mistakes):
-        if mistake.model is None:
-            continue
-        takes_dtype = mistake.tight or mistake.takes_dtype
-        modelled = _safe(mistake.model, inputs, dtype) if takes_dtype else _safe(mistake.model, inputs)
-        if not isinstance(modelled, Mapping):
-            continue
-        names = [name for name in modelled if name in outputs
-                 and (isinstance(reference, BaseException) or name in reference)]
-        if not names:
-            continue
-        if mistake.tight:
-            tolerances = {name: (None if name in exact else Tolerance(0.0, 0.0)) for name in names}
-            modelled = _quantized(modelled, names, dtype, exact)
-        else:
-            tolerances = item_tolerances(op, inputs, dtype, names)
-        if not _close(outputs, modelled, names, tolerances):
-            continue
-        to_model = distance(outputs, modelled, names)
-        if not isinstance(reference, BaseException):
-            correct = _quantized(reference, names, dtype, exact) if mistake.tight else reference
-            if _close(modelled, correct, names, tolerances):
-                continue  # on this example the mistake gives the right answer: it cannot be told apart
-            if not to_model < distance(outputs, reference, names):
-                continue
-        matched.append((to_model, index, mistake, {name: modelled[name] for name in names},
-                        item_tolerances(op, inputs, dtype, names)))
+    matched = [match for index, mistake in enumerate(mistakes)
+               if (match := _model_match(op, index, mistake, inputs, outputs, reference, dtype, exact)) is not None]
+    return _named_among(matched)
+
+
+# a mistake whose model explains the outputs: (distance to the model, its index in the catalogue,
+# the mistake, the model's outputs compared, the item's tolerances on them)
+_Match = tuple[float, int, Mistake, Mapping[str, Any], dict]
+
+
+def _error_mistake(mistakes: tuple[Mistake, ...], inputs: Any, error: BaseException, reference: Any,
+                   run: Callable[[Any], Any] | None) -> Mistake | None:
+    """The first mistake that shows as ``error`` on these inputs (and whose control returns), or
+    None; none when the reference raises too."""
+    if isinstance(reference, BaseException):
+        return None
+    for mistake in mistakes:
+        if mistake.raises is not None and _safe(mistake.raises, inputs, error) and \
+                _control_returns(mistake, inputs, run):
+            return mistake
+    return None
+
+
+def _model_match(op: Any, index: int, mistake: Mistake, inputs: Any, outputs: Mapping[str, Any], reference: Any,
+                 dtype: str, exact: set[str]) -> _Match | None:
+    """``mistake``'s model as a match of ``outputs``: close to them within the item's tolerance (or
+    bit for bit, a tight model), not close to the reference, and nearer the outputs than it; or None."""
+    if mistake.model is None:
+        return None
+    takes_dtype = mistake.tight or mistake.takes_dtype
+    modelled = _safe(mistake.model, inputs, dtype) if takes_dtype else _safe(mistake.model, inputs)
+    if not isinstance(modelled, Mapping):
+        return None
+    names = [name for name in modelled if name in outputs
+             and (isinstance(reference, BaseException) or name in reference)]
+    if not names:
+        return None
+    if mistake.tight:
+        tolerances = {name: (None if name in exact else Tolerance(0.0, 0.0)) for name in names}
+        modelled = _quantized(modelled, names, dtype, exact)
+    else:
+        tolerances = item_tolerances(op, inputs, dtype, names)
+    if not _close(outputs, modelled, names, tolerances):
+        return None
+    to_model = distance(outputs, modelled, names)
+    if not isinstance(reference, BaseException):
+        correct = _quantized(reference, names, dtype, exact) if mistake.tight else reference
+        if _close(modelled, correct, names, tolerances):
+            return None  # on this example the mistake gives the right answer: it cannot be told apart
+        if not to_model < distance(outputs, reference, names):
+            return None
+    return (to_model, index, mistake, {name: modelled[name] for name in names},
+            item_tolerances(op, inputs, dtype, names))
+
+
+def _named_among(matched: list[_Match]) -> Mistake | None:
+    """The mistake to name among those whose models match: the nearest, unless one listed before it
+    gives the same outputs on this example."""
     if not matched:
         return None
     best = min(matched, key=lambda entry: (entry[0], entry[1]))

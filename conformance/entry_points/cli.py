@@ -23,7 +23,9 @@ import json
 import math
 import sys
 
+from conformance.entry_points import replay
 from conformance.results import gate as gate_module
+from conformance.results.merge import DESCRIPTION as merge_description
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -200,7 +202,40 @@ def _finite(low: float, high: float | None):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="conformance", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_report(sub)
+    _add_gate(sub)
 
+    select = sub.add_parser("select", help="the pytest options that run only the ops changed files touch")
+    _add_scope_options(select)
+    select.add_argument("--format", choices=["pytest", "ops", "json"], default="pytest")
+    select.set_defaults(func=_select)
+
+    # imported here: check stands on the level cli does, and a module-level import would lift cli and
+    # __main__ above the levels tests/test_layout.py allows
+    from conformance.entry_points import check
+
+    check.build_parser(sub.add_parser("check", help="gate your implementation (OP=module:attr) against the specs "
+                                                    "and stock torch; writes results and its HTML report",
+                                      description=check.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
+    replay.build_parser(sub.add_parser("replay", help="re-run one item (its id as printed), from any directory",
+                                       description=replay.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
+
+    merge = sub.add_parser("merge", help="join the results files of a run split with --conformance-shard K/N",
+                           description=merge_description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    merge.add_argument("results", nargs="+", metavar="SHARD.json", help="the results files of shards 1/N ... N/N")
+    merge.add_argument("-o", "--output", required=True, metavar="MERGED.json", help="the merged results file to write")
+    merge.set_defaults(func=_merge)
+
+    schema = sub.add_parser("schema", help="print the spec or results JSON Schema")
+    schema.add_argument("which", nargs="?", choices=["spec", "results"], default="spec")
+    schema.set_defaults(func=_schema)
+    for name, command_parser in sub.choices.items():
+        command_parser.set_defaults(command_parser=command_parser)
+    return parser
+
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
+    """The ``report`` command's parser."""
     report = sub.add_parser("report", help="merge results files into one self-contained HTML report")
     report.add_argument("results", nargs="+",
                         help="results JSON files (several torch versions, devices, machines), e.g. reports/*.json; "
@@ -213,6 +248,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="backend the speed charts are relative to (default: %(default)s)")
     report.set_defaults(func=_report)
 
+
+def _add_gate(sub: argparse._SubParsersAction) -> None:
+    """The ``gate`` command's parser."""
     gate = sub.add_parser("gate", help="fail when a candidate run regressed against a baseline run",
                           description=gate_module.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     gate.add_argument("--baseline", required=True, metavar="A.json",
@@ -235,37 +273,6 @@ def build_parser() -> argparse.ArgumentParser:
                            "empty, gating only the items it has; the summary says so (default: exit 2)")
     gate.add_argument("--markdown", metavar="FILE", help="also append the summary as Markdown (e.g. $GITHUB_STEP_SUMMARY)")
     gate.set_defaults(func=_gate)
-
-    select = sub.add_parser("select", help="the pytest options that run only the ops changed files touch")
-    _add_scope_options(select)
-    select.add_argument("--format", choices=["pytest", "ops", "json"], default="pytest")
-    select.set_defaults(func=_select)
-
-    from conformance.entry_points import check
-
-    check.build_parser(sub.add_parser("check", help="gate your implementation (OP=module:attr) against the specs "
-                                                    "and stock torch; writes results and its HTML report",
-                                      description=check.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
-
-    from conformance.entry_points import replay
-
-    replay.build_parser(sub.add_parser("replay", help="re-run one item (its id as printed), from any directory",
-                                       description=replay.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
-
-    from conformance.results.merge import DESCRIPTION as merge_description
-
-    merge = sub.add_parser("merge", help="join the results files of a run split with --conformance-shard K/N",
-                           description=merge_description, formatter_class=argparse.RawDescriptionHelpFormatter)
-    merge.add_argument("results", nargs="+", metavar="SHARD.json", help="the results files of shards 1/N ... N/N")
-    merge.add_argument("-o", "--output", required=True, metavar="MERGED.json", help="the merged results file to write")
-    merge.set_defaults(func=_merge)
-
-    schema = sub.add_parser("schema", help="print the spec or results JSON Schema")
-    schema.add_argument("which", nargs="?", choices=["spec", "results"], default="spec")
-    schema.set_defaults(func=_schema)
-    for name, command_parser in sub.choices.items():
-        command_parser.set_defaults(command_parser=command_parser)
-    return parser
 
 
 def _attach_pytest_args(argv: list[str]) -> list[str]:

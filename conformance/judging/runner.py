@@ -137,32 +137,51 @@ def run_item(case: Case, backend: Backend, device: str, dtype_name: str,
     """
     dtype = torch_dtype(dtype_name)
     ctx = RunContext(device, dtype, record if record is not None else {}, layouts=case.layouts)
-    op = case.op
-    inputs = op.decode_inputs(case.inputs, dtype_name)
+    inputs = case.op.decode_inputs(case.inputs, dtype_name)
     divergence = case.torch_divergence_for(device, dtype_name)
     if case.expected_error is not None and case.expected_error.kind == TORCH_LIMITATION:
         return _run_torch_limitation(case, backend, inputs, ctx)
     if case.expected_error is not None:
-        # a candidate's refusal is judged by its kind (the exception type), stock torch's and the
-        # built-in backends' by the text too; torch's second opinion on a candidate's item by kind
-        by_kind = backend.judged_against_torch
-        raised: list[BaseException] = []
-        with measure(device, ctx.record):
-            failure = expected_error_problem(case, lambda: backend.run(op.name, inputs, ctx), by_kind, raised)
-        torch = None
-        if op.torch_implementation is not None and (backend.judged_against_torch or failure or divergence):
-            torch = TorchRun(failure=expected_error_problem(
-                case, lambda: op.run_candidate(op.torch_implementation, inputs, RunContext(device, dtype, {}, layouts=case.layouts)),
-                by_kind))
-        same = torch is not None and _missed_alike(failure, torch.failure)
-        try:
-            _conclude(case, backend, ctx, failure, torch, same, divergence, expected={}, outputs={})
-        except Mismatch as differs:  # what the candidate computed instead of raising, and what it looks like
-            run = lambda other: backend.run(op.name, other, RunContext(device, dtype, {}, layouts=case.layouts))  # noqa: E731
-            raise diagnosis.looks_like(op, inputs, lambda: run(inputs), dtype, ctx.record, differs, run) from failure
-        if by_kind and failure is None and raised:  # the candidate's own words, in its record
-            ctx.record["message"] = refusal_note(raised[0], case.expected_error.type)
-        return ctx
+        return _run_expecting_error(case, backend, inputs, ctx, device, dtype, divergence)
+    return _run_expecting_outputs(case, backend, inputs, ctx, device, dtype, divergence)
+
+
+def _runner_on(case: Case, backend: Backend, device: str, dtype) -> Callable[[Any], Any]:
+    """``backend`` run on other inputs in a fresh context of the item's (a mistake's control, a diagnosis)."""
+    return lambda other: backend.run(case.op.name, other, RunContext(device, dtype, {}, layouts=case.layouts))
+
+
+def _run_expecting_error(case: Case, backend: Backend, inputs: Any, ctx: RunContext, device: str, dtype,
+                         divergence: Divergence | None) -> RunContext:
+    """An item whose case expects an error: does the backend raise it, and does stock torch."""
+    op = case.op
+    # a candidate's refusal is judged by its kind (the exception type), stock torch's and the
+    # built-in backends' by the text too; torch's second opinion on a candidate's item by kind
+    by_kind = backend.judged_against_torch
+    raised: list[BaseException] = []
+    with measure(device, ctx.record):
+        failure = expected_error_problem(case, lambda: backend.run(op.name, inputs, ctx), by_kind, raised)
+    torch = None
+    if op.torch_implementation is not None and (backend.judged_against_torch or failure or divergence):
+        torch = TorchRun(failure=expected_error_problem(
+            case, lambda: op.run_candidate(op.torch_implementation, inputs, RunContext(device, dtype, {}, layouts=case.layouts)),
+            by_kind))
+    same = torch is not None and _missed_alike(failure, torch.failure)
+    try:
+        _conclude(case, backend, ctx, failure, torch, same, divergence, expected={}, outputs={})
+    except Mismatch as differs:  # what the candidate computed instead of raising, and what it looks like
+        run = _runner_on(case, backend, device, dtype)
+        raise diagnosis.looks_like(op, inputs, lambda: run(inputs), dtype, ctx.record, differs, run) from failure
+    if by_kind and failure is None and raised:  # the candidate's own words, in its record
+        ctx.record["message"] = refusal_note(raised[0], case.expected_error.type)
+    return ctx
+
+
+def _run_expecting_outputs(case: Case, backend: Backend, inputs: Any, ctx: RunContext, device: str, dtype,
+                           divergence: Divergence | None) -> RunContext:
+    """An item whose case expects outputs: run and time the backend, check its outputs against the
+    spec, and compare them with stock torch's where the verdict needs torch's opinion."""
+    op = case.op
     started = time.perf_counter()
     with measure(device, ctx.record):  # XLA: compile counts, the lazy graph executed
         try:
@@ -171,7 +190,7 @@ def run_item(case: Case, backend: Backend, device: str, dtype_name: str,
             raise
         except Exception as error:  # an error where a result is expected: what it looks like, if known
             raise diagnosis.looks_like(op, inputs, error, dtype, ctx.record, error,
-                                       lambda other: backend.run(op.name, other, RunContext(device, dtype, {}, layouts=case.layouts)))
+                                       _runner_on(case, backend, device, dtype))
     ctx.record["seconds"] = time.perf_counter() - started
     failure = None
     try:
@@ -191,8 +210,8 @@ def run_item(case: Case, backend: Backend, device: str, dtype_name: str,
     try:
         _conclude(case, backend, ctx, failure, torch, same, divergence, expected, outputs)
     except Mismatch as differs:
-        run = lambda other: backend.run(op.name, other, RunContext(device, dtype, {}, layouts=case.layouts))  # noqa: E731
-        raise diagnosis.looks_like(op, inputs, outputs, dtype, ctx.record, differs, run) from failure
+        raise diagnosis.looks_like(op, inputs, outputs, dtype, ctx.record, differs,
+                                   _runner_on(case, backend, device, dtype)) from failure
     return ctx
 
 

@@ -19,12 +19,15 @@ from dataclasses import dataclass
 from typing import Any, Callable, Collection, Iterable, Iterator, Protocol
 
 import pytest
+import torch
 
 from conformance.backends.base import Backend
+from conformance.core.compare import warm_up_comparison
 from conformance.core.devices import unavailable_reason
 from conformance.core.record import ItemRecord
+from conformance.ops import OPS
 from conformance.run import outcomes
-from conformance.core.types import Unsupported
+from conformance.core.types import RunContext, Unsupported
 
 
 @dataclass(frozen=True)
@@ -164,10 +167,29 @@ def first_calls_made(items: list[pytest.Item], limit: Callable[[Backend], float]
     GIL keeps this thread from ever seeing the limit pass, and the watchdog ends the process instead.
     Returns (a one-line warning or None, the hung calls). The suite's own comparison is warmed up
     first (:func:`~conformance.core.compare.warm_up_comparison`)."""
-    from conformance.core.compare import warm_up_comparison
-    from conformance.ops import OPS
-
     warm_up_comparison()
+    firsts = _first_calls_to_make(items)
+    hung: list[HungFirstCall] = []
+    limits = {name: limit(backend) for name, (backend, _) in firsts.items()}
+    # the most generous limit first (unlimited, 0, before all): what the first calls share -- torch's own
+    # modules imported on first use, seconds on a loaded machine -- is paid under it, not under a
+    # candidate's shorter one
+    for name in sorted(limits, key=lambda name: -limits[name] if limits[name] else float("-inf")):
+        backend, ops = firsts[name]
+        hung_call = _first_calls_of(backend, ops, limits[name], watch)
+        if hung_call is not None:
+            hung.append(hung_call)
+    slow = [first_call_label(call.backend, call.op) for call in hung]
+    if slow:
+        return (f"the first call of {', '.join(slow)} had not returned within its limit before any item ran: it "
+                f"hangs, or imports slowly; the items of {', '.join(slow)} that start while it runs are errors, "
+                f"not run (--conformance-timeout raises the limit)"), hung
+    return None, hung
+
+
+def _first_calls_to_make(items: list[pytest.Item]) -> dict[str, tuple[Backend, list[str]]]:
+    """Backend name -> (the backend, the ops of its items in order): the first calls to make, for the
+    cpu items of backends that are not the oracle, have no slow setup of their own and are not skipped."""
     firsts: dict[str, tuple[Backend, list[str]]] = {}
     for item in items:
         op = getattr(item, "record", {}).get("op")
@@ -178,59 +200,52 @@ def first_calls_made(items: list[pytest.Item], limit: Callable[[Backend], float]
             ops = firsts.setdefault(backend.name, (backend, []))[1]
             if op not in ops:
                 ops.append(op)
-    hung: list[HungFirstCall] = []
-    slow: list[str] = []
-    limits = {name: limit(backend) for name, (backend, _) in firsts.items()}
-    # the most generous limit first (unlimited, 0, before all): what the first calls share -- torch's own
-    # modules imported on first use, seconds on a loaded machine -- is paid under it, not under a
-    # candidate's shorter one
-    for name in sorted(limits, key=lambda name: -limits[name] if limits[name] else float("-inf")):
-        backend, ops = firsts[name]
-        seconds = limits[name]
-        current: list[str] = []  # the op whose first call is under way
-        given_up = threading.Event()  # set past the limit: the thread makes no more calls
+    return firsts
 
-        def make_them(backend: Backend = backend, ops: list[str] = ops, seconds: float = seconds,
-                      current: list[str] = current, given_up: threading.Event = given_up) -> None:
-            import torch
 
-            from conformance.core.types import RunContext
+def _first_calls_of(backend: Backend, ops: list[str], seconds: float,
+                    watch: FirstCallsWatch | None) -> HungFirstCall | None:
+    """Make ``backend``'s first call of each of ``ops`` in a thread of their own, waiting ``seconds``
+    (0: no limit) for them; the call still running then, as a hung call, or None."""
+    name = backend.name
+    current: list[str] = []  # the op whose first call is under way
+    given_up = threading.Event()  # set past the limit: the thread makes no more calls
+    making = threading.Thread(target=_make_first_calls, args=(backend, ops, seconds, current, given_up, watch),
+                              name=f"conformance-first-calls-{name}", daemon=True)
+    started = time.monotonic()
+    if watch is not None and seconds:
+        watch.arm(seconds)
+    making.start()
+    try:
+        making.join(seconds or None)
+    finally:
+        if watch is not None:
+            watch.cancel()
+    if not making.is_alive():
+        return None
+    given_up.set()
+    op = current[0] if current else "?"
+    return HungFirstCall(name, op, thread=making, limit=seconds, message=(
+        f"not run: {name}'s first call of {op} (its first explicit example, float32 on cpu), made "
+        f"before any item ran, had not returned {round(time.monotonic() - started, 1):g} s after it started "
+        f"(its limit: {seconds:g} s) and is still running in this process: it hangs, or its first use "
+        f"takes longer than the limit (a slow import? a larger --conformance-timeout raises the limit). "
+        f"An item of {name}/{op} that starts while it runs is not run"))
 
-            for op in ops:
-                examples = OPS[op].explicit_examples("float32")
-                if not examples or given_up.is_set():
-                    continue
-                current[:] = [op]
-                if watch is not None:
-                    watch.making(first_call_label(backend.name, op), seconds)
-                try:
-                    backend.run(op, examples[0], RunContext("cpu", torch.float32))
-                except BaseException:  # noqa: BLE001 - the items report what a backend raises
-                    pass
-            current.clear()
 
-        making = threading.Thread(target=make_them, name=f"conformance-first-calls-{name}", daemon=True)
-        started = time.monotonic()
-        if watch is not None and seconds:
-            watch.arm(seconds)
-        making.start()
+def _make_first_calls(backend: Backend, ops: list[str], seconds: float, current: list[str],
+                      given_up: threading.Event, watch: FirstCallsWatch | None) -> None:
+    """The first-calls thread: ``backend``'s first call of each op, the op under way in ``current``,
+    until the caller gives up (``given_up``); what a call raises is left to the items to report."""
+    for op in ops:
+        examples = OPS[op].explicit_examples("float32")
+        if not examples or given_up.is_set():
+            continue
+        current[:] = [op]
+        if watch is not None:
+            watch.making(first_call_label(backend.name, op), seconds)
         try:
-            making.join(seconds or None)
-        finally:
-            if watch is not None:
-                watch.cancel()
-        if making.is_alive():
-            given_up.set()
-            op = current[0] if current else "?"
-            slow.append(first_call_label(name, op))
-            hung.append(HungFirstCall(name, op, thread=making, limit=seconds, message=(
-                f"not run: {name}'s first call of {op} (its first explicit example, float32 on cpu), made "
-                f"before any item ran, had not returned {round(time.monotonic() - started, 1):g} s after it started "
-                f"(its limit: {seconds:g} s) and is still running in this process: it hangs, or its first use "
-                f"takes longer than the limit (a slow import? a larger --conformance-timeout raises the limit). "
-                f"An item of {name}/{op} that starts while it runs is not run")))
-    if slow:
-        return (f"the first call of {', '.join(slow)} had not returned within its limit before any item ran: it "
-                f"hangs, or imports slowly; the items of {', '.join(slow)} that start while it runs are errors, "
-                f"not run (--conformance-timeout raises the limit)"), hung
-    return None, hung
+            backend.run(op, examples[0], RunContext("cpu", torch.float32))
+        except BaseException:  # noqa: BLE001 - the items report what a backend raises
+            pass
+    current.clear()

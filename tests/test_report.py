@@ -6,7 +6,10 @@ import pytest
 
 import json
 import re
+from collections import Counter
+from functools import lru_cache
 from html.parser import HTMLParser
+from pathlib import Path
 
 from conformance.entry_points.cli import main
 from conformance.results.report import build_report, divergence_of, repro_command, run_labels
@@ -309,3 +312,123 @@ def test_the_matrix_shows_torchs_paths_per_torch_version(tmp_path):
     assert f"{labels[1]} · fused · cpu · float16: passed" in shown
     rows = [a for a in page.find("tr") if "case-row" in a.get("class", "")]
     assert len(rows) == 1 and ("differs" in rows[0]["class"]) is (this_torch != "passed")
+
+
+# ------------------------------------------------------------------ a report read at a glance (issue 43, item 5)
+
+@lru_cache(maxsize=None)
+def fused_adagrad_run():
+    """specs/adagrad.yaml's sparse steps on stock torch (coo: passes) and on torch's fused path (fused:
+    unsupported on sparse gradients, with fused Adagrad's own reason), cpu; about 1 s."""
+    from conformance_runs import run_inprocess
+
+    code, path = run_inprocess("fused-adagrad", "specs/adagrad.yaml", "--conformance-backend", "coo,fused",
+                               "-k", "tutorial-step-1 or duplicates-cancel-half")
+    assert code == 0, f"the fused run failed (exit code {code})"
+    return path
+
+
+COUNT_LINK = re.compile(r'<a href="#matrix" class="count o-(\w+)" data-backend="([^"]*)" data-op="([^"]*)" '
+                        r'data-outcome="(\w+)" data-run="(\d+)" title="[^"]*">(\d+)</a>')
+
+
+def test_the_summary_counts_outcomes_per_backend_and_op_and_each_count_finds_its_chips(tmp_path):
+    """At the top: per backend (a line per run) x op, how many items passed, failed, xfailed, were
+    unsupported -- the counts of the results files, each a link whose (backend, op, outcome, run) are
+    exactly those of as many chips in the matrix; the backends' totals over every op first."""
+    paths = [fused_adagrad_run(), adagrad_run("SquareBeforeSumAdagrad")]
+    out = tmp_path / "index.html"
+    build_report(paths, out)
+    text = out.read_text(encoding="utf-8")
+    assert text.index('<section id="summary">') < text.index('<section id="runs">') < text.index('<section id="matrix">')
+
+    want = Counter()
+    for run, path in enumerate(paths):
+        for r in load(path)["records"]:
+            for op in (r["op"], ""):
+                want[(r["backend"], op, r["outcome"], run)] += 1
+    links = {}
+    for colour, backend, op, outcome, run, n in COUNT_LINK.findall(text):
+        assert colour == outcome and (backend, op, outcome, int(run)) not in links
+        links[(backend, op, outcome, int(run))] = int(n)
+    assert links == dict(want)
+    # what the issue saw: the fused path's unsupported items and the wrong candidate's failures, counted
+    assert links[("fused", "adagrad", "unsupported", 0)] > 0 and ("fused", "adagrad", "passed", 0) not in links
+    assert links[("candidate", "adagrad", "failed", 1)] == 7 and links[("coo", "", "passed", 0)] > 0
+
+    # each count finds its chips: as many as it says, of its backend, op, outcome and run
+    page = Page(text)
+    items = json.loads(page.data_text)["items"]
+    chips = Counter()
+    for chip in page.find("button"):
+        if "chip" in chip.get("class", ""):
+            it = items[int(chip["data-i"])]
+            for op in (it["op"], ""):
+                chips[(it["backend"], op, it["outcome"], it["run"])] += 1
+    assert chips == want
+    assert "focusedChips" in text and 'id="focus-bar"' in text  # what a click on a count runs, and says
+
+
+def test_an_unsupported_items_reason_is_its_chips_tooltip_and_leads_its_details(tmp_path):
+    """A reader of the mostly-unsupported columns (foreach, fused, compiled) reads why on hover: the
+    chip's tooltip goes on with the item's reason, and the drawer's data has it to show first."""
+    path = fused_adagrad_run()
+    out = tmp_path / "index.html"
+    build_report([path], out)
+    page = Page(out.read_text(encoding="utf-8"))
+    items = json.loads(page.data_text)["items"]
+    titles = {int(a["data-i"]): a["title"] for a in page.find("button") if "chip" in a.get("class", "")}
+    unsupported = [i for i, it in enumerate(items) if it["outcome"] == "unsupported"]
+    assert unsupported and {items[i]["backend"] for i in unsupported} == {"fused"}
+    for i in unsupported:
+        reason = items[i]["message"].removeprefix("unsupported: ")
+        assert "fused" in reason and items[i]["reason"] == reason
+        assert titles[i].endswith(f": unsupported — {reason}"), titles[i]
+    passed = [i for i, it in enumerate(items) if it["outcome"] == "passed"]
+    assert passed and all(" — " not in titles[i] and items[i]["reason"] is None for i in passed)
+    js = (Path(build_report.__code__.co_filename).parent / "report.js").read_text(encoding="utf-8")
+    # the drawer: the heading, then the reason, before the facts
+    assert js.index('"details-reason"') < js.index('el("dl", {class: "facts"})')
+
+
+def test_outputs_a_candidate_does_not_return_are_marked_not_returned(tmp_path):
+    """The side-by-side table's candidate column never shows a value the suite computed itself:
+    Adagrad's std is sqrt(state_sum) + eps of the candidate's state, not the candidate's own std (with
+    a right state_sum it reads the golden value whatever the candidate's step does): 'not returned'."""
+    out = tmp_path / "index.html"
+    path = adagrad_run("SquareBeforeSumAdagrad")
+    build_report([path], out)
+    text = out.read_text(encoding="utf-8")
+    items = json.loads(Page(text).data_text)["items"]
+    records = {r["nodeid"]: r for r in load(path)["records"]}
+    with_std = [it for it in items if it["values"] and "std" in it["values"]]
+    assert with_std
+    for it in with_std:
+        recorded = records[it["nodeid"]]["values"]
+        assert recorded["std"]["got"] is not None  # the results file has the suite's value ...
+        std = it["values"]["std"]
+        assert std["got"] is None and "does not return std" in std["not_returned"]  # ... the page does not show it
+        assert "sqrt(state_sum) + eps" in std["not_returned"]
+        assert std["expected"] == recorded["std"]["expected"] and std["torch"] == recorded["std"]["torch"]
+        for name in ("param", "state_sum"):  # what the candidate returns is shown as it returned it
+            assert it["values"][name] == recorded[name] and "not_returned" not in it["values"][name]
+    assert '"not returned"' in text  # the word the candidate's cell reads
+
+
+def test_the_heading_counts_many_backends_instead_of_listing_them(tmp_path):
+    from test_results_files import document, record
+
+    backends = ["coo", "dense", "masked", "reference", "kernel", "foreach", "fused", "compiled"]
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(document([record(f"c-{b}", backend=b, nodeid=f"specs/x.yaml::c[{b}-cpu-float32]")
+                                         for b in backends], label="nightly", torch="2.13.0")))
+    out = tmp_path / "index.html"
+    build_report([path], out)
+    text = out.read_text(encoding="utf-8")
+    assert "<h1>nightly · torch 2.13.0: coalesce on 8 backends (cpu)</h1>" in text
+    document_with_candidate = json.loads(path.read_text())
+    document_with_candidate["records"][0]["backend"] = "candidate"
+    path.write_text(json.dumps(document_with_candidate))
+    build_report([path], out)
+    assert "<h1>nightly · torch 2.13.0: coalesce on candidate and 7 other backends (cpu)</h1>" in \
+        out.read_text(encoding="utf-8")

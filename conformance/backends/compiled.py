@@ -34,9 +34,11 @@ run eagerly, on the same generated dense-gradient trajectories, float32/float64,
 
 from __future__ import annotations
 
+import functools
 import warnings
 from contextlib import contextmanager
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -60,25 +62,38 @@ SPARSE_REASON = "Attempted to wrap sparse Tensor: torch.compile does not support
 # compiled) is compiled in every dtype
 COMPILED_DTYPES = ("float32", "float64")
 
-_step_counts: list[dict[str, int]] = []  # the current run's steps: what Dynamo did on each
-_run = {"sparse_steps": False}  # whether the current run's trajectory has a sparse step
-_compiled = None
+@dataclass
+class StepLog:
+    """What the compiled steps of a backend's current run did (its runs come one at a time): Dynamo's
+    counts on each step, and whether the run's trajectory has a sparse step."""
+
+    counts: list[dict[str, int]] = field(default_factory=list)
+    sparse_steps: bool = False
+
+    def start(self, inputs: Any) -> None:
+        self.counts.clear()
+        self.sparse_steps = any(isinstance(grad, CooArray) for grad in getattr(inputs, "grads", ()))
+
+    def finish(self, ctx: RunContext) -> None:
+        """The run's counts into its item's record, and the log emptied for the next run."""
+        if self.counts:
+            ctx.record[COUNTS_KEY] = compiles(COMPILER, counts_of(self.counts))
+        self.counts.clear()
+        self.sparse_steps = False
 
 
 def _eager_step(optimizer) -> Any:
     return optimizer.eager_step()
 
 
+@functools.lru_cache(maxsize=1)
 def compiled_step():
     """The process's one compiled step function: ``optimizer -> optimizer.eager_step()`` (torch's
     step of the optimizer's class) under ``torch.compile(dynamic=True)`` with Inductor."""
-    global _compiled
-    if _compiled is None:
-        import torch
+    import torch
 
-        _import_inductor()
-        _compiled = torch.compile(_eager_step, dynamic=True)
-    return _compiled
+    _import_inductor()
+    return torch.compile(_eager_step, dynamic=True)
 
 
 def _import_inductor() -> None:
@@ -123,8 +138,9 @@ def sparse_unsupported(name: str) -> Unsupported:
                        f"and {name} runs the step eagerly (the coo backend's items run that step)")
 
 
-def compiled_class(torch_class: type, keywords: dict) -> type:
-    """``torch_class`` constructed with ``keywords``, whose ``step()`` runs under torch.compile."""
+def compiled_class(torch_class: type, keywords: Mapping[str, Any], log: StepLog) -> type:
+    """``torch_class`` constructed with ``keywords``, whose ``step()`` runs under torch.compile (what
+    Dynamo did on each step counted in ``log``)."""
     import torch  # not torch._dynamo or torch._inductor: they import triton, which must not be imported before
     # conformance.backends.kernel sets TRITON_INTERPRET (its Triton kernels would not run on cpu); the step imports them
 
@@ -137,7 +153,7 @@ def compiled_class(torch_class: type, keywords: dict) -> type:
             import torch._dynamo
 
             super().__init__(params, *args, **{**kwargs, **keywords})  # torch's own errors first (its validation)
-            if _run["sparse_steps"]:  # a later step is sparse: said before the dense steps compile in vain
+            if log.sparse_steps:  # a later step is sparse: said before the dense steps compile in vain
                 raise sparse_unsupported(name)
             # torch wraps a class's step() in its profiler hook when the class is first constructed in a
             # process (Optimizer._patch_step_function), and a user's compiled step runs through that hook:
@@ -159,10 +175,10 @@ def compiled_class(torch_class: type, keywords: dict) -> type:
             with _compiling_here():
                 out = compiled_step()(self)
             graphs, breaks, frames = (after - was for after, was in zip(_counters(), before))
-            if not _step_counts and graphs == 0:
+            if not log.counts and graphs == 0:
                 raise Unsupported(f"{name} compiled no graph on its first step (is TorchDynamo disabled?): "
                                   "the step ran eagerly")
-            _step_counts.append({"graphs": graphs, "graph_breaks": breaks, "frames": frames})
+            log.counts.append({"graphs": graphs, "graph_breaks": breaks, "frames": frames})
             return out
 
     TorchCompiled.__name__ = TorchCompiled.__qualname__ = name
@@ -264,7 +280,8 @@ class CompiledBackend(TorchPathBackend):
         self.function_dtypes = function_dtypes
         super().__init__(COMPILED, classes, name=name, description="stock torch.optim's step under torch.compile "
                          "(TorchDynamo + Inductor)")
-        self.classes = {op: compiled_class(cls, (OPS[op].torch_path(COMPILED) or TorchPath(COMPILED)).keywords)
+        self.log = StepLog()
+        self.classes = {op: compiled_class(cls, (OPS[op].torch_path(COMPILED) or TorchPath(COMPILED)).keywords, self.log)
                         for op, cls in self.torch_classes.items()}
         self.functions = function_ops()
         self.runners.update({op: self._function_runner(op) for op in self.functions})
@@ -316,15 +333,11 @@ class CompiledBackend(TorchPathBackend):
 
         def run(inputs, ctx: RunContext) -> dict[str, Any]:
             self._refuse(ctx, self.dtypes)
-            _step_counts.clear()
-            _run["sparse_steps"] = any(isinstance(grad, CooArray) for grad in getattr(inputs, "grads", ()))
+            self.log.start(inputs)
             try:
                 return record.run_candidate(self.classes[op], inputs, ctx)
             finally:
-                if _step_counts:
-                    ctx.record[COUNTS_KEY] = compiles(COMPILER, counts_of(_step_counts))
-                _step_counts.clear()
-                _run["sparse_steps"] = False
+                self.log.finish(ctx)
         return run
 
 

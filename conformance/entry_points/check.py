@@ -57,6 +57,8 @@ from conformance.entry_points.check_verdict import (COULD_NOT_JUDGE, FAIL, PASS,
 from conformance.entry_points.probe import _load_the_op_records, _probe
 from conformance.entry_points.supervise import (CANDIDATE_IMPORT_SECONDS, RUN_TIMEOUT, Interrupted,  # noqa: F401
                                                 _environment, _import_measure, _run_within, run_pytest)
+from conformance.results.gate import markdown
+from conformance.results.store import write_output
 
 
 def specs_dir() -> Path:
@@ -109,18 +111,7 @@ def run(args: argparse.Namespace) -> int:
     results = Path(args.results).resolve()
     report = Path(args.report).resolve()
     try:
-        extra = _split_args(args.pytest_args)
-        given = _validate(args.impl)
-        named = " ".join(map(str, given))  # as the user wrote them; the run and its reproducers get absolute paths
-        targets = reproducers.absolute_targets(given)
-        early = preflight.early_device_problem(args.device)
-        if early:
-            raise UsageError(early)
-        if report == results:
-            raise UsageError("--report and --results name the same file")
-        _check_outputs(report, args.markdown)
-        imported = _probe(targets, args.import_timeout, meanwhile=_load_the_op_records, devices=args.device)
-        moved = _set_aside(results, report, reproducers.counterexamples_folder(results, extra))
+        named, targets, extra, imported, moved = _prepare(args, results, report)
     except UsageError as exc:
         print(f"conformance check: usage error: {exc}", file=sys.stderr)
         return USAGE
@@ -149,25 +140,54 @@ def run(args: argparse.Namespace) -> int:
         lines.insert(1, f"conformance check: the run took longer than --run-timeout {args.run_timeout:g} s and was "
                         "stopped")
     if document is not None and document["run"].get("id") == run_id:
-        from conformance.results.report import build_report
-
-        try:
-            built = build_report([results], str(report), verdict=verdict.lines()).path
-            lines += [f"results: {results}", f"report:  {Path(built).resolve()}"]
-        except Exception as exc:  # noqa: BLE001 - the verdict stands without its report
-            lines += [f"results: {results}", f"report:  not written ({type(exc).__name__}: {exc})"]
+        lines += _report_lines(results, report, verdict)
     print("\n".join(lines), flush=True)
     if args.markdown:
-        from conformance.results.gate import markdown
-        from conformance.results.store import write_output
-
-        try:
-            write_output(args.markdown, markdown("\n".join(lines[1:]), f"Conformance check: {named}"),
-                         "append")
-        except OSError as exc:
-            print(f"conformance check: cannot write --markdown {exc.filename or args.markdown}: "
-                  f"{exc.strerror or exc}", file=sys.stderr)
+        _append_markdown(args.markdown, lines, named)
     return verdict.code
+
+
+def _prepare(args: argparse.Namespace, results: Path, report: Path
+             ) -> tuple[str, list[CandidateTarget], list[str], float, list[str]]:
+    """What is checked before anything runs (raises UsageError, or Interrupted while the candidate is
+    imported): the targets as the user named them and as absolute ones, pytest's extra arguments, what
+    the probe's import measured, and the lines saying what the previous check's files were set aside as."""
+    extra = _split_args(args.pytest_args)
+    given = _validate(args.impl)
+    named = " ".join(map(str, given))  # as the user wrote them; the run and its reproducers get absolute paths
+    targets = reproducers.absolute_targets(given)
+    early = preflight.early_device_problem(args.device)
+    if early:
+        raise UsageError(early)
+    if report == results:
+        raise UsageError("--report and --results name the same file")
+    _check_outputs(report, args.markdown)
+    imported = _probe(targets, args.import_timeout, meanwhile=_load_the_op_records, devices=args.device)
+    moved = _set_aside(results, report, reproducers.counterexamples_folder(results, extra))
+    return named, targets, extra, imported, moved
+
+
+def _report_lines(results: Path, report: Path, verdict: Verdict) -> list[str]:
+    """Write the run's HTML report with the verdict; the lines naming the results file and the report."""
+    # imported here: the report stands on the top level of the package, and check imports it only
+    # once its run wrote a results file of its own
+    from conformance.results.report import build_report
+
+    try:
+        built = build_report([results], str(report), verdict=verdict.lines()).path
+        return [f"results: {results}", f"report:  {Path(built).resolve()}"]
+    except Exception as exc:  # noqa: BLE001 - the verdict stands without its report
+        return [f"results: {results}", f"report:  not written ({type(exc).__name__}: {exc})"]
+
+
+def _append_markdown(path: str, lines: list[str], named: str) -> None:
+    """Append the verdict to ``--markdown``'s file (e.g. $GITHUB_STEP_SUMMARY); a file that cannot be
+    written is said on stderr."""
+    try:
+        write_output(path, markdown("\n".join(lines[1:]), f"Conformance check: {named}"), "append")
+    except OSError as exc:
+        print(f"conformance check: cannot write --markdown {exc.filename or path}: "
+              f"{exc.strerror or exc}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -52,19 +52,9 @@ def judge(document: dict | None, *, run_id: str, status: int, ops: list[str], si
     verdict = Verdict(COULD_NOT_JUDGE, "COULD NOT JUDGE", "", counts,
                       failed=[r.get("nodeid", "?") for r in bad],
                       crashed=[f"{r.get('nodeid', '?')} ({_crash_reason(r)})" for r in bad if r.get("crashed")])
-    not_run = list(run.get("not_run") or [])
-    complete = run.get("status") == "complete" and not not_run
-    incomplete = "" if complete else (f"the run did not complete (status {run.get('status')!r}"
-                                      + (f", interrupted by {run['interrupted_by']}" if run.get("interrupted_by") else "")
-                                      + (f", {len(not_run)} items not run" if not_run else "") + ")")
+    complete, incomplete = _completeness(run)
     if bad:
-        verdict.code, verdict.word = FAIL, "FAIL"
-        verdict.reason = f"{len(bad)} candidate item(s) failed or errored" + (f"; {incomplete}" if incomplete else "")
-        tried = [r for r in candidate if r.get("outcome") not in ("skipped", "unsupported")]
-        if incomplete and all(_crashed_or_hung(r) for r in tried):  # --max-crashes stopped it, or a signal
-            verdict.reason = (f"the candidate crashed or hung on every input tried ({len(tried)} item(s), none "
-                              f"passed); {incomplete}")
-        return verdict
+        return _failed(verdict, bad, candidate, incomplete)
     if not complete:
         verdict.reason = incomplete
         return verdict
@@ -84,14 +74,7 @@ def judge(document: dict | None, *, run_id: str, status: int, ops: list[str], si
         return verdict
     ran = sum(n for outcome, n in counts.items() if outcome in ("passed", "xfail", "xpass"))
     if ran == 0:
-        if counts.get("unsupported"):
-            verdict.code, verdict.word = UNSUPPORTED, "UNSUPPORTED"
-            verdict.reason = "every candidate item was unsupported: nothing was checked"
-        else:
-            why = Counter(r.get("message") for r in candidate if r.get("outcome") == "skipped" and r.get("message"))
-            verdict.reason = "no candidate item ran" + (
-                f": every one was skipped ({'; '.join(reason for reason, _ in why.most_common(2))})" if why else "")
-        return verdict
+        return _nothing_ran(verdict, counts, candidate)
     if status != 0 and not (status == 1 and findings):
         verdict.reason = f"pytest exited with status {status} although every candidate item passed"
         return verdict
@@ -99,6 +82,41 @@ def judge(document: dict | None, *, run_id: str, status: int, ops: list[str], si
     if findings:
         verdict.reason = (f"stock torch failed {len(findings)} item(s) beside yours: a finding about torch, not your "
                           f"implementation (worth reporting upstream; docs/findings.md lists the known ones)")
+    return verdict
+
+
+def _completeness(run: dict) -> tuple[bool, str]:
+    """Whether the run completed with every item run, and if not, why in words ("" when it did)."""
+    not_run = list(run.get("not_run") or [])
+    complete = run.get("status") == "complete" and not not_run
+    incomplete = "" if complete else (f"the run did not complete (status {run.get('status')!r}"
+                                      + (f", interrupted by {run['interrupted_by']}" if run.get("interrupted_by") else "")
+                                      + (f", {len(not_run)} items not run" if not_run else "") + ")")
+    return complete, incomplete
+
+
+def _failed(verdict: Verdict, bad: list[ItemRecord], candidate: list[ItemRecord], incomplete: str) -> Verdict:
+    """``verdict`` made FAIL for the candidate's ``bad`` items, saying when it crashed or hung on every
+    input tried (and the run stopped early)."""
+    verdict.code, verdict.word = FAIL, "FAIL"
+    verdict.reason = f"{len(bad)} candidate item(s) failed or errored" + (f"; {incomplete}" if incomplete else "")
+    tried = [r for r in candidate if r.get("outcome") not in ("skipped", "unsupported")]
+    if incomplete and all(_crashed_or_hung(r) for r in tried):  # --max-crashes stopped it, or a signal
+        verdict.reason = (f"the candidate crashed or hung on every input tried ({len(tried)} item(s), none "
+                          f"passed); {incomplete}")
+    return verdict
+
+
+def _nothing_ran(verdict: Verdict, counts: Counter, candidate: list[ItemRecord]) -> Verdict:
+    """``verdict`` when no candidate item ran: UNSUPPORTED when they were unsupported, else could not
+    judge, with the commonest reasons they were skipped."""
+    if counts.get("unsupported"):
+        verdict.code, verdict.word = UNSUPPORTED, "UNSUPPORTED"
+        verdict.reason = "every candidate item was unsupported: nothing was checked"
+    else:
+        why = Counter(r.get("message") for r in candidate if r.get("outcome") == "skipped" and r.get("message"))
+        verdict.reason = "no candidate item ran" + (
+            f": every one was skipped ({'; '.join(reason for reason, _ in why.most_common(2))})" if why else "")
     return verdict
 
 

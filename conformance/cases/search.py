@@ -8,7 +8,7 @@ or passed-with-known-divergences (the caller reports those as xfail).
 The examples of a clean run are kept for the next backend (:mod:`conformance.cases.drawn`), the
 options a candidate cannot do are drawn at torch's default (:mod:`conformance.cases.narrowing`),
 and the search stops between examples at its time budget. Only Hypothesis' public API is used
-(:func:`_hypothesis_test`).
+(:func:`~conformance.cases.hypothesis_test.hypothesis_test`).
 """
 
 from __future__ import annotations
@@ -17,13 +17,15 @@ import copy
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
-from hypothesis.database import ExampleDatabase
+from hypothesis import reject
+from hypothesis.errors import Flaky, Unsatisfiable
 
 from conformance.core import diagnosis
 from conformance.backends.base import Backend
 from conformance.cases.drawn import DrawnExamples, derive_seed
+from conformance.cases.hypothesis_test import hypothesis_test
 from conformance.cases.narrowing import Narrowing, declared_unsupported_options
 from conformance.cases.trial import SAME_AS_TORCH, DivergenceObserved, Property, Trial, same_as_torch
 from conformance.core.compare import format_error
@@ -183,14 +185,9 @@ def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, s
     ``saved`` failing examples (a replay's) run first, outside the budget: one that still fails is
     the verdict, with no search; when all pass now, the search runs as usual. ``on_failure`` is called
     once, when the search finds its first failing example (before Hypothesis shrinks it)."""
-    for example in saved or ():
-        try:
-            judged = judge_example(prop, backend, device, dtype, example)
-        except Unsupported:
-            continue
-        if judged.failure is not None:
-            judged.failing_example, judged.examples, judged.seed, judged.saved = example, 1, base_seed, "still fails"
-            return judged
+    still_fails = _saved_failure(prop, backend, device, dtype, saved, base_seed)
+    if still_fails is not None:
+        return still_fails
     deadline = time.monotonic() + budget if budget else None
     if prop.max_examples is not None and settings.max_examples > prop.max_examples:
         settings = type(settings)(settings, max_examples=prop.max_examples)
@@ -203,20 +200,8 @@ def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, s
     kept = store.get(key)
     if kept is not None:
         replayed = PropertyResult(seed=base_seed, budget=budget, saved="passes now" if saved else None)
-        check = _example_check(prop, trial, torch_trial, replayed, replaying=True, deadline=deadline)
-        try:
-            for example in kept:
-                check(copy.deepcopy(example))
-        except _BudgetReached:  # every example that ran passed: the verdict stands on them
-            store.replayed += 1
-            return replayed
-        except _TimedOut as timed_out:
-            raise timed_out.timeout from None
-        except KeyboardInterrupt:
-            raise
-        except BaseException:  # noqa: BLE001 - not clean: Hypothesis decides (and shrinks)
-            pass
-        else:
+        if _replayed_clean(_example_check(prop, trial, torch_trial, replayed, replaying=True, deadline=deadline),
+                           kept):
             store.replayed += 1
             return replayed
     result = PropertyResult(seed=base_seed, budget=budget, saved="passes now" if saved else None)
@@ -237,6 +222,38 @@ def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, s
     return result
 
 
+def _saved_failure(prop: Property, backend: Backend, device: str, dtype: str, saved: list | None,
+                   base_seed: int) -> PropertyResult | None:
+    """The first of a replay's ``saved`` failing examples that still fails, judged; None when all
+    pass now (or the backend cannot run them)."""
+    for example in saved or ():
+        try:
+            judged = judge_example(prop, backend, device, dtype, example)
+        except Unsupported:
+            continue
+        if judged.failure is not None:
+            judged.failing_example, judged.examples, judged.seed, judged.saved = example, 1, base_seed, "still fails"
+            return judged
+    return None
+
+
+def _replayed_clean(check: Callable[[Any], None], kept: list) -> bool:
+    """Whether the ``kept`` examples of an earlier clean run pass ``check`` again (or pass until the
+    budget ran out); when not, Hypothesis decides (and shrinks)."""
+    try:
+        for example in kept:
+            check(copy.deepcopy(example))
+    except _BudgetReached:  # every example that ran passed: the verdict stands on them
+        return True
+    except _TimedOut as timed_out:
+        raise timed_out.timeout from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # noqa: BLE001 - not clean: Hypothesis decides (and shrinks)
+        return False
+    return True
+
+
 def _example_check(prop: Property, trial: Trial, torch_trial: Trial | None, result: PropertyResult, *,
                    record: list | None = None, replaying: bool = False,
                    deadline: float | None = None, narrowing: Narrowing | None = None,
@@ -245,17 +262,6 @@ def _example_check(prop: Property, trial: Trial, torch_trial: Trial | None, resu
     unsupported example is rejected (Hypothesis draws another), or raised when ``replaying``. Past
     ``deadline`` (time.monotonic), the next example is not run: the search ends (_BudgetReached).
     ``on_failure`` is called at the first failing example."""
-    from hypothesis import reject
-
-    def failed(example, failure: BaseException) -> None:
-        first = result.failing_example is None
-        result.failing_example, result.last_failure = example, failure
-        if first and on_failure is not None:
-            on_failure()
-
-    def observed(hit: DivergenceObserved, example) -> None:
-        result.divergences[hit.divergence.key] += 1
-        result.divergence_details.setdefault(hit.divergence.key, (hit.divergence, hit.detail, example))
 
     def generated_case(example):
         if deadline is not None and (result.examples or result.unsupported_examples) and time.monotonic() > deadline:
@@ -267,35 +273,19 @@ def _example_check(prop: Property, trial: Trial, torch_trial: Trial | None, resu
             prop.check(trial, example)
         except DivergenceObserved as hit:
             result.examples += 1
-            observed(hit, example)
+            _observed(result, hit, example)
         except Unsupported as exc:  # this example only: Hypothesis draws another
             if replaying:
                 raise
-            result.unsupported_examples += 1
-            result.first_unsupported = result.first_unsupported or exc
-            if narrowing is not None and result.failing_example is None:
-                narrowing.learn(exc, example)  # the next draws leave that option at torch's default
-            if result.examples == 0 and result.unsupported_examples >= UNSUPPORTED_BUDGET:
-                raise _NothingRuns() from None
-            reject()
+            _unsupported_example(result, exc, example, narrowing)
         except Mismatch as mismatch:
             result.examples += 1
-            if torch_trial is not None:
-                try:
-                    three_way(prop, trial, torch_trial, example, mismatch)
-                except DivergenceObserved as hit:  # the same as torch: the search goes on
-                    observed(hit, example)
-                    return
-                except Mismatch as differs_from_both:
-                    failed(example, differs_from_both)
-                    raise differs_from_both from None
-            failed(example, mismatch)
-            raise
+            _judged_mismatch(prop, trial, torch_trial, result, example, mismatch, on_failure)
         except BaseException as exc:
             if _is_pytest_timeout(exc):
                 raise _TimedOut(exc) from None
             result.examples += 1
-            failed(example, exc)
+            _failed(result, example, exc, on_failure)
             raise
         else:
             result.examples += 1
@@ -306,11 +296,53 @@ def _example_check(prop: Property, trial: Trial, torch_trial: Trial | None, resu
     return generated_case
 
 
+def _failed(result: PropertyResult, example: Any, failure: BaseException,
+            on_failure: Callable[[], None] | None) -> None:
+    """Keep ``example`` as the failing one; ``on_failure`` is called at the first."""
+    first = result.failing_example is None
+    result.failing_example, result.last_failure = example, failure
+    if first and on_failure is not None:
+        on_failure()
+
+
+def _observed(result: PropertyResult, hit: DivergenceObserved, example: Any) -> None:
+    """Count a known divergence met on ``example`` (the first example of each kept as its detail)."""
+    result.divergences[hit.divergence.key] += 1
+    result.divergence_details.setdefault(hit.divergence.key, (hit.divergence, hit.detail, example))
+
+
+def _unsupported_example(result: PropertyResult, exc: Unsupported, example: Any, narrowing: Narrowing | None) -> None:
+    """An example the backend cannot run: counted, its option learnt, and rejected (Hypothesis draws
+    another); the search ends (_NothingRuns) when the first UNSUPPORTED_BUDGET examples all were."""
+    result.unsupported_examples += 1
+    result.first_unsupported = result.first_unsupported or exc
+    if narrowing is not None and result.failing_example is None:
+        narrowing.learn(exc, example)  # the next draws leave that option at torch's default
+    if result.examples == 0 and result.unsupported_examples >= UNSUPPORTED_BUDGET:
+        raise _NothingRuns() from None
+    reject()
+
+
+def _judged_mismatch(prop: Property, trial: Trial, torch_trial: Trial | None, result: PropertyResult, example: Any,
+                     mismatch: Mismatch, on_failure: Callable[[], None] | None) -> None:
+    """An example that misses the property: returns when it is the same as stock torch's (the search
+    goes on), else raises the failure (differing from both, with torch's account, for a candidate)."""
+    if torch_trial is not None:
+        try:
+            three_way(prop, trial, torch_trial, example, mismatch)
+        except DivergenceObserved as hit:  # the same as torch: the search goes on
+            _observed(result, hit, example)
+            return
+        except Mismatch as differs_from_both:
+            _failed(result, example, differs_from_both, on_failure)
+            raise differs_from_both from None
+    _failed(result, example, mismatch, on_failure)
+    raise mismatch
+
+
 def _search(prop: Property, dtype: str, generated_case: Callable[[Any], None], result: PropertyResult, *,
             settings, base_seed: int, database_key: str | None, narrowing: Narrowing | None = None) -> None:
     """Hypothesis's search of ``prop`` for ``dtype`` with ``generated_case`` as the test; its end in ``result``."""
-    from hypothesis.errors import Flaky, Unsatisfiable
-
     def test_case(drawn):
         generated_case(drawn)
 
@@ -318,7 +350,7 @@ def _search(prop: Property, dtype: str, generated_case: Callable[[Any], None], r
     explicit = prop.examples(dtype)
     if narrowing is not None and narrowing.op.option_names():
         strategy, explicit = strategy.map(narrowing.apply), [narrowing.apply(each) for each in explicit]
-    test = _hypothesis_test(test_case, strategy, explicit, settings, seed=derive_seed(base_seed, prop, dtype),
+    test = hypothesis_test(test_case, strategy, explicit, settings, seed=derive_seed(base_seed, prop, dtype),
                             database_key=database_key or prop.id)
     try:
         test()
@@ -345,62 +377,6 @@ def _search(prop: Property, dtype: str, generated_case: Callable[[Any], None], r
         if isinstance(exc, (KeyboardInterrupt, SystemExit)) or _is_pytest_timeout(exc):
             raise
         result.failure = exc
-
-
-def _hypothesis_test(test_case: Callable[[Any], None], strategy, explicit: list, settings, *, seed: int,
-                     database_key: str) -> Callable[[], None]:
-    """``test_case`` as a Hypothesis test, with Hypothesis' public API only: its ``explicit``
-    examples first (``@example``, in the order given), then draws of ``strategy`` from ``seed``
-    (``@seed``) under ``settings``, the profile's example database (if any) keyed by
-    ``database_key`` (one item's examples apart from another's: :class:`_KeyedDatabase`).
-
-    The order matters: ``@seed`` switches the example database off in the settings it finds on
-    the test (a seed is for reproducing a run), so the profile's ``settings`` go on last, over it,
-    and keep the database a ``thorough`` run saves its failures to and reuses
-    (tests/test_generated.py checks both)."""
-    from hypothesis import example, given
-    from hypothesis import seed as seeded
-
-    for each in reversed(explicit):  # applied inside out: run in the order given, before any draw
-        test_case = example(each)(test_case)
-    test = seeded(seed)(given(strategy)(test_case))
-    if settings.database is not None:
-        settings = type(settings)(settings, database=_KeyedDatabase(settings.database, database_key))
-    return settings(test)
-
-
-class _KeyedDatabase(ExampleDatabase):
-    """An example database seen under one key: every key Hypothesis uses (the test's digest, the
-    same for every item, and its sub-keys) is prefixed with ``key`` (the item's name), so each
-    item saves and reuses its own examples in the one database of the run."""
-
-    def __init__(self, database: ExampleDatabase, key: str):
-        super().__init__()
-        self.database, self.prefix = database, key.encode() + b"\x00"
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.database!r}, {self.prefix[:-1].decode()!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _KeyedDatabase) and (self.database, self.prefix) == (other.database, other.prefix)
-
-    def __hash__(self) -> int:
-        return hash((type(self), self.prefix))
-
-    def _key(self, key: bytes) -> bytes:
-        return self.prefix + key
-
-    def save(self, key: bytes, value: bytes) -> None:
-        self.database.save(self._key(key), value)
-
-    def fetch(self, key: bytes) -> Iterable[bytes]:
-        return self.database.fetch(self._key(key))
-
-    def delete(self, key: bytes, value: bytes) -> None:
-        self.database.delete(self._key(key), value)
-
-    def move(self, src: bytes, dest: bytes, value: bytes) -> None:
-        self.database.move(self._key(src), self._key(dest), value)
 
 
 def _nondeterministic(flaky: BaseException, result: PropertyResult) -> Nondeterministic:

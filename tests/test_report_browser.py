@@ -1,10 +1,15 @@
-"""The report in a real headless Chromium (Debian's chromium + chromium-driver, driven by selenium):
-the matrix is there, a click on a cell shows its details, the diff and the filter work; with a
+"""The report in a real headless Chromium (Debian's chromium + chromium-driver, driven by selenium),
+in a 1,600 x 1,000 px viewport with a classic 17 px scrollbar forced (``::-webkit-scrollbar``): the
+matrix is there, a click on a cell shows its details, the diff and the filter work; with a
 stock-torch baseline and a candidate run, an xfail shows its reason and link, a failed candidate
-item shows its inputs, golden values, torch's and the candidate's values, and the candidate column
-reads without horizontal scrolling at 1600 px (screenshots in reports/screenshots/); the main job's
-columns (every backend on masked_mean and adagrad) fit 1600 px, one table per spec with only its
-columns, and hiding passed rows hides tables left empty (screenshots under the test's tmp_path).
+item shows its inputs, golden values, torch's and the candidate's values (Adagrad's std, which the
+candidate does not return, reads "not returned"), and the candidate column reads without horizontal
+scrolling (screenshots in reports/screenshots/); the main job's columns (every backend on
+masked_mean and adagrad) fit, one table per spec with only its columns, and hiding passed rows hides
+tables left empty; read at a glance (issue 43, item 5): a short heading, the per-backend x op
+summary at the top whose counts show their rows, one scrolling page whose table heads stick, full
+case and table names, the widest table's last chip in sight, a details drawer that covers no chip,
+and an unsupported item's reason first (screenshots under the test's tmp_path).
 
 Skips when Chromium or its driver is not installed (``apt-get install chromium chromium-driver``),
 except under CI=true, where CI is meant to have them: there it fails.
@@ -15,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import struct
 from functools import lru_cache
 from pathlib import Path
 
@@ -126,11 +132,32 @@ def test_the_report_opens_and_clicks_through(browser, tmp_path):
     assert not [entry for entry in logs if entry.get("level") == "SEVERE"], json.dumps(logs)[:2000]
 
 
+VIEWPORT = (1600, 1000)
+SCROLLBAR = 17  # a classic scrollbar's width (Windows: 17 px), which takes its width from the page
+CLASSIC_SCROLLBAR = (f"::-webkit-scrollbar {{ width: {SCROLLBAR}px; height: {SCROLLBAR}px; background: #eee; }} "
+                     "::-webkit-scrollbar-thumb { background: #999; } html { overflow-y: scroll; }")
+
+
+def open_at_1600(browser, page: Path) -> None:
+    """``page`` in a 1,600 x 1,000 px viewport (the window around it as big as this browser needs),
+    with a classic scrollbar forced: the page is 1,583 px wide, as a reader on Windows sees it."""
+    browser.set_window_size(*VIEWPORT)
+    chrome = browser.execute_script("return [window.outerWidth - window.innerWidth, window.outerHeight - window.innerHeight]")
+    browser.set_window_size(VIEWPORT[0] + chrome[0], VIEWPORT[1] + chrome[1])
+    browser.get(page.as_uri())
+    browser.execute_script("var s = document.createElement('style'); s.textContent = arguments[0];"
+                           "document.head.appendChild(s);", CLASSIC_SCROLLBAR)
+    sizes = browser.execute_script("return [window.innerWidth, window.innerHeight, document.documentElement.clientWidth]")
+    assert sizes == [*VIEWPORT, VIEWPORT[0] - SCROLLBAR], sizes
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    return struct.unpack(">II", path.read_bytes()[16:24])  # the IHDR chunk's width and height
+
+
 def screenshot(browser, name: str) -> Path:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    path = SCREENSHOTS / f"{name}.png"
-    assert browser.save_screenshot(str(path)) and path.stat().st_size > 10_000, path
-    return path
+    return screenshot_to(browser, SCREENSHOTS / f"{name}.png")
 
 
 def visible_at_its_centre(browser, element) -> bool:
@@ -152,8 +179,7 @@ def test_a_reader_can_act_on_a_candidate_report(browser, tmp_path):
     baseline, right, candidate = stock_adagrad_run(), adagrad_run("TorchAdagrad"), adagrad_run("SquareBeforeSumAdagrad")
     out = tmp_path / "index.html"
     build_report([baseline, right, candidate], out)
-    browser.set_window_size(1600, 1000)
-    browser.get(out.as_uri())
+    open_at_1600(browser, out)
     wait = WebDriverWait(browser, 15)
     matrix = wait.until(EC.visibility_of_element_located((By.ID, "matrix-wrap")))
     wrap = browser.find_element(By.ID, "matrix-wrap")
@@ -210,6 +236,11 @@ def test_a_reader_can_act_on_a_candidate_report(browser, tmp_path):
     assert header == ["output", "golden (expected)", "stock torch", "candidate"]
     state_sum = values.find_element(By.XPATH, ".//tr[th='state_sum']")
     assert [td.text for td in state_sum.find_elements(By.TAG_NAME, "td")] == ["[0, 9, 0, 0]", "[0, 9, 0, 0]", "[0, 5, 0, 0]"]
+    # std is the suite's sqrt(state_sum) + eps, not the candidate's: its cell says so, not a value
+    std = values.find_element(By.XPATH, ".//tr[th='std']").find_elements(By.TAG_NAME, "td")
+    assert std[0].text.startswith("[") and std[1].text.startswith("[") and std[2].text == "not returned", [td.text for td in std]
+    assert "does not return std" in std[2].get_attribute("title")
+    assert "not returned" in browser.find_element(By.ID, "details-values-section").text.split("\n")[-1]
     inputs = browser.find_element(By.ID, "details-inputs-text")
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", inputs)
     assert inputs.is_displayed() and '"grads"' in inputs.text and '"indices"' in inputs.text
@@ -262,8 +293,7 @@ def test_the_main_report_reads_at_1600_px(browser, tmp_path):
 
     out = tmp_path / "index.html"
     build_report([hostile_copy(main_style_run(), tmp_path)], out)
-    browser.set_window_size(1600, 1000)
-    browser.get(out.as_uri())
+    open_at_1600(browser, out)
     wait = WebDriverWait(browser, 15)
     wrap = wait.until(EC.visibility_of_element_located((By.ID, "matrix-wrap")))
     browser.execute_script("arguments[0].scrollIntoView({block: 'start'})", wrap)
@@ -327,6 +357,7 @@ def test_the_main_report_reads_at_1600_px(browser, tmp_path):
 
 def screenshot_to(browser, path: Path) -> Path:
     assert browser.save_screenshot(str(path)) and path.stat().st_size > 10_000, path
+    assert png_size(path) == VIEWPORT, (path, png_size(path))
     return path
 
 
@@ -339,3 +370,157 @@ def chip_where(browser, condition: str):
         "chip.scrollIntoView({block: 'center'}); return chip;")
     assert chip is not None, condition
     return chip
+
+
+LONG_CASE = "tutorial-step-1-as-a-user-names-a-case-of-their-own-spec-file-in-full-with-every-word-of-it"
+LONG_SPEC = "specs/my-own-folder-of-specs/adagrad-as-the-tutorial-steps-it-through.yaml"
+
+
+def long_names_copy(path: Path, tmp_path: Path) -> Path:
+    """TEST FIXTURE: the main-style run with one case and adagrad's spec file given long names, as a
+    user's own spec file may have them."""
+    document = load(path)
+    for record in document["records"]:
+        if record["case"] == "tutorial-step-1":
+            record["case"] = LONG_CASE
+        if record["spec"] == "specs/adagrad.yaml":
+            record["spec"] = LONG_SPEC
+    out = tmp_path / "long-names.json"
+    out.write_text(json.dumps(document), encoding="utf-8")
+    return out
+
+
+def rect(browser, element) -> dict:
+    return browser.execute_script("var r = arguments[0].getBoundingClientRect();"
+                                  "return {left: r.left, right: r.right, top: r.top, bottom: r.bottom};", element)
+
+
+def test_the_main_report_reads_at_a_glance(browser, tmp_path):
+    """Issue 43, item 5, at 1,600 x 1,000 px with a classic scrollbar: a short heading; the summary
+    per backend x op at the top, a count showing exactly its chips' rows; one scrolling surface whose
+    table heads stick; full case and table names, wrapped; every table within the page, the widest
+    (masked_mean, thirteen columns of four dtypes) with its last chip in sight; the details drawer
+    covering none of the foreach/fused/compiled chips; an unsupported item's reason first."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    path = long_names_copy(main_style_run(), tmp_path)
+    records = load(path)["records"]
+    backends = {r["backend"] for r in records}
+    out = tmp_path / "index.html"
+    build_report([path], out)
+    open_at_1600(browser, out)
+    wait = WebDriverWait(browser, 15)
+    summary = wait.until(EC.visibility_of_element_located((By.ID, "summary-table")))
+    screenshot_to(browser, tmp_path / "glance-top.png")
+    width = VIEWPORT[0] - SCROLLBAR
+
+    # a short heading, on one line: the backends counted, not listed
+    h1 = browser.find_element(By.TAG_NAME, "h1")
+    assert f"on {len(backends)} backends" in h1.text and len(backends) >= 13, h1.text
+    on = h1.text.rsplit(" on ", 1)[1]
+    assert not [b for b in backends if b in on] and rect(browser, h1)["bottom"] - rect(browser, h1)["top"] < 45, h1.text
+
+    # the summary, in sight without scrolling: a row per backend
+    assert rect(browser, summary)["top"] < VIEWPORT[1] / 2
+    assert {th.text for th in summary.find_elements(By.CSS_SELECTOR, "tbody th.name")} == backends
+    tables = {t.get_attribute("data-group"): t for t in browser.find_elements(By.CSS_SELECTOR, "table.matrix")}
+    adagrad, masked_mean = tables[LONG_SPEC], tables["specs/masked_mean.yaml"]
+
+    # one scrolling surface: nothing around a matrix table scrolls, nothing caps its height
+    nested = browser.execute_script(
+        "var found = [];"
+        "document.querySelectorAll('table.matrix').forEach(function (t) {"
+        "  for (var e = t.parentElement; e && e !== document.documentElement; e = e.parentElement) {"
+        "    var s = getComputedStyle(e);"
+        "    if (/(auto|scroll)/.test(s.overflowX + s.overflowY) || s.maxHeight !== 'none') found.push(e.id || e.tagName);"
+        "  } });"
+        "return found;")
+    assert not nested, nested
+    # ... and the table heads stick to the window's top as their rows scroll by
+    # (this run's tables are short: room below the page to scroll the widest one's top 40 px out of the window)
+    browser.execute_script("var room = document.createElement('div'); room.style.height = '3000px';"
+                           "document.body.appendChild(room);"
+                           "window.scrollBy(0, arguments[0].getBoundingClientRect().top + 40)", masked_mean)
+    head = masked_mean.find_element(By.TAG_NAME, "thead")
+    assert rect(browser, masked_mean)["top"] < -35 and abs(rect(browser, head)["top"]) <= 1, (rect(browser, masked_mean), rect(browser, head))
+    first_backend = head.find_element(By.CSS_SELECTOR, "th.backend")
+    assert visible_at_its_centre(browser, first_backend)
+    screenshot_to(browser, tmp_path / "glance-sticky-head.png")
+
+    # full names: no case or table name cut (all its text inside its box), the long ones wrapped
+    cut = browser.execute_script(
+        "return [].filter.call(document.querySelectorAll('table.matrix th.case, table.matrix th.group-name'),"
+        " function (th) { return th.scrollWidth > th.clientWidth || getComputedStyle(th).textOverflow === 'ellipsis'; })"
+        ".map(function (th) { return th.textContent; });")
+    assert not cut, cut
+    long_case = next(th for th in adagrad.find_elements(By.CSS_SELECTOR, "th.case") if LONG_CASE in th.get_attribute("textContent"))
+    long_spec = adagrad.find_element(By.CSS_SELECTOR, "th.group-name")
+    for th, name in ((long_case, LONG_CASE), (long_spec, LONG_SPEC)):
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", th)
+        box = rect(browser, th)
+        assert th.text.replace("\n", "") == name and box["bottom"] - box["top"] > 40, (th.text, box)  # wrapped, whole
+
+    # every table fits the 1,583 px page; the widest one's last column's chips are in sight
+    assert browser.execute_script("return document.documentElement.scrollWidth") <= width
+    for table in browser.find_elements(By.CSS_SELECTOR, "table"):
+        assert rect(browser, table)["right"] <= width, (table.get_attribute("class"), rect(browser, table))
+    assert len(masked_mean.find_elements(By.CSS_SELECTOR, "thead th.device")) == 13
+    last = masked_mean.find_elements(By.CSS_SELECTOR, "tr.case-row td:last-child button.chip")
+    assert len(last) >= 4
+    for chip in last:
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", chip)
+        assert rect(browser, chip)["right"] <= width and visible_at_its_centre(browser, chip), rect(browser, chip)
+    browser.execute_script("arguments[0].scrollIntoView({block: 'start'})", masked_mean)
+    screenshot_to(browser, tmp_path / "glance-widest-table.png")
+
+    # the drawer: an unsupported item of torch's compiled path says why first, and hides no chip
+    paths = adagrad.find_elements(By.CSS_SELECTOR, "td.cell[data-backend='foreach'] button.chip, "
+                                  "td.cell[data-backend='fused'] button.chip, td.cell[data-backend='compiled'] button.chip")
+    assert len(paths) >= 6
+    compiled = adagrad.find_element(By.CSS_SELECTOR, "td.cell[data-backend='compiled'] button.chip.o-unsupported")
+    title = compiled.get_attribute("title")
+    assert ": unsupported — " in title
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", compiled)
+    compiled.click()
+    reason = wait.until(EC.visibility_of_element_located((By.ID, "details-reason-text")))
+    assert reason.text and title.endswith(" — " + reason.text)
+    sections = browser.execute_script("return [].map.call(document.getElementById('details-body').children,"
+                                      " function (e) { return e.id || e.tagName; })")
+    assert sections[:3] == ["H3", "details-reason", "DL"], sections
+    assert visible_at_its_centre(browser, compiled)  # the chip clicked stays in sight
+    screenshot_to(browser, tmp_path / "glance-drawer.png")
+    drawer = rect(browser, browser.find_element(By.ID, "details"))
+    assert drawer["top"] > VIEWPORT[1] / 3
+    for chip in paths:
+        browser.execute_script("arguments[0].scrollIntoView({block: 'nearest'})", chip)
+        assert visible_at_its_centre(browser, chip), (chip.get_attribute("title"), rect(browser, chip), drawer)
+    # every chip of the matrix, the widest table's rightmost ones too, can be brought in sight with the drawer open
+    hidden = browser.execute_script(
+        "return [].filter.call(document.querySelectorAll('table.matrix button.chip'), function (chip) {"
+        "  chip.scrollIntoView({block: 'nearest'});"
+        "  var r = chip.getBoundingClientRect(), hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);"
+        "  return hit !== chip && !chip.contains(hit);"
+        "}).map(function (chip) { return chip.title; });")
+    assert not hidden, hidden[:5]
+    browser.find_element(By.ID, "details-close").click()
+
+    # a summary count shows its rows: exactly its chips, outlined, in the rows left
+    link = summary.find_element(By.CSS_SELECTOR, "a.count[data-backend='fused'][data-op='adagrad'][data-outcome='unsupported']")
+    count = int(link.text)
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", link)
+    link.click()
+    outlined = [c for c in browser.find_elements(By.CSS_SELECTOR, "button.chip.focus") if c.is_displayed()]
+    assert len(outlined) == count and all("· fused · " in c.get_attribute("title") and ": unsupported" in
+                                          c.get_attribute("title") for c in outlined)
+    rows = [r for r in browser.find_elements(By.CSS_SELECTOR, "tr.case-row") if r.is_displayed()]
+    assert rows and all(r.find_elements(By.CSS_SELECTOR, "button.chip.focus") for r in rows)
+    assert not masked_mean.is_displayed() and adagrad.is_displayed()
+    bar = browser.find_element(By.ID, "focus-bar")
+    assert bar.is_displayed() and f"Showing the {len(rows)} row" in bar.text and 0 <= rect(browser, bar)["top"] < VIEWPORT[1]
+    screenshot_to(browser, tmp_path / "glance-summary-link.png")
+    browser.find_element(By.ID, "focus-clear").click()
+    assert masked_mean.is_displayed() and not browser.find_elements(By.CSS_SELECTOR, "button.chip.focus")
+    logs = browser.get_log("browser")
+    assert not [e for e in logs if e.get("level") == "SEVERE"], json.dumps(logs)[:2000]

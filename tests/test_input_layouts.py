@@ -192,3 +192,26 @@ def test_a_spec_case_naming_a_layout_hands_the_parameter_over_as_that_view():
 
     with pytest.raises(Mismatch, match=r"layout param \(strided\(offset=1, step=2\)\): 1 storage entries outside"):
         run_item(case, CandidateBackend("candidate", {"adagrad": WritesBeforeTheViewAdagrad}), "cpu", "float64")
+
+
+@pytest.mark.slow  # a search that shrinks, and the counterexample's spec run on the other backends: 8-10 s
+def test_a_layout_counterexample_spec_declares_the_layouts_and_fails_as_a_spec_case(tmp_path):
+    """The counterexample spec of a layout-invariant failure hands its inputs over in the failing layouts
+    (the case's ``layouts:``), so the spec case alone reproduces it, not only the script."""
+    import yaml
+
+    from conformance_runs import load, run_inprocess
+    from conformance.specs.load import load_spec
+
+    code, path = run_inprocess("layout-counterexample", "specs", "--conformance-op", "adagrad",
+                               "--conformance-backend", "candidate", "--conformance-examples", "2",
+                               "--conformance-impl", "adagrad=tests/candidates/layouts.py:StorageOrderGradAdagrad",
+                               "-k", "layout-invariant and float32", f"--conformance-counterexamples={tmp_path}")
+    (record,) = load(path)["records"]
+    assert record["outcome"] == "failed" and "grad transposed" in record["message"], record["message"][:2000]
+    (spec,) = tmp_path.glob("*.yaml")
+    (case,) = yaml.safe_load(spec.read_text())["cases"]
+    assert case["layouts"] == {"grad": "transposed"}, case
+    (loaded,) = load_spec(spec).cases
+    assert loaded.layouts["grad"] == Layout(TRANSPOSED)
+    assert "spec case" in record["message"] and ": fails (" in record["message"], record["message"][-1500:]

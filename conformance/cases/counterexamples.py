@@ -212,6 +212,7 @@ def build_spec(prop: Property, backend: Backend, device: str, dtype: str, exampl
                            f"{op.record_file}) on these inputs, which are exact in {dtype}; not by the "
                            f"code under test. Found by the generated cases (seed {seed}); replay: {replay}"),
             "dtypes": [dtype],
+            **_layouts_entry(prop, example),
             "inputs": op.encode_inputs(inputs),
         }
         try:
@@ -230,6 +231,14 @@ def build_spec(prop: Property, backend: Backend, device: str, dtype: str, exampl
             case["known_divergences"] = divergences
         document["cases"].append(case)
     return document, digest
+
+
+def _layouts_entry(prop: Property, example: Any) -> dict[str, Any]:
+    """``{"layouts": {role: layout}}`` for an example that hands inputs over in other layouts than contiguous
+    (Property.layouts_of), so that the spec case runs them so; empty otherwise."""
+    layouts = prop.layouts_of(example) if prop.layouts_of is not None else {}
+    shown = {role: layout.encode() for role, layout in layouts.items() if not layout.is_contiguous}
+    return {"layouts": shown} if shown else {}
 
 
 def write_counterexample(directory: Path, prop: Property, backend: Backend, device: str, dtype: str, example: Any,

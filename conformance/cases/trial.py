@@ -252,6 +252,9 @@ class Property:
     # what the three-way verdict compares between a candidate and stock torch when both miss the
     # property (None: the outputs of each of the example's cases, run alone)
     observe: Callable[[Trial, Any], dict[str, Any]] | None = None
+    # the layouts an example hands its inputs over in, by role (conformance.core.layouts): what a counterexample
+    # spec's cases declare under ``layouts:`` (None: every input contiguous)
+    layouts_of: Callable[[Any], dict[str, Any]] | None = None
 
     @property
     def id(self) -> str:

@@ -59,6 +59,10 @@ class Adagrad(torch.optim.Adagrad):
                 if p.grad is None:
                     continue
                 state = self.state[p]
+                if "sum" not in state:  # a parameter of add_param_group: torch (>= 2.12) makes its state at its first step
+                    state["step"] = torch.tensor(0.0)
+                    state["sum"] = torch.full_like(p, group["initial_accumulator_value"],
+                                                   memory_format=torch.preserve_format)
                 param = jnp.asarray(to_numpy(p))
                 grad = _bcoo(p.grad).todense() if p.grad.is_sparse else jnp.asarray(to_numpy(p.grad))
                 opt_state = transform.init(param)

@@ -81,6 +81,10 @@ class Adagrad(torch.optim.Adagrad):
                     continue
                 dtype = _tf_dtype(p.dtype)
                 state = self.state[p]
+                if "sum" not in state:  # a parameter of add_param_group: torch (>= 2.12) makes its state at its first step
+                    state["step"] = torch.tensor(0.0)
+                    state["sum"] = torch.full_like(p, group["initial_accumulator_value"],
+                                                   memory_format=torch.preserve_format)
                 grad = p.grad
                 sparse_dim = grad.sparse_dim() if grad.is_sparse else p.dim()
                 var = tf.Variable(_rows_view(p, sparse_dim), dtype=dtype)

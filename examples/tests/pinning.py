@@ -35,12 +35,7 @@ def run_candidates(impls: dict[str, str], *extra: str) -> dict[str, dict]:
             # outcome only, and shrinking tries a new input shape per call, which JAX and TensorFlow
             # compile; a failing float16 JAX coalesce item shrank past the 300 s per-item timeout
             shrink = [] if os.environ.get("CONFORMANCE_EXAMPLES_SHRINK") == "1" else ["--conformance-no-shrink"]
-            # the input space's lifecycle and sizes properties are not pinned for the outside libraries yet:
-            # their first runs (2026-11-28) differed from run to run on the same seed (optax, TensorFlow), and
-            # those adapters fail them on the eps placements already pinned below, so they are left out here
-            # until each outcome is understood and pinned (issue 41's note says so)
-            unpinned = ["-k", "not lifecycle and not sizes"]
-            command = [sys.executable, "-m", "pytest", "specs", *shrink, *unpinned, "--conformance-device", "cpu",
+            command = [sys.executable, "-m", "pytest", "specs", *shrink, "--conformance-device", "cpu",
                        "--conformance-op", ",".join(sorted(impls)),
                        *[f"--conformance-impl={op}={target}" for op, target in sorted(impls.items())],
                        "--conformance-examples", EXAMPLES, "--conformance-results", str(results),

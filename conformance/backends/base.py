@@ -57,6 +57,11 @@ class Backend:
             raise Unsupported(f"backend {self.name!r} does not implement op {op!r}")
         return runner(inputs, ctx)
 
+    def candidate(self, op: str) -> Any | None:
+        """The user's object that implements ``op`` (a class or a function), for a backend that runs one
+        (conformance/backends/candidate.py); None for the others."""
+        return None
+
     def optimizer_class(self, op: str) -> Callable[..., Any] | None:
         """The ``torch.optim.Optimizer`` class (or constructor) this backend's ``op`` runs, for the
         properties that need one optimizer object: several param groups, a state_dict round trip.

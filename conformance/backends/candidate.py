@@ -90,6 +90,9 @@ class CandidateBackend(Backend):
                 masked_tensor_refusals_are_unsupported():
             return super().drive_optimizer(op, ctx, use)
 
+    def candidate(self, op: str) -> Any | None:
+        return self.candidates.get(op)
+
     def optimizer_class(self, op: str):
         if op not in self.candidates or not OPS[op].is_optimizer:
             return None

@@ -20,7 +20,7 @@ def declared_unsupported_options(op: Op, backend: Backend) -> frozenset[str]:
     """The options a candidate declares it cannot do (``unsupported_options`` on its class or
     function, e.g. ``{"lr_decay", "maximize"}``); empty for other backends. A name that is not an
     option of the op is an error naming it."""
-    candidate = (getattr(backend, "candidates", None) or {}).get(op.name)
+    candidate = backend.candidate(op.name)
     declared = getattr(candidate, UNSUPPORTED_OPTIONS_ATTRIBUTE, None) or ()
     if isinstance(declared, str):
         declared = (declared,)

@@ -79,7 +79,7 @@ def item_tolerances(op: Any, inputs: Any, dtype: str, names: Iterable[str]) -> d
     except Exception:  # noqa: BLE001 - an op or input without derived tolerances
         tolerances = {}
     fallback = _fallback(op, inputs, dtype)
-    exact = set(getattr(op, "exact_outputs", ()))
+    exact = set(op.exact_outputs)
     return {name: (None if name in exact else tolerances.get(name) or fallback) for name in names}
 
 
@@ -129,7 +129,7 @@ def diagnose(op: Any, inputs: Any, outputs_or_error: Any, dtype: Any,
     zero-argument callable that runs it (called here, once). ``dtype``: the item's dtype (name or
     ``torch.dtype``). ``run(inputs)`` runs the implementation on other inputs (an error mistake's
     control); without it the controls are not run. Never raises for a model's sake: a model that fails on these inputs is skipped."""
-    mistakes = tuple(getattr(op, "mistakes", ()) or ())
+    mistakes = tuple(op.mistakes)
     if not mistakes:
         return None
     dtype = _dtype_name(dtype)
@@ -149,7 +149,7 @@ def diagnose(op: Any, inputs: Any, outputs_or_error: Any, dtype: Any,
         return _error_mistake(mistakes, inputs, outputs, reference, run)
     if not isinstance(outputs, Mapping):
         return None
-    exact = set(getattr(op, "exact_outputs", ()))
+    exact = set(op.exact_outputs)
     matched = [match for index, mistake in enumerate(mistakes)
                if (match := _model_match(op, index, mistake, inputs, outputs, reference, dtype, exact)) is not None]
     return _named_among(matched)

@@ -75,7 +75,7 @@ def op_rules() -> list[Rule]:
     rules = []
     for name, op in OPS.items():
         words = {name, name.replace("_", "")}
-        torch_class = getattr(op, "torch_implementation", None)
+        torch_class = op.torch_implementation
         if isinstance(torch_class, type):
             words.add(torch_class.__name__)
         rules.append(Rule(sorted(f"**/*{word}*" for word in words), [name]))

@@ -58,7 +58,9 @@ def test_replay_reruns_one_failing_item_and_prints_its_own_command(tmp_path, mon
     item = "specs/adagrad.yaml::duplicates-cancel[candidate-cpu-float32]"
     assert cli_main(["replay", item, "--impl", wrong]) == 1
     output = capsys.readouterr().out
-    assert "1 failed" in output and f"replay: python -m conformance replay '{item}' --impl {wrong}" in output
+    # the printed command names the file by its absolute path: it runs from any directory (issue 43)
+    absolute = f"adagrad={tmp_path / 'my_adagrad.py'}:SquareBeforeSumAdagrad"
+    assert "1 failed" in output and f"replay: python -m conformance replay '{item}' --impl {absolute}" in output, output
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__") == ["my_adagrad.py"]
 
 

@@ -41,6 +41,7 @@ def main(*, property_id: str, backend: str, device: str, dtype: str, impl: str |
     from conformance.backends.candidate import CandidateBackend, CandidateError, load_object
     from conformance.cases.properties import PROPERTIES
     from conformance.cases.search import judge_example
+    from conformance.core.record import CANDIDATE
     from conformance.core.target import CandidateTarget, TargetError
     from conformance.core.types import Unsupported
 
@@ -56,7 +57,7 @@ def main(*, property_id: str, backend: str, device: str, dtype: str, impl: str |
             folder = str(Path(target.module).absolute().parent) if target.is_file else None
             if folder and folder not in sys.path:
                 sys.path.insert(1, folder)  # then the file's own folder (a replay run elsewhere wrote this script)
-            chosen = CandidateBackend("candidate", {prop.op: load_object(target)}, description=impl)
+            chosen = CandidateBackend(CANDIDATE, {prop.op: load_object(target)}, description=impl)
         else:
             chosen = builtin_backends()[backend]
     except (CandidateError, TargetError, KeyError) as exc:

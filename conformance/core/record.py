@@ -125,6 +125,7 @@ ItemRecord = Record  # what the plugin writes: every key of it is a property of 
 
 # ---------------------------------------------------------------- compile counts
 
+CANDIDATE = "candidate"  # the backend of the user's implementation (--conformance-impl): its records' name
 COMPILES = "compiles"  # the record's compile counts (:class:`Compiles`)
 XLA = "torch_xla"  # Compiles.compiler: torch_xla's graph compilations (conformance.core.xla_support)
 INDUCTOR = "torch.compile/inductor"  # Compiles.compiler: TorchDynamo + Inductor (conformance/backends/compiled.py)

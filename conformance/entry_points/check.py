@@ -46,6 +46,7 @@ import uuid
 from importlib import resources
 from pathlib import Path
 
+from conformance.core.record import CANDIDATE
 from conformance.core.target import CandidateTarget
 from conformance.entry_points import check_args, preflight, reproducers
 # the rooms of check, and the names its callers read here (the workflow's merge job: judge and the statuses)
@@ -86,7 +87,7 @@ def pytest_command(targets: list[CandidateTarget], *, results: Path, devices: st
     ops = _ops_of(targets)
     from conformance.ops import OPS  # stock torch's backend beside the candidate: Op.stock_backend
 
-    backends = ["candidate"] + sorted({OPS[op].stock_backend for op in ops if op in OPS and OPS[op].stock_backend})
+    backends = [CANDIDATE] + sorted({OPS[op].stock_backend for op in ops if op in OPS and OPS[op].stock_backend})
     paths, rootdir = ([str(specs_dir())], str(specs_dir().parent)) if not specs else (list(specs), str(Path.cwd()))
     command = [sys.executable, "-m", "pytest", *paths, "--rootdir", rootdir,
                "-p", "no:cacheprovider", "-o", "addopts=", "-q", "-rfE", *isolation_args(workers), "--conformance-progress",

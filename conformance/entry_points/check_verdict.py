@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from conformance.core.record import ItemRecord
+from conformance.core.record import CANDIDATE, ItemRecord
 
 PASS, FAIL, COULD_NOT_JUDGE, UNSUPPORTED, USAGE = 0, 1, 2, 3, 4
 
@@ -46,7 +46,7 @@ def judge(document: dict | None, *, run_id: str, status: int, ops: list[str], si
                        f"the results file is another run's (id {run.get('id')!r}, not {run_id!r}); pytest exited "
                        f"with status {status}")
     records: list[ItemRecord] = document.get("records") or []
-    candidate = [r for r in records if r.get("backend") == "candidate"]
+    candidate = [r for r in records if r.get("backend") == CANDIDATE]
     counts = Counter(r.get("outcome") for r in candidate)
     bad = [r for r in candidate if r.get("outcome") in ("failed", "error")]
     verdict = Verdict(COULD_NOT_JUDGE, "COULD NOT JUDGE", "", counts,
@@ -62,7 +62,7 @@ def judge(document: dict | None, *, run_id: str, status: int, ops: list[str], si
     if missing:
         verdict.reason = f"no candidate item of {', '.join(missing)} was collected (a -k or --conformance-* option?)"
         return verdict
-    others = [r for r in records if r.get("backend") != "candidate" and r.get("outcome") in ("failed", "error")]
+    others = [r for r in records if r.get("backend") != CANDIDATE and r.get("outcome") in ("failed", "error")]
     # stock torch's own items beside the candidate's: a failure there is a finding about torch (the
     # candidate's items are judged against the reference on their own), never the user's problem
     findings = [r for r in others if _is_stock_torch(r)]

@@ -39,6 +39,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
+from conformance.core.record import CANDIDATE
 from conformance.core.target import CandidateTarget
 from conformance.results.rerun import ItemId, ReplayError, ReplayOptions, parse_item, suite_specs
 
@@ -103,7 +104,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 def run(args: argparse.Namespace) -> int:
     try:
         item = parse_item(args.item)
-        if item.backend == "candidate" and not args.impl:
+        if item.backend == CANDIDATE and not args.impl:
             raise ReplayError(f"{args.item!r} runs a candidate: give it with --impl OP=module:attr, as in the run")
         command = replay_args(item, impls=args.impl, seed=args.seed, profile=args.profile,
                                  examples=args.examples, shrink=not args.no_shrink, benchmark=args.benchmark,

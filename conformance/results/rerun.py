@@ -13,7 +13,7 @@ from pathlib import Path
 
 from conformance.core.profiles import DEFAULT_PROFILE
 from conformance.core.target import CandidateTarget
-from conformance.core.record import ItemRecord
+from conformance.core.record import CANDIDATE, ItemRecord
 
 SUITE_SPECS = "specs"  # an item id whose path starts with specs/ names the suite's own specs
 GENERATED = "generated"  # the collector of the generated properties under the specs root
@@ -179,7 +179,7 @@ def command_from_record(record: ItemRecord, run: dict | None = None) -> str:
     else:
         item_id = record.get("nodeid") or f"{record.get('spec')}::{record.get('case')}{params}"
     impl = None
-    if record.get("backend") == "candidate":
+    if record.get("backend") == CANDIDATE:
         targets = [CandidateTarget.parse_or_none(value) for value in options.get("conformance_impl") or []]
         impl = next((str(target) for target in targets if target and target.op == record.get("op")), None)
     if not record.get("generated"):

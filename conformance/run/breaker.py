@@ -18,12 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from conformance.core.record import ItemRecord
+from conformance.core.record import CANDIDATE, ItemRecord
 from conformance.run import outcomes, timeouts
 from conformance.run.signals import stop_run
 from conformance.run.state import is_conformance_run, is_controller
 
-CANDIDATE = "candidate"  # the backend of --conformance-impl (conformance/run/plugin.py)
 PYTEST_TIMEOUT = "from pytest-timeout"  # pytest-timeout's failure message: "Timeout (>60.0s) from pytest-timeout."
 TRIPPED = "breaker-tripped"  # the file in the workers' watch folder (timeouts.WATCH_DIR) that tells them to stop
 

@@ -21,7 +21,7 @@ from conformance.run.benchmark import benchmark_items
 from conformance.backends.candidate import CandidateBackend, CandidateError, load_candidates
 from conformance.core.devices import DEFAULT_DEVICES, DEVICES
 from conformance.ops import OPS
-from conformance.core.record import ItemRecord
+from conformance.core.record import CANDIDATE, ItemRecord
 from conformance.run.items import ConformanceItem, first_calls_made, placements, warmed_up_last
 from conformance.run.state import (SELECTION, candidate_targets, SPEC_SUFFIXES, Selection,
                                    is_conformance_run, is_conformance_spec, relative_spec)
@@ -56,12 +56,12 @@ def _select(config: pytest.Config) -> Selection:
     except CandidateError as exc:
         raise pytest.UsageError(str(exc)) from None
     if impls:
-        known["candidate"] = CandidateBackend(
-            "candidate", {op: obj for op, (_, obj) in impls.items()},
+        known[CANDIDATE] = CandidateBackend(
+            CANDIDATE, {op: obj for op, (_, obj) in impls.items()},
             description="; ".join(str(target) for target, _ in impls.values()))
     names = _split(config.getoption("conformance_backend"))
     if not names or names == ["all"]:
-        names = ["candidate"] if impls and not names else list(known)
+        names = [CANDIDATE] if impls and not names else list(known)
     unknown = [name for name in names if name not in known]
     if unknown:
         raise pytest.UsageError(f"--conformance-backend: unknown backend(s) {', '.join(unknown)}; "
@@ -250,7 +250,7 @@ def first_call_limit(config: pytest.Config, backend) -> float:
     timeout = float(config.getoption("conformance_timeout", 0) or 0)
     if timeout <= 0:
         return 0.0
-    if backend.name == breaker.CANDIDATE:
+    if backend.name == CANDIDATE:
         try:
             measured = float(os.environ.get(CANDIDATE_IMPORT_SECONDS, ""))
         except ValueError:

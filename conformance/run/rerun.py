@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conformance.core.profiles import DEFAULT_PROFILE, PROFILES
-from conformance.core.record import ItemRecord
+from conformance.core.record import CANDIDATE, ItemRecord
 from conformance.results.rerun import GENERATED, ItemId, ReplayError, command, parse_item, portable_id
 from conformance.run.state import GENERATED as GENERATED_CONFIG, candidate_targets
 
@@ -27,7 +27,7 @@ def command_for(item: pytest.Item) -> str | None:
     generated = bool(record.get("generated"))
     item_id = portable_id(Path(item.path), item.name, generated=generated, cwd=config.invocation_params.dir)
     impl = None
-    if record.get("backend") == "candidate" and record.get("op"):
+    if record.get("backend") == CANDIDATE and record.get("op"):
         target = candidate_targets(config).get(record["op"])
         impl = str(target.absolute(config.invocation_params.dir)) if target else None
     if not generated:

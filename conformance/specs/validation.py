@@ -18,6 +18,7 @@ import jsonschema
 from conformance.core.devices import DEVICES
 from conformance.core.divergences import InvalidTorchVersions, torch_specifier
 from conformance.core.dtypes import DTYPES
+from conformance.core.record import CANDIDATE
 from conformance.ops import OPS
 
 # at most this many tensor elements per case (inputs and golden values together) and per
@@ -138,7 +139,7 @@ def known_backends() -> tuple[str, ...]:
     # imported here: a module-level import would lift the loader, and every stage above it, a level
     from conformance.backends import builtin_backends
 
-    return tuple(builtin_backends()) + ("candidate",)
+    return tuple(builtin_backends()) + (CANDIDATE,)
 
 
 def check_names(data: dict, fail: Fail) -> None:

@@ -7,10 +7,9 @@ import re
 from typing import Any, Iterable
 
 from conformance.core import outcomes
-from conformance.core.record import ItemRecord
+from conformance.core.record import CANDIDATE, ItemRecord
 
 # the backend whose outputs are the user's own implementation's
-CANDIDATE = "candidate"
 # the candidate first (the column a reader of a gate looks for), then stock torch's backends
 BACKEND_ORDER = (CANDIDATE, "coo", "masked", "dense", "reference", "kernel", "kernel-triton")
 DEVICE_ORDER = ("cpu", "cuda", "xla")

@@ -3,7 +3,8 @@ checked; never one item's name, never a list of every backend."""
 
 from __future__ import annotations
 
-from conformance.results.report.common import (BACKEND_ORDER, CANDIDATE, DEVICE_ORDER, LABEL_LIMIT, capped,
+from conformance.core.record import CANDIDATE
+from conformance.results.report.common import (BACKEND_ORDER, DEVICE_ORDER, LABEL_LIMIT, capped,
                                                order)
 from conformance.results.store import Results
 

@@ -12,7 +12,8 @@ from typing import Any
 from conformance.core.record import COMPILES, ItemRecord
 from conformance.core.target import CandidateTarget
 from conformance.core.types import Outcome
-from conformance.results.report.common import CANDIDATE, http_url
+from conformance.core.record import CANDIDATE
+from conformance.results.report.common import http_url
 from conformance.results.store import Results, item_key
 
 

@@ -21,21 +21,10 @@ from conformance.core.dtypes import DTYPES, OPMATH_ROUNDOFF
 from conformance.ops import draw as d
 from conformance.ops.base import COMPILED, GeneratedProperty, Op, TorchPath
 from conformance.ops.contract import changed, check_like, snapshot, violation
-from conformance.core.tensors import COO, CooArray, encode_coo, not_plain_tensor, random_coo, rounder, TENSOR, to_numpy
-
-
-def coalesce_reference(coo: CooArray) -> dict[str, np.ndarray]:
-    """Sort unique index tuples lexicographically and sum values of duplicates in float64."""
-    sparse_dim, nnz = coo.indices.shape
-    dense_shape = coo.values.shape[1:]
-    if nnz == 0:
-        return {"indices": coo.indices.copy(), "values": coo.values.copy(), "nnz": np.int64(0),
-                "size": np.array(coo.size, dtype=np.int64)}
-    unique, inverse = np.unique(coo.indices.T, axis=0, return_inverse=True)
-    values = np.zeros((len(unique), *dense_shape), dtype=np.float64)
-    np.add.at(values, inverse.reshape(-1), coo.values)
-    return {"indices": unique.T.copy(), "values": values, "nnz": np.int64(len(unique)),
-            "size": np.array(coo.size, dtype=np.int64)}
+from conformance.core.tensors import COO, CooArray, encode_coo, not_plain_tensor, random_coo, TENSOR, to_numpy
+# the NumPy models, and the names the optimizers' records take from here
+from conformance.ops.coalesce_models import (accumulation_differs, coalesce_reference, coalesce_sequential,  # noqa: F401
+                                             half_accumulation_orders, round_toward_zero)
 
 
 def outputs_of_sparse(result: torch.Tensor) -> dict[str, Any]:
@@ -60,63 +49,6 @@ def duplicate_stats(coo: CooArray) -> tuple[int, float]:
     sums = np.zeros((len(counts), *coo.values.shape[1:]))
     np.add.at(sums, inverse.reshape(-1), np.abs(coo.values))
     return int(counts.max()), finite_abs_max(sums)
-
-
-# ---- stock torch's half-precision coalesce, modelled (conformance/cases/lowprec.py uses it)
-
-
-def coalesce_sequential(coo: CooArray, accumulate: str, round_to: str | None = None,
-                        order: np.ndarray | None = None) -> CooArray:
-    """Coalesce as torch's CPU kernel does: the indices flattened to one linear index and sorted
-    with ``torch.sort`` (not stable: from 17 entries on, duplicates leave the sort in another order
-    than the input's), duplicates added one after another in that order, each partial sum rounded
-    to ``accumulate``; the sums are then rounded to ``round_to`` (default: ``accumulate``). ``order``:
-    the entries visited in another order (a permutation of the input's positions)."""
-    acc, final = rounder(accumulate), rounder(round_to or accumulate)
-    sparse_dim, nnz = coo.indices.shape
-    if nnz == 0:
-        return CooArray(coo.indices.copy(), coo.values.copy(), coo.size)
-    if order is None:
-        order = torch_coalesce_order(coo) if sparse_dim else np.arange(nnz)
-    order = np.asarray(order)[np.argsort(_linear_index(coo)[order], kind="stable")]  # each index's run together
-    indices = coo.indices[:, order]
-    values = coo.values[order]
-    unique: list[np.ndarray] = []
-    sums: list[np.ndarray] = []
-    for position in range(nnz):
-        if unique and np.array_equal(unique[-1], indices[:, position]):
-            sums[-1] = acc(sums[-1] + values[position])
-        else:
-            unique.append(indices[:, position])
-            sums.append(acc(values[position]))
-    return CooArray(np.stack(unique, axis=1), final(np.stack(sums)), coo.size)
-
-
-def _linear_index(coo: CooArray) -> np.ndarray:
-    if not coo.indices.shape[1] or not coo.indices.shape[0]:
-        return np.zeros(coo.indices.shape[1], dtype=np.int64)
-    return np.asarray(np.ravel_multi_index(tuple(coo.indices), coo.sparse_shape), dtype=np.int64)
-
-
-def torch_coalesce_order(coo: CooArray) -> np.ndarray:
-    """The permutation torch's coalesce visits the entries in: its unstable sort of the linear index."""
-    return torch.sort(torch.from_numpy(_linear_index(coo)), stable=False).indices.numpy()
-
-
-def half_accumulation_orders(coo: CooArray) -> dict[str, np.ndarray]:
-    """The orders a sequential sum of duplicates is commonly written in: torch's own (its unstable
-    sort), the input's (``index_add_``, ``scatter_add_``, ``torch.unique`` + ``index_add_``), and
-    the input's reversed."""
-    nnz = coo.indices.shape[1]
-    return {"torch's sort order": torch_coalesce_order(coo), "input order": np.arange(nnz),
-            "reversed input order": np.arange(nnz)[::-1]}
-
-
-def accumulation_differs(coo: CooArray, dtype: str) -> bool:
-    """Whether summing the duplicates in ``dtype`` (as torch does) differs from rounding the exact sums."""
-    in_dtype = coalesce_sequential(coo, dtype).values
-    rounded_once = coalesce_sequential(coo, "float64", round_to=dtype).values
-    return not np.array_equal(in_dtype, rounded_once)
 
 
 # ---------------------------------------------------------------- generated inputs and properties
@@ -227,18 +159,6 @@ def column_major_model(coo: CooArray):
         return None
     order = sorted(range(indices.shape[1]), key=lambda i: tuple(reversed(indices[:, i].tolist())))
     return _outputs(indices[:, order], result["values"][order], coo)
-
-
-def round_toward_zero(exact: np.ndarray, dtype: str) -> np.ndarray | None:
-    """``exact`` (float64) stored in ``dtype`` by truncation instead of round-to-nearest-even."""
-    bits = {"float16": torch.int16, "bfloat16": torch.int16, "float32": torch.int32}.get(dtype)
-    if bits is None:
-        return None
-    exact = np.asarray(exact, dtype=np.float64)
-    nearest = torch.from_numpy(exact.copy()).to(getattr(torch, dtype))
-    over = torch.from_numpy(np.abs(nearest.double().numpy()) > np.abs(exact))
-    stepped = torch.where(over, nearest.view(bits) - 1, nearest.view(bits)).view(nearest.dtype)
-    return stepped.double().numpy().reshape(exact.shape)
 
 
 def truncating_model(coo: CooArray, dtype: str):

@@ -77,3 +77,24 @@ def test_the_findings_reproducer_shows_the_buffer_made_at_the_skipped_step():
     p.grad = torch.full((16,), float("inf"))
     opt.step()
     assert sorted(opt.state[p]) == ["momentum_buffer"] and torch.equal(p.detach(), torch.ones(16))
+
+
+@pytest.mark.slow  # two searches with their counterexample written: 7 s
+def test_a_candidate_stepping_through_found_inf_fails_beside_torchs_fused_step_not_its_for_loop():
+    """The three-way verdict's second opinion on grad-scaling is torch's fused step (the path that takes
+    grad_scale/found_inf): torch's for-loop step ignores found_inf and steps, so beside it the planted
+    candidate read as 'same as torch' (xfail, check passed it at its defaults). A right one passes."""
+    from conformance_runs import load, run_inprocess
+
+    def run(name: str) -> dict:
+        code, path = run_inprocess(f"grad-scaling-{name}", "specs", "--conformance-op", "adagrad",
+                                   "--conformance-backend", "candidate", "--conformance-examples", "5", "--conformance-no-shrink",
+                                   "--conformance-impl", f"adagrad=tests/candidates/grad_scaling.py:{name}",
+                                   "-k", "grad-scaling and float32 and cpu")
+        (record,) = load(path)["records"]
+        return record
+
+    wrong = run("StepsThroughFoundInfAdagrad")
+    assert wrong["outcome"] == "failed", wrong["message"][:1500]
+    assert "stock torch on the same example: has the property" in wrong["message"]
+    assert run("ScalingAdagrad")["outcome"] == "passed"

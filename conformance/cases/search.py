@@ -23,6 +23,7 @@ from hypothesis import reject
 from hypothesis.errors import Flaky, Unsatisfiable
 
 from conformance.core import diagnosis
+from conformance.backends import builtin_backends
 from conformance.backends.base import Backend
 from conformance.cases.drawn import DrawnExamples, derive_seed
 from conformance.cases.hypothesis_test import hypothesis_test
@@ -151,7 +152,7 @@ def judge_example(prop: Property, backend: Backend, device: str, dtype: str, exa
     What ``conformance replay`` and a counterexample script run."""
     op = OPS[prop.op]
     trial = Trial(op, backend, device, dtype)
-    torch_trial = _torch_trial(op, backend, device, dtype)
+    torch_trial = _torch_trial(prop, op, backend, device, dtype)
     result = PropertyResult()
     check = _example_check(prop, trial, torch_trial, result, replaying=True)
     try:
@@ -168,10 +169,18 @@ def judge_example(prop: Property, backend: Backend, device: str, dtype: str, exa
     return result
 
 
-def _torch_trial(op, backend: Backend, device: str, dtype: str) -> Trial | None:
-    if backend.judged_against_torch and op.torch_implementation is not None:
-        return Trial(op, StockTorch(), device, dtype)
-    return None
+def _torch_trial(prop: Property, op, backend: Backend, device: str, dtype: str) -> Trial | None:
+    """Stock torch on the same examples, the second opinion on a candidate's: torch's own implementation
+    of the op; for a property that hands the step GradScaler's grad_scale/found_inf (grad-scaling), the
+    built-in backend of torch's own path that takes them (fused), since torch's for-loop step ignores
+    found_inf and steps (the same as a candidate that does, were it asked). None: no second opinion."""
+    if not backend.judged_against_torch or op.torch_implementation is None:
+        return None
+    if prop.needs_grad_scaling:
+        scaling = next((other for other in builtin_backends().values() if other.takes_grad_scaling
+                        and other.torch_path is not None and other.implements(op.name)), None)
+        return Trial(op, scaling, device, dtype) if scaling is not None else None
+    return Trial(op, StockTorch(), device, dtype)
 
 
 def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, settings, base_seed: int,
@@ -193,7 +202,7 @@ def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, s
         settings = type(settings)(settings, max_examples=prop.max_examples)
     op = OPS[prop.op]
     trial = Trial(op, backend, device, dtype)
-    torch_trial = _torch_trial(op, backend, device, dtype)
+    torch_trial = _torch_trial(prop, op, backend, device, dtype)
     narrowing = Narrowing(op, declared_unsupported_options(op, backend), keep_invalid=prop.name == "rejects-invalid")
     store = drawn if drawn is not None else DrawnExamples(capacity=0)
     key = store.key(prop, dtype, settings, base_seed, narrowing.declared)

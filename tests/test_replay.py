@@ -81,9 +81,10 @@ def test_replay_from_an_empty_directory_exits_with_the_items_verdict(tmp_path):
     failing = _replay(tmp_path, "specs/adagrad.yaml::duplicates-cancel[candidate-cpu-float32]", "--impl", WRONG)
     assert failing.returncode == 1, failing.stdout[-3000:] + failing.stderr[-2000:]
     assert "1 failed, " in failing.stdout and "duplicates-cancel" in failing.stdout
-    # the failure names its own re-run command: this one
+    # the failure names its own re-run command: this one, the file by its absolute path (it runs from anywhere)
+    absolute = WRONG.replace("my_adagrad.py", str(tmp_path / "my_adagrad.py"))
     assert ("replay: python -m conformance replay 'specs/adagrad.yaml::duplicates-cancel[candidate-cpu-float32]' "
-            f"--impl {WRONG}") in failing.stdout
+            f"--impl {absolute}") in failing.stdout, failing.stdout[-3000:]
 
     passing = _replay(tmp_path, "specs/adagrad.yaml::tutorial-step-1[candidate-cpu-float32]", "--impl", WRONG)
     assert passing.returncode == 0, passing.stdout[-3000:] + passing.stderr[-2000:]

@@ -94,14 +94,9 @@ def _same_as_torch_by_model(trial: Trial, inputs: Any, name: str, got, dtype: st
     stock = trial.op.stock_backend
     if stock is None:
         return None
-    for divergence, model in trial.op.torch_rounding_models:
-        if divergence.applies_to(backend=stock, device=trial.device, dtype=dtype):
-            exact, low, high = trial.op.rounding_bounds(inputs, dtype, **model)[name]
-            try:
-                check_rounding(name, got, exact, low, high, dtype)
-            except Mismatch:
-                continue
-            return by_model(divergence)
+    modelled = _op_rounding_model(trial, inputs, name, got, dtype, stock)
+    if modelled is not None:
+        return by_model(modelled)
     half = lowprec.HALF_ACCUMULATION
     if trial.op.torch_sums_duplicates_in_half and half.applies_to(backend=stock, device=trial.device, dtype=dtype):
         got = np.asarray(to_numpy(got), dtype=np.float64)
@@ -111,19 +106,28 @@ def _same_as_torch_by_model(trial: Trial, inputs: Any, name: str, got, dtype: st
     return None
 
 
-def _torch_rounding_model(trial: Trial, inputs: Any, name: str, got, dtype: str, backend: str) -> Divergence | None:
-    """The divergence of stock torch's whose model ``got`` lies within, where it applies to ``backend``:
-    one of the op's rounding models (``Op.torch_rounding_models``), or the half-precision accumulation
-    of duplicates in any order (``Op.torch_sums_duplicates_in_half``: each partial sum rounded to the
-    dtype, (k - 1) roundings of the dtype's unit for k duplicates)."""
+def _op_rounding_model(trial: Trial, inputs: Any, name: str, got, dtype: str, backend: str) -> Divergence | None:
+    """The op's rounding model of stock torch (``Op.torch_rounding_models``) applying to ``backend`` here
+    whose bounds ``got`` lies within, or None."""
     for divergence, model in trial.op.torch_rounding_models:
         if divergence.applies_to(backend=backend, device=trial.device, dtype=dtype):
             exact, low, high = trial.op.rounding_bounds(inputs, dtype, **model)[name]
             try:
                 check_rounding(name, got, exact, low, high, dtype)
-                return divergence
             except Mismatch:
-                pass
+                continue
+            return divergence
+    return None
+
+
+def _torch_rounding_model(trial: Trial, inputs: Any, name: str, got, dtype: str, backend: str) -> Divergence | None:
+    """The divergence of stock torch's whose model ``got`` lies within, where it applies to ``backend``:
+    one of the op's rounding models (``Op.torch_rounding_models``), or the half-precision accumulation
+    of duplicates in any order (``Op.torch_sums_duplicates_in_half``: each partial sum rounded to the
+    dtype, (k - 1) roundings of the dtype's unit for k duplicates)."""
+    modelled = _op_rounding_model(trial, inputs, name, got, dtype, backend)
+    if modelled is not None:
+        return modelled
     half = lowprec.HALF_ACCUMULATION
     if trial.op.torch_sums_duplicates_in_half and half.applies_to(backend=backend, device=trial.device, dtype=dtype):
         exact, low, high = trial.op.rounding_bounds(inputs, dtype, accumulation_unit=DTYPES[dtype].unit_roundoff)[name]

@@ -84,8 +84,10 @@ def pytest_run(tmp_path: Path, candidate: str, *args: str, timeout: float = 300)
 
 @pytest.mark.parametrize("impl, phrase", [
     ("adagard=torch.optim:Adagrad", "unknown op 'adagard'; known ops: adagrad"),
-    ("adagrad=no_such_module_here:Adagrad", "importing no_such_module_here raised ModuleNotFoundError"),
-    # through the probe's child process, as the module above; the fast tier keeps that one
+    # both through the probe's child process (about 5 s each): the slow tier; the fast tier's check
+    # runs the probe too (tests/test_entry_points.py)
+    pytest.param("adagrad=no_such_module_here:Adagrad", "importing no_such_module_here raised ModuleNotFoundError",
+                 marks=pytest.mark.slow),
     pytest.param("adagrad=torch.optim:NoSuchClass", "torch.optim has no attribute 'NoSuchClass'", marks=pytest.mark.slow),
     ("adagrad=no/such/file.py:Adagrad", "no such file no/such/file.py"),
     ("adagrad=torch.optim", "expected OP=module:attr"),
@@ -412,6 +414,7 @@ def test_a_full_disk_mid_run_ends_the_run_interrupted_with_a_clean_message(tmp_p
     assert document_["run"]["status"] == "running" and 1 <= len(document_["records"]) < 3
 
 
+@pytest.mark.slow
 def test_the_progress_notice_leaves_hypothesis_observability_off(monkeypatch):
     """check's progress (``--conformance-progress``: the notice "shrinking <item>") comes from the
     search itself: through Hypothesis's observability callbacks, as it came before, every example was

@@ -37,6 +37,7 @@ def _compiled():
 @pytest.mark.parametrize("op, hyper, recompiles", [(ADAGRAD, {}, 0),
                                                    # the fast tier keeps Adagrad's; SGD's recompile, slow tier
                                                    pytest.param(SGD, {"momentum": 0.9}, 1, marks=pytest.mark.slow)])
+@pytest.mark.slow
 def test_the_compiled_step_equals_eager_and_its_counts_are_in_the_record(op, hyper, recompiles):
     """Two dense steps, float64: the compiled step gives eager's result (within the agreement tolerance:
     Inductor orders the arithmetic otherwise; lr = 0.5, exact in float32), and the record
@@ -54,6 +55,7 @@ def test_the_compiled_step_equals_eager_and_its_counts_are_in_the_record(op, hyp
     check_paths_agree(Trial(OPS[op], _compiled(), "cpu", "float64"), _inputs(DENSE, DENSE, **hyper))
 
 
+@pytest.mark.slow
 def test_the_counts_do_not_depend_on_whether_another_backend_built_the_optimizer_first(monkeypatch):
     """torch hooks a class's step() when the class is first constructed in a process; the compiled step
     traces that hook. Without the backend constructing the class itself, SGD with nesterov traced 5
@@ -74,6 +76,7 @@ def test_the_counts_do_not_depend_on_whether_another_backend_built_the_optimizer
     assert runs[0] == runs[1], runs
 
 
+@pytest.mark.slow
 def test_a_sparse_gradient_is_unsupported_with_dynamos_reason():
     """torch.compile does not trace a sparse gradient: Dynamo graph-breaks with the reason the backend
     quotes (checked here on torch itself) and runs the step eagerly; the backend's item is unsupported."""
@@ -96,6 +99,7 @@ def test_a_half_dtype_is_unsupported_by_the_backends_choice():
         _compiled().run(SGD, _inputs(DENSE), RunContext("cpu", torch.float16))
 
 
+@pytest.mark.slow
 def test_compiled_adagrad_in_float64_moves_by_lr_rounded_to_float32():
     """The twin's finding (docs/findings.md): torch 2.13's compiled Adagrad step in float64 is eager's with
     lr rounded to float32, bit for bit; the registered divergence explains the twin's difference, and

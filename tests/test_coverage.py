@@ -80,6 +80,7 @@ def test_a_coalesce_that_raises_on_sparse_dim_zero_fails_check_in_spec_and_gener
     assert set(outcomes(document, "coo").values()) <= {"passed", "xfail"}  # stock torch beside it
 
 
+@pytest.mark.slow  # 2-3 s: the fast tier stays within its 90 s
 def test_the_coalesce_strategy_draws_sparse_scalars_and_all_dense_hybrids():
     from hypothesis import HealthCheck, given, settings
 

@@ -16,6 +16,7 @@ def _run(name: str, op: str, impl: str, *extra: str, examples: int = 8) -> tuple
     return code, load(path)
 
 
+@pytest.mark.slow
 def test_an_adagrad_that_creates_its_state_at_the_first_step_passes():
     """torch's Adam and SGD create their state at the first step; the "before" of a lazily created
     accumulator is the documented start in the dtype the candidate creates it in (0.1 in float32 is

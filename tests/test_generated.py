@@ -189,6 +189,7 @@ def test_clean_reimplementations_pass(tmp_path):
     assert records and not bad, f"{bad}\n{(proc.stdout + proc.stderr)[-6000:]}"
 
 
+@pytest.mark.slow
 def test_generated_items_are_collected_by_default_with_readable_ids():
     proc = run_pytest(["specs", "--collect-only", "-q", "--conformance-backend", "coo,dense,masked,reference"])
     ids = proc.stdout.splitlines()
@@ -248,6 +249,7 @@ def test_unavailable_device_items_are_skipped_with_the_reason(tmp_path):
     assert outcomes["dense-cuda-float32]"] == ("passed" if torch.cuda.is_available() else "skipped")
 
 
+@pytest.mark.slow
 def test_generated_items_on_xla_are_opt_in(pytester, monkeypatch, warm_imports):
     """Where xla is available its generated items are skipped with the reason unless
     --conformance-generated-on-xla is given (every example's new shapes cost a compilation)."""

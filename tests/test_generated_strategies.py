@@ -97,6 +97,7 @@ def _rows(grad, sparse_dim):
     return set() if not isinstance(grad, CooArray) else {tuple(c[:sparse_dim]) for c in grad.indices.T}
 
 
+@pytest.mark.slow  # 2-3 s: the fast tier stays within its 90 s
 def test_trajectories_reach_a_row_hit_again_after_an_empty_step():
     def wanted(inputs):
         grads = inputs.grads

@@ -132,6 +132,7 @@ def test_the_breaker_stops_a_run_whose_candidate_hangs_on_every_input(tmp_path):
     assert verdict.code == check.FAIL and "crashed or hung on every input tried (2 item(s)" in verdict.reason
 
 
+@pytest.mark.slow
 def test_a_candidate_whose_first_call_hangs_stops_the_run_at_the_first_calls_limit(tmp_path):
     """Its first call (made before any item) is still running at its limit (5 x 0.2 s): the items of
     candidate/adagrad are errors at once, not run (each would cost its timeout and a worker for the

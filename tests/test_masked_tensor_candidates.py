@@ -43,6 +43,7 @@ def every_item(candidate: str):
                              "--conformance-examples", "2", "-k", "not generated or float32")
 
 
+@pytest.mark.slow
 def test_the_tutorials_masked_tensor_mean_passes_every_item_it_supports():
     # as_masked_tensor(values, mask).mean().get_data(): values.grad arrives as a MaskedTensor, read at the
     # mask's entries (its data is 1/count at the masked-out ones too, which must not be read)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import get_type_hints
 
+import pytest
+
 from conformance.core.record import (INDUCTOR, REQUIRED, XLA, BenchmarkInstance, Compiles, ItemRecord, LooksLike,
                                      Record, Timing, compiles, upgraded)
 from conformance.results.store import results_schema
@@ -29,6 +31,7 @@ def test_the_plugins_record_is_the_schemas():
     assert ItemRecord is Record
 
 
+@pytest.mark.slow
 def test_what_a_run_writes_is_declared_and_valid():
     """Every key of real runs' records (built-in backends; a candidate: verdicts, values; generated
     items: their search and known divergences) is a property of the schema, and every record

@@ -192,6 +192,7 @@ def test_a_ratio_past_the_floats_draws_no_bar(tmp_path, capsys):
 
 # ------------------------------------------------------------------ bounded cost of input (issue 30, point 4)
 
+@pytest.mark.slow  # 2-3 s: the fast tier stays within its 90 s
 def test_labels_messages_and_values_shown_are_capped(tmp_path):
     """A 1 MB label repeated on 300 chips, a 200,000-character message and a 50,000-element value:
     the page shows the first characters of each and how much more the results file keeps."""

@@ -131,6 +131,7 @@ def test_a_record_outside_the_schema_is_named(tmp_path):
         load_results(path)
 
 
+@pytest.mark.slow
 def test_a_hanging_candidate_is_stopped_by_the_per_item_timeout():
     code, path = run_inprocess("hang", str(SMALL_SPEC), "--conformance-impl", f"adagrad={ROBUST}:HangingAdagrad",
                                timeout=1)

@@ -46,6 +46,7 @@ def failure_lines(record: dict) -> str:
 
 # ---------------------------------------------------------------- refusals judged by kind (point 6)
 
+@pytest.mark.slow  # 2-3 s: the fast tier stays within its 90 s
 def test_a_refusal_in_its_own_words_conforms():
     """OwnWordsAdagrad raises RuntimeError with its own text where torch raises: the spec case and the
     generated property pass, and the record keeps the candidate's words."""
@@ -61,6 +62,7 @@ def test_a_refusal_in_its_own_words_conforms():
     assert all(r["examples"] >= 10 for r in generated)
 
 
+@pytest.mark.slow
 def test_a_refusal_of_another_exception_type_fails():
     """ValueErrorAdagrad raises ValueError where torch raises RuntimeError: `except RuntimeError`
     would not catch it, so the spec case and the generated property fail, saying what was raised."""
@@ -100,6 +102,7 @@ def test_the_exact_text_is_asked_of_torch_and_the_builtin_backends_only():
 NAN_MISTAKE = "NaN at entries the gradient does not specify"
 
 
+@pytest.mark.slow  # 2-3 s: the fast tier stays within its 90 s
 def test_nan_at_entries_the_gradient_does_not_specify_is_named():
     """DenseUpdateAdagrad in float16 (eps = 1e-10 rounds to 0): 0/0 at entries no gradient touched.
     unspecified-unchanged and rounds-correctly fail naming it, and rounds-correctly's message says

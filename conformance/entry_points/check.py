@@ -90,7 +90,8 @@ def pytest_command(targets: list[CandidateTarget], *, results: Path, devices: st
     backends = [CANDIDATE] + sorted({OPS[op].stock_backend for op in ops if op in OPS and OPS[op].stock_backend})
     paths, rootdir = ([str(specs_dir())], str(specs_dir().parent)) if not specs else (list(specs), str(Path.cwd()))
     command = [sys.executable, "-m", "pytest", *paths, "--rootdir", rootdir,
-               "-p", "no:cacheprovider", "-o", "addopts=", "-q", "-rfE", *isolation_args(workers), "--conformance-progress",
+               "-p", "no:cacheprovider", "-o", "addopts=", "--assert=plain", "-q", "-rfE", *isolation_args(workers),
+               "--conformance-progress",
                "--conformance-examples", str(examples),
                "--conformance-device", devices, "--conformance-backend", ",".join(backends),
                "--conformance-results", str(results), "--conformance-max-crashes", str(max_crashes)]

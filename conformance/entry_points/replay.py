@@ -53,7 +53,7 @@ def replay_args(item: ItemId, *, impls: Iterable[str] = (), seed: int | None = N
     # node ids read specs/... under the suite's specs; a file of your own reads as from here
     rootdir = specs.parent if ours else Path.cwd()
     command = [sys.executable, "-m", "pytest", str(item.path), "--rootdir", str(rootdir),
-               "-p", "no:cacheprovider", "-o", "addopts=", "-q", "-rfEx", "--conformance-item", item.text]
+               "-p", "no:cacheprovider", "-o", "addopts=", "--assert=plain", "-q", "-rfEx", "--conformance-item", item.text]
     if item.generated:
         # the spec files under the specs root are not this item: leave them unread
         command += ["--ignore-glob", str(item.path / "*.yaml"), "--ignore-glob", str(item.path / "*.yml")]

@@ -26,3 +26,34 @@ def test_a_count_that_differs_is_named_and_one_that_matches_is_not():
         "passed: the README says 3, the run has 2", "failed: the README says 0, the run has 1"]
     with pytest.raises(ValueError, match="claims no main-job counts"):
         readme_counts.claimed("no counts here")
+
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests"><testsuite name="pytest"
+errors="0" failures="1" skipped="2" tests="10" time="1.0"></testsuite></testsuites>"""
+
+
+@pytest.mark.parametrize("tier", ["fast", "slow", "acceptance"])
+def test_the_readme_claims_each_tiers_counts(tier):
+    claim = readme_counts.tier_claimed((REPO / "README.md").read_text(encoding="utf-8"), tier)
+    assert claim["tests"] > 0
+
+
+def test_a_tier_count_that_differs_is_named_and_one_that_matches_is_not():
+    assert readme_counts.tier_counted(JUNIT) == {"tests": 10}
+    assert readme_counts.tier_differences("the fast tier (10 tests: 7 passed, 2 skipped)", "fast", JUNIT) == []
+    assert readme_counts.tier_differences("the fast tier (9 tests)", "fast", JUNIT) == [
+        "the fast tier's tests: the README says 9, the run has 10"]
+    with pytest.raises(ValueError, match="no counts of the slow tier"):
+        readme_counts.tier_claimed("the fast tier (10 tests)", "slow")
+
+
+def test_the_command_line_fails_on_a_stale_tier_count_and_names_it(tmp_path, capsys):
+    main_job = "1 items, 1 passed, 0 xfailed, 0 unsupported, 0 failed"
+    (tmp_path / "results.json").write_text('{"records": [{"outcome": "passed"}]}')
+    (tmp_path / "README.md").write_text(f"{main_job}; the fast tier (9 tests)")
+    (tmp_path / "fast.xml").write_text(JUNIT)
+    argv = [str(tmp_path / "results.json"), str(tmp_path / "README.md"), "--tier", f"fast={tmp_path / 'fast.xml'}"]
+    assert readme_counts.main(argv) == 1
+    assert "the fast tier's tests: the README says 9, the run has 10" in capsys.readouterr().err
+    (tmp_path / "README.md").write_text(f"{main_job}; the fast tier (10 tests)")
+    assert readme_counts.main(argv) == 0

@@ -39,7 +39,7 @@ from conformance.core.tensors import TENSOR
 from conformance.ops.optimizers.base import OptimizerOp
 from conformance.ops.optimizers.drive import optimizer_problem
 from conformance.ops.optimizers.inputs import OptimizerInputs, optimizer_inputs_schema
-from conformance.ops.optimizers.reference import dense_grad_and_mask, trajectory_tolerances
+from conformance.ops.optimizers.reference import dense_grad_and_mask, trajectory_bounds
 from conformance.ops.optimizers.strategies import NEGATIVE, drawn_inputs
 
 
@@ -96,8 +96,8 @@ class PlainSGD(OptimizerOp):
     def invalid_inputs_strategy(self, dtype: str) -> Any:
         return invalid_inputs(dtype)
 
-    def generated_tolerances(self, inputs: OptimizerInputs, dtype: str, sensitivity) -> dict[str, Any]:
-        return trajectory_tolerances(self.reference, inputs, dtype, sensitivity())[0]
+    def error_bounds(self, inputs: OptimizerInputs, dtype: str, sensitivity) -> dict[str, Any]:
+        return trajectory_bounds(self.reference, inputs, dtype, sensitivity)[0]
 
 
 OP = PlainSGD()

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from conformance.backends.base import Backend
-from conformance.cases.trial import DivergenceObserved, Trial, same_as_torch, tolerances
+from conformance.cases.trial import DivergenceObserved, Trial, same_as_torch
+from conformance.core import tolerances
 from conformance.core.compare import assert_bits_equal, compare_outputs
 from conformance.core.divergences import Divergence, PathDivergence, lookup
 from conformance.core.dtypes import HALF_DTYPES
@@ -26,13 +27,13 @@ from conformance.ops.optimizers.inputs import OptimizerInputs, ParamGroupsInputs
 from conformance.ops.optimizers.reference import dense_grad_and_mask, densified
 from conformance.core.tensors import CooArray, quantize, to_numpy, torch_dtype
 from conformance.core.types import Mismatch, RunContext, Unsupported, exception_text, safe_text
-from conformance.judging.verdict import StockTorch, agreement_tolerance
+from conformance.judging.verdict import StockTorch
 
 def check_agrees_with_reference(trial: Trial, inputs: Any) -> None:
     outputs = trial.run(inputs)
     trial.op.check_invariants(outputs, inputs)
     reference = trial.reference(inputs)
-    trial.compare(outputs, reference, tolerances(trial.op, inputs, trial.dtype, reference), inputs,
+    trial.compare(outputs, reference, tolerances.generated(trial.op, inputs, trial.dtype, reference), inputs,
                   against="the NumPy reference")
 
 
@@ -83,7 +84,7 @@ def check_sparse_equals_dense(trial: Trial, inputs: OptimizerInputs) -> None:
     compared["param"] = touched & ~undefined_when_densified(trial.op, dense_inputs, trial.dtype)
     pick = {name: to_numpy(sparse_out[name])[compared[name]] for name in names}
     want = {name: to_numpy(dense_out[name])[compared[name]] for name in names}
-    tols = tolerances(trial.op, inputs, trial.dtype)
+    tols = tolerances.generated(trial.op, inputs, trial.dtype)
 
     def model():
         emulated, dense_emulated = trial.emulate(inputs), trial.emulate(dense_inputs)
@@ -273,7 +274,7 @@ def check_paths_agree(trial: Trial, inputs: OptimizerInputs) -> None:
     """The differential twin of one of torch's code paths: the path (the trial's backend: foreach,
     fused) and torch's for-loop step of the same optimizer, on the same inputs, give the same outputs
     -- bit for bit for foreach in float32/float64 on cpu (the same arithmetic, tensor by tensor), else
-    within the agreement tolerance (:func:`conformance.judging.verdict.agreement_tolerance`: another order of
+    within the agreement tolerance (:func:`conformance.core.tolerances.agreement`: another order of
     the same arithmetic). A path torch does not run on these inputs is Unsupported (torch's reason).
     Where they differ and a registered divergence of the path applies (stock torch's rounding of its
     intermediates), the difference is that divergence when the path's outputs still agree with the
@@ -299,9 +300,8 @@ def check_paths_agree(trial: Trial, inputs: OptimizerInputs) -> None:
             for name in names:
                 assert_bits_equal(name, got[name], want[name], None, against=against)
         else:
-            tolerance = agreement_tolerance(trial.dtype)
             compare_outputs({n: got[n] for n in names}, {n: want[n] for n in names},
-                            {n: tolerance for n in names}, against=against)
+                            tolerances.per_output(names, (), tolerances.agreement(trial.dtype)), against=against)
     except Mismatch as mismatch:
         divergence = _path_divergence(trial, inputs, got, want, names)
         if divergence is None:
@@ -335,7 +335,7 @@ def path_agrees_with_reference(trial: Trial, inputs: OptimizerInputs, got: dict,
     wanted = [name for name in names if name in reference]
     try:
         compare_outputs({n: got[n] for n in wanted}, {n: reference[n] for n in wanted},
-                        tolerances(trial.op, inputs, trial.dtype, reference), against="the NumPy reference")
+                        tolerances.generated(trial.op, inputs, trial.dtype, reference), against="the NumPy reference")
     except Mismatch:
         return False
     return True

@@ -8,9 +8,9 @@ from typing import Any
 
 import torch
 
-from conformance.cases.trial import Trial, tolerances
+from conformance.cases.trial import Trial
+from conformance.core import tolerances
 from conformance.core.compare import compare_outputs
-from conformance.core.dtypes import info
 from conformance.core.tensors import CooArray, to_numpy, torch_dtype
 from conformance.core.types import Mismatch, RunContext, Unsupported, exception_text
 from conformance.ops.optimizers.inputs import OptimizerInputs, grad_to_torch
@@ -122,7 +122,7 @@ def _assert_complex_matches_real(trial: Trial, inputs: OptimizerInputs, got: dic
     """The complex run's parameter and state against the real view's, within the op's own tolerances."""
     op = trial.op
     against = f"the same optimizer on torch.view_as_real of the {name} parameter and gradients"
-    by_output = tolerances(op, inputs, trial.dtype)  # the real view is an example of the op's own
+    by_output = tolerances.generated(op, inputs, trial.dtype)  # the real view is an example of the op's own
     tols = {"param": by_output.get("param"),
             **{f"state[{key!r}]": by_output.get(output) for output, key in op.state_outputs.items()}}
     for key in want:
@@ -134,7 +134,7 @@ def _assert_complex_matches_real(trial: Trial, inputs: OptimizerInputs, got: dic
         if hasattr(expected, "shape") and expected.dim() and hasattr(value, "shape"):
             # complex arithmetic (SGD's add_(grad, alpha=-lr) on complex numbers, no view_as_real) rounds
             # otherwise than on pairs of reals: the same within what a correct implementation may be off by
-            tolerance = tols.get(key) or info(trial.dtype).agreement_tolerance
+            tolerance = tols.get(key) or tolerances.agreement(trial.dtype)
             compare_outputs({key: value}, {key: expected}, {key: tolerance}, against=against)
         elif to_numpy(value).tolist() != to_numpy(expected).tolist():
             raise Mismatch(f"{key} is {to_numpy(value).tolist()}, {against}: {to_numpy(expected).tolist()}")

@@ -12,7 +12,7 @@ import torch
 from conformance.cases.trial import DivergenceObserved, Trial
 from conformance.core.compare import assert_bits_equal, compare_outputs
 from conformance.core.divergences import Divergence, LayoutDivergence, lookup
-from conformance.core.dtypes import info
+from conformance.core import tolerances
 from conformance.core.layouts import describe, in_storage_order, outside_changed, torch_equal_bits
 from conformance.core.types import Mismatch, RunContext, Unsupported, exception_text
 from conformance.ops.base import LAYOUT_INVARIANT
@@ -90,7 +90,7 @@ def _assert_same_outputs(trial: Trial, got: dict, want: dict, against: str) -> N
             if value != expected:
                 raise Mismatch(f"{name} is {value!r}, {against}: {expected!r}")
         elif name in trial.op.layout_reordered_outputs or trial.device != "cpu":
-            compare_outputs({name: value}, {name: expected}, {name: info(trial.dtype).agreement_tolerance}, against=against)
+            compare_outputs({name: value}, {name: expected}, {name: tolerances.agreement(trial.dtype)}, against=against)
         else:
             assert_bits_equal(name, value, expected, None, against=against)
 

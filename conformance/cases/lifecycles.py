@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.cases.trial import Trial, tolerances
+from conformance.cases.trial import Trial
+from conformance.core import tolerances
 from conformance.core.compare import compare_outputs
 from conformance.core.tensors import torch_dtype
 from conformance.core.types import Mismatch, RunContext, Unsupported, exception_text
@@ -81,7 +82,7 @@ def _assert_lr_schedule_followed(trial: Trial, inputs: LifecycleInputs, ctx: Run
     theirs = run_member_alone(torch_class, inputs, 0, ctx, base_lr)
     member = inputs.members[0]
     steps = OptimizerInputs(member.param, [g for g in member.grads if g is not None], inputs.hyperparameters)
-    tols = tolerances(trial.op, steps, trial.dtype)
+    tols = tolerances.generated(trial.op, steps, trial.dtype)
     tolerance = tols.get("param")
     compare_outputs({"param": ours["param"]}, {"param": theirs["param"]}, {"param": tolerance},
                     against=f"torch's {torch_class.__name__} with the same lr set before each step (a scheduler's)")

@@ -22,7 +22,7 @@ from typing import Any, Callable
 from hypothesis import reject
 from hypothesis.errors import Flaky, Unsatisfiable
 
-from conformance.core import diagnosis
+from conformance.core import diagnosis, tolerances
 from conformance.backends import builtin_backends
 from conformance.backends.base import Backend
 from conformance.cases.drawn import DrawnExamples, derive_seed
@@ -32,7 +32,7 @@ from conformance.cases.trial import SAME_AS_TORCH, DivergenceObserved, Property,
 from conformance.core.compare import format_error
 from conformance.ops import OPS
 from conformance.core.types import Mismatch, Unsupported
-from conformance.judging.verdict import (Judgement, SameAsTorch, StockTorch, Verdict, agreement_tolerance, agrees, differs,
+from conformance.judging.verdict import (Judgement, SameAsTorch, StockTorch, Verdict, agrees, differs,
                                  distance, judge, torch_opinion)
 
 UNSUPPORTED_BUDGET = 25  # examples drawn before an item on which none can run is reported unsupported
@@ -97,10 +97,9 @@ class PropertyResult:
 
 def _agreement(prop: Property, trial: Trial, torch_trial: Trial, example: Any, seen: dict) -> bool:
     """Whether the backend's outputs on ``example`` are stock torch's (within
-    :func:`conformance.judging.verdict.agreement_tolerance`): the property's own observation (``observe``),
+    :func:`conformance.core.tolerances.agreement`): the property's own observation (``observe``),
     else each of the example's cases run alone. Leaves in ``seen`` what the verdict's messages
     need: the outputs compared and their tolerances, or how far apart they are."""
-    tolerance = agreement_tolerance(trial.dtype)
     if prop.observe is not None:  # the property's own outputs, not its cases' single runs
         runs = [lambda: (prop.observe(trial, example), prop.observe(torch_trial, example))]
     else:
@@ -112,7 +111,7 @@ def _agreement(prop: Property, trial: Trial, torch_trial: Trial, example: Any, s
             ours, theirs = run()
         except Exception:  # noqa: BLE001 - one of them raises on these inputs: not the same behaviour
             return False
-        tols = {name: (None if name in trial.op.exact_outputs else tolerance) for name in theirs}
+        tols = tolerances.agreement_with(trial.op, theirs, trial.dtype)
         if not agrees(ours, theirs, tols, list(theirs)):
             apart = distance(ours, theirs)  # NaN and inf shown as everywhere else (compare.format_error)
             seen["note"] = "misses the property too, but differently" + (

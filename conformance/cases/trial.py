@@ -2,9 +2,10 @@
 compares its outputs, the tolerances it compares them within, and the :class:`Property` a trial
 runs.
 
-Tolerances (:func:`tolerances`) scale with the work done: with the dtype's unit roundoff, the
-number of steps and duplicates, the magnitudes involved, and how far the same formulas evaluated
-in the dtype land from the float64 reference. An output outside them is checked against models of
+Tolerances come from :mod:`conformance.core.tolerances` (the op record's declared error bounds:
+they scale with the work done -- the dtype's unit roundoff, the number of steps and duplicates, the
+magnitudes involved -- and with how far the same formulas evaluated in the dtype land from the
+float64 reference). An output outside them is checked against models of
 known divergences (:mod:`conformance.core.divergences`) -- stock torch's half-precision arithmetic
 (:mod:`conformance.cases.lowprec`) and particular backends' documented idioms and rounding modes;
 when it matches one, the example is recorded as that divergence with its reason
@@ -22,70 +23,14 @@ from hypothesis import strategies as st
 
 from conformance.backends.base import Backend
 from conformance.cases import lowprec
-from conformance.core.compare import Tolerance, assert_bits_equal, compare_outputs
+from conformance.core import tolerances
+from conformance.core.compare import assert_bits_equal, compare_outputs
 from conformance.core.divergences import STOCK_TORCH, ConditionalDivergence, Divergence, lookup
-from conformance.core.dtypes import info
 from conformance.core.tensors import torch_dtype
 from conformance.core.types import Mismatch, RunContext
 
 if TYPE_CHECKING:  # annotations only: the judging and cases stages take any op record
     from conformance.ops.base import Op
-
-# ---------------------------------------------------------------- tolerances (Op.generated_tolerances)
-
-
-def _rounding_sensitivity(op: Op, inputs: Any, dtype: str, reference: dict) -> dict[str, float]:
-    """How far a correct implementation of the same formulas, evaluated in ``dtype``, lands from
-    the float64 reference: torch's algorithm replayed with every stored tensor rounded to
-    ``dtype`` and duplicates summed in float32 (float64 for float64). This catches the
-    ill-conditioned cases a formula cannot: SparseAdam's ``v + (g*g - v) * (1 - beta2)`` cancels
-    when beta2 = 0 and the old v is large, and the parameter inherits the relative error.
-    Non-finite differences (float16 eps/g**2 underflow) are left to the known-divergence models.
-    Plus how far the reference moves when duplicates are summed in another order
-    (``Op.regrouped_inputs``): a kernel's order is its own."""
-    result: dict[str, float] = {}
-    try:
-        emulated = lowprec.emulate(op, inputs, dtype, accumulate="float64" if dtype == "float64" else "float32")
-    except Exception:  # noqa: BLE001 - no model for this input: no widening from it
-        emulated = None
-    if emulated is not None:
-        _widen(result, reference, emulated)
-    for regrouped in op.regrouped_inputs(inputs, dtype):
-        try:
-            moved = op.reference(regrouped)
-        except Exception:  # noqa: BLE001 - the reference refuses the shifted sums: no widening from them
-            continue
-        _widen(result, reference, moved)
-    return result
-
-
-def _widen(result: dict[str, float], reference: dict, other: dict) -> None:
-    """``result[name]``: at least the largest finite |reference - other| of each output."""
-    for name, value in reference.items():
-        a, b = np.asarray(value, dtype=np.float64), np.asarray(other.get(name), dtype=np.float64)
-        if a.shape != b.shape or not a.size:
-            continue
-        with np.errstate(invalid="ignore"):
-            diff = np.abs(a - b)
-        diff = diff[np.isfinite(diff)]
-        result[name] = max(result.get(name, 0.0), float(diff.max()) if diff.size else 0.0)
-
-
-def tolerances(op: Op, inputs: Any, dtype: str, reference: dict | None = None) -> dict[str, Tolerance | None]:
-    """Per-output tolerance for comparing a ``dtype`` backend with the float64 reference: the op
-    record's (``Op.generated_tolerances``), widened for the optimizers by
-    :func:`_rounding_sensitivity` (ill-conditioned trajectories). None means exact."""
-    def sensitivity() -> dict[str, float]:
-        return _rounding_sensitivity(op, inputs, dtype, reference if reference is not None else op.reference(inputs))
-
-    return op.generated_tolerances(inputs, dtype, sensitivity)
-
-
-def widest(tols: dict[str, Tolerance | None]) -> Tolerance:
-    """One tolerance covering every output (what a spec case's single ``tolerance`` can say)."""
-    values = [t for t in tols.values() if t is not None]
-    return Tolerance(max((t.rtol for t in values), default=0.0), max((t.atol for t in values), default=0.0))
-
 
 # ---------------------------------------------------------------- outcomes of one example
 
@@ -120,8 +65,8 @@ class Trial:
     def reference(self, inputs: Any) -> dict[str, Any]:
         return self.op.reference(inputs)
 
-    def tolerances(self, inputs: Any) -> dict[str, Tolerance | None]:
-        return tolerances(self.op, inputs, self.dtype)
+    def tolerances(self, inputs: Any) -> dict[str, Any]:
+        return tolerances.generated(self.op, inputs, self.dtype)
 
     def emulate(self, inputs: Any) -> dict[str, np.ndarray]:
         """Stock torch's result in this dtype, the way torch rounds (:func:`lowprec.emulate`)."""
@@ -176,12 +121,12 @@ class Trial:
 
     def assert_same_runs(self, name: str, got, want, against: str) -> None:
         """Two runs of this backend agree: bit for bit on cpu; within the dtype's agreement tolerance
-        (:mod:`conformance.core.dtypes`) on other devices, whose kernels may sum in a different order
+        (:func:`conformance.core.tolerances.agreement`) on other devices, whose kernels may sum in a different order
         from run to run (atomics)."""
         if self.device == "cpu":
             assert_bits_equal(name, got, want, None, against=against)
             return
-        compare_outputs({name: got}, {name: want}, {name: info(self.dtype).agreement_tolerance}, against=against)
+        compare_outputs({name: got}, {name: want}, {name: tolerances.agreement(self.dtype)}, against=against)
 
     def excuse_conditional(self, prop: str, inputs: Any, detail: str, kind: str) -> None:
         """Raise DivergenceObserved when a registered ConditionalDivergence of this backend and property

@@ -8,20 +8,9 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from conformance.core.dtypes import Tolerance, info
+from conformance.core.dtypes import Tolerance
 from conformance.core.tensors import to_numpy
 from conformance.core.types import Mismatch  # noqa: F401 - re-exported: a check's failure
-
-
-def default_tolerance(dtype: str | torch.dtype) -> Tolerance:
-    """torch.testing.assert_close's default for ``dtype`` (conformance.core.dtypes)."""
-    return info(dtype).default_tolerance
-
-
-def at_least_default(dtype: str, rtol: float, atol: float) -> Tolerance:
-    """A derived tolerance, never below assert_close's default for ``dtype``."""
-    floor = default_tolerance(dtype)
-    return Tolerance(max(floor.rtol, rtol), max(floor.atol, atol))
 
 
 def finite_abs_max(array) -> float:

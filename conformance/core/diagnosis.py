@@ -15,8 +15,9 @@ The failure's message then ends with ``looks like: <name> -- <explanation>``, th
 ``looks_like: {name, explanation}``, and the report shows it in the item's panel. Correct
 implementations never fail, so they never get a diagnosis; a failure no model explains gets none.
 
-This module is a lower layer: it imports only ``compare``, ``tensors`` and ``types``, and takes the
-op record as an argument. Op records declare their mistakes with :class:`conformance.core.types.Mistake`.
+This module is a lower layer: it imports only ``compare``, ``tensors``, ``tolerances`` and ``types``,
+and takes the op record as an argument. The item's tolerances come from :mod:`conformance.core.tolerances`
+(:func:`~conformance.core.tolerances.for_diagnosis`), once per diagnosed run. Op records declare their mistakes with :class:`conformance.core.types.Mistake`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 import torch
 
-from conformance.core.compare import Tolerance, compare_outputs, default_tolerance, same_bits
+from conformance.core import tolerances as item_tolerances
+from conformance.core.compare import compare_outputs, same_bits
+from conformance.core.dtypes import Tolerance
 from conformance.core.tensors import quantize, to_numpy
 from conformance.core.types import MISTAKE_DASH as DASH, Mismatch, Mistake, Unsupported  # noqa: F401 - re-exported
 
@@ -60,27 +63,6 @@ STEP_DOES_NOTHING = Mistake(
 
 def _dtype_name(dtype: Any) -> str:
     return str(dtype).removeprefix("torch.") if isinstance(dtype, torch.dtype) else str(dtype)
-
-
-def _fallback(op: Any, inputs: Any, dtype: str) -> Tolerance:
-    tolerance = default_tolerance(dtype)
-    try:
-        return tolerance.scaled(float(op.reference_tolerance_scale(inputs)))
-    except Exception:  # noqa: BLE001 - the dtype's default is still a tolerance
-        return tolerance
-
-
-def item_tolerances(op: Any, inputs: Any, dtype: str, names: Iterable[str]) -> dict[str, Tolerance | None]:
-    """The tolerance of each output name for matching a model: the op's tolerances for generated
-    inputs (``Op.generated_tolerances``), else assert_close's default for the dtype scaled as the
-    reference cross-check scales it; exact for the op's exact outputs."""
-    try:
-        tolerances = dict(op.generated_tolerances(inputs, dtype, lambda: {}))
-    except Exception:  # noqa: BLE001 - an op or input without derived tolerances
-        tolerances = {}
-    fallback = _fallback(op, inputs, dtype)
-    exact = set(op.exact_outputs)
-    return {name: (None if name in exact else tolerances.get(name) or fallback) for name in names}
 
 
 def _as_float(value: Any) -> np.ndarray:
@@ -150,8 +132,15 @@ def diagnose(op: Any, inputs: Any, outputs_or_error: Any, dtype: Any,
     if not isinstance(outputs, Mapping):
         return None
     exact = set(op.exact_outputs)
+    tolerances: dict[str, Tolerance | None] = {}  # the item's, made the first time a model needs them
+
+    def item(names: list[str]) -> dict[str, Tolerance | None]:
+        if not tolerances:
+            tolerances.update(item_tolerances.for_diagnosis(op, inputs, dtype, outputs))
+        return {name: tolerances[name] for name in names}
+
     matched = [match for index, mistake in enumerate(mistakes)
-               if (match := _model_match(op, index, mistake, inputs, outputs, reference, dtype, exact)) is not None]
+               if (match := _model_match(index, mistake, inputs, outputs, reference, dtype, exact, item)) is not None]
     return _named_among(matched)
 
 
@@ -173,8 +162,8 @@ def _error_mistake(mistakes: tuple[Mistake, ...], inputs: Any, error: BaseExcept
     return None
 
 
-def _model_match(op: Any, index: int, mistake: Mistake, inputs: Any, outputs: Mapping[str, Any], reference: Any,
-                 dtype: str, exact: set[str]) -> _Match | None:
+def _model_match(index: int, mistake: Mistake, inputs: Any, outputs: Mapping[str, Any], reference: Any,
+                 dtype: str, exact: set[str], item: Callable[[list[str]], dict]) -> _Match | None:
     """``mistake``'s model as a match of ``outputs``: close to them within the item's tolerance (or
     bit for bit, a tight model), not close to the reference, and nearer the outputs than it; or None."""
     if mistake.model is None:
@@ -188,10 +177,10 @@ def _model_match(op: Any, index: int, mistake: Mistake, inputs: Any, outputs: Ma
     if not names:
         return None
     if mistake.tight:
-        tolerances = {name: (None if name in exact else Tolerance(0.0, 0.0)) for name in names}
+        tolerances = item_tolerances.tight(names, exact)
         modelled = _quantized(modelled, names, dtype, exact)
     else:
-        tolerances = item_tolerances(op, inputs, dtype, names)
+        tolerances = item(names)
     if not _close(outputs, modelled, names, tolerances):
         return None
     to_model = distance(outputs, modelled, names)
@@ -201,8 +190,7 @@ def _model_match(op: Any, index: int, mistake: Mistake, inputs: Any, outputs: Ma
             return None  # on this example the mistake gives the right answer: it cannot be told apart
         if not to_model < distance(outputs, reference, names):
             return None
-    return (to_model, index, mistake, {name: modelled[name] for name in names},
-            item_tolerances(op, inputs, dtype, names))
+    return (to_model, index, mistake, {name: modelled[name] for name in names}, item(names))
 
 
 def _named_among(matched: list[_Match]) -> Mistake | None:
@@ -274,7 +262,7 @@ def _same_runs(first: Mapping[str, Any], second: Mapping[str, Any]) -> bool:
         if x.shape != y.shape:
             return False
         if on_device:
-            if not _close({name: x}, {name: y}, [name], {name: default_tolerance(getattr(a, "dtype", "float64"))}):
+            if not _close({name: x}, {name: y}, [name], {name: item_tolerances.same_runs(getattr(a, "dtype", "float64"))}):
                 return False
         elif not same_bits(x, y).all():
             return False

@@ -12,9 +12,10 @@ from conformance.core import diagnosis
 from conformance.backends.base import Backend
 from conformance.backends.reference import GOLDEN_SOURCE
 from conformance.core.types import Mismatch, RunContext, Unsupported, exception_text, safe_text
-from conformance.judging.verdict import (SameAsTorch, TorchRun, Verdict, agreement_tolerance, agrees, differs, distance,
+from conformance.judging.verdict import (SameAsTorch, TorchRun, Verdict, agrees, differs, distance,
                                  judge, run_stock_torch, side_by_side)
-from conformance.core.compare import Tolerance, compare_outputs, default_tolerance
+from conformance.core import tolerances
+from conformance.core.compare import compare_outputs
 from conformance.core.devices import measure
 from conformance.core.divergences import STOCK_TORCH, Divergence
 from conformance.core.layouts import outside_changed
@@ -35,11 +36,6 @@ def _source_label(case: Case) -> str:
     source = case.source or {}
     label = source.get("key") or source.get("document")
     return f"the golden values ({label})" if label else "the golden values"
-
-
-def _tolerances(case: Case, tolerance: Tolerance) -> dict[str, Tolerance | None]:
-    return {name: (None if name in case.op.exact_outputs else tolerance)
-            for name in list(case.op.expected_schema.get("properties", {})) + ["indices", "values"]}
 
 
 class ErrorMissed(Mismatch):
@@ -103,18 +99,14 @@ def check_against_spec(case: Case, backend: Backend, inputs: Any, dtype, outputs
     """The op's invariants, the golden values and the NumPy reference (raises Mismatch)."""
     op = case.op
     op.check_invariants(outputs, inputs)
-    golden_tolerance = case.tolerance or default_tolerance(dtype)
-    compare_outputs(outputs, op.decode_expected(case.expected), _tolerances(case, golden_tolerance),
+    compare_outputs(outputs, op.decode_expected(case.expected), tolerances.golden(case, dtype),
                     against=_source_label(case))
     if backend.is_oracle:
         return
     reference = _reference(case, inputs)
-    reference_tolerance = default_tolerance(dtype).scaled(op.reference_tolerance_scale(inputs))
     golden_is_reference = (case.source or {}).get("key") == GOLDEN_SOURCE  # a written counterexample
-    if case.tolerance is not None and golden_is_reference:  # its tolerance is the property's, so use it here too
-        reference_tolerance = Tolerance(max(reference_tolerance.rtol, case.tolerance.rtol),
-                                        max(reference_tolerance.atol, case.tolerance.atol))
-    compare_outputs(outputs, reference, _tolerances(case, reference_tolerance), against="the NumPy reference")
+    compare_outputs(outputs, reference, tolerances.against_reference(case, inputs, dtype, golden_is_reference),
+                    against="the NumPy reference")
 
 
 def _reference(case: Case, inputs: Any) -> dict[str, Any]:
@@ -205,7 +197,7 @@ def _run_expecting_outputs(case: Case, backend: Backend, inputs: Any, ctx: RunCo
     same = False
     if torch is not None and torch.outputs is not None:
         names = set(expected) | set(_reference(case, inputs))
-        same = agrees(outputs, torch.outputs, _tolerances(case, agreement_tolerance(dtype)), names)
+        same = agrees(outputs, torch.outputs, tolerances.spec_agreement(case, dtype), names)
         ctx.record["torch_max_abs_error"] = distance(outputs, torch.outputs)
     try:
         _conclude(case, backend, ctx, failure, torch, same, divergence, expected, outputs)
@@ -244,8 +236,7 @@ def _run_torch_limitation(case: Case, backend: Backend, inputs: Any, ctx: RunCon
     def check(outputs: dict[str, Any]) -> None:  # the documented algorithm, beyond torch's limitation
         op.check_invariants(outputs, inputs)
         reference = op.reference_beyond_torch(inputs)
-        tolerance = default_tolerance(ctx.dtype).scaled(op.reference_tolerance_scale(inputs))
-        compare_outputs(outputs, reference, _tolerances(case, tolerance),
+        compare_outputs(outputs, reference, tolerances.beyond_torch(case, inputs, ctx.dtype),
                         against=f"the NumPy reference of the documented algorithm (torch raises here: {limitation})")
 
     failure = None

@@ -26,7 +26,6 @@ import torch as _torch
 
 from conformance.backends.base import Backend
 from conformance.core.compare import Tolerance, compare_outputs, format_values
-from conformance.core.dtypes import info
 from conformance.core.tensors import to_numpy
 from conformance.core.types import Mismatch, missing_kernel, RunContext, safe_text, Unsupported
 
@@ -80,12 +79,6 @@ class Judgement:
     verdict: Verdict
     torch: TorchRun | None
     record: dict[str, Any] = field(default_factory=dict)
-
-
-def agreement_tolerance(dtype: str | _torch.dtype) -> Tolerance:
-    """How close to stock torch's result counts as "the same as torch" (:mod:`conformance.core.dtypes`):
-    anything further is a different behaviour."""
-    return info(dtype).agreement_tolerance
 
 
 class StockTorch(Backend):
@@ -248,7 +241,7 @@ def judge(failure: Mismatch | None, torch: TorchRun | None, same_as_torch: bool 
     :func:`torch_opinion`; None where there is no stock torch to ask).
 
     ``same_as_torch`` says whether the implementation's outputs are torch's (within
-    :func:`agreement_tolerance`); a callable is asked only when both miss the spec (it may run
+    :func:`conformance.core.tolerances.agreement`); a callable is asked only when both miss the spec (it may run
     both again). ``divergence_text`` is the recorded known divergence of torch that applies here.
     Raises :class:`SameAsTorch` (xfail) when the implementation misses the spec as torch does;
     returns the judgement otherwise (``differs``: the caller raises :func:`differs`).

@@ -94,6 +94,9 @@ class Op:
     inputs_schema: dict = {}
     expected_schema: dict = {}
     exact_outputs: frozenset[str] = frozenset()
+    # whether error_bounds reads the rounding sensitivity (conformance.core.tolerances.rounding_sensitivity:
+    # torch's algorithm replayed in the dtype against the reference); computed only for a record that says so
+    rounding_sensitive: bool = False
     # stock torch sums the duplicates of a float16/bfloat16 COO tensor in that dtype (pytorch#84471)
     torch_sums_duplicates_in_half: bool = False
     # stock torch's other known half-precision arithmetic, as rounds-correctly judges it: (the registered
@@ -225,15 +228,16 @@ class Op:
         op, or these inputs, have no such model."""
         return {}
 
-    def generated_tolerances(self, inputs: Any, dtype: str,
-                             sensitivity: Callable[[], dict[str, float]]) -> dict[str, Any]:
-        """Per-output tolerance (``conformance.core.compare.Tolerance``; None: exact) for a ``dtype``
-        backend against the float64 reference on generated ``inputs``: the usual bounds of the
-        arithmetic a correct implementation does in ``dtype`` (storage roundoff; sums accumulated
-        in float32 for half dtypes) times a small safety factor, never below assert_close's
-        defaults. ``sensitivity()`` is how far torch's algorithm replayed in ``dtype`` lands from
-        the reference, per output (ill-conditioned trajectories widen by it)."""
-        raise NotImplementedError(f"{self.name} has no tolerances for generated inputs")
+    def error_bounds(self, inputs: Any, dtype: str, sensitivity: Mapping[str, float]) -> dict[str, Any]:
+        """Per-output error bound (``conformance.core.tolerances.ErrorBound``; None: exact) of a
+        ``dtype`` backend against the float64 reference on generated ``inputs``: the usual bounds of
+        the arithmetic a correct implementation does in ``dtype`` (storage roundoff; sums accumulated
+        in float32 for half dtypes) times a small safety factor. A pure function of its arguments:
+        ``conformance.core.tolerances`` makes the tolerances of them (never below assert_close's
+        defaults). ``sensitivity``: where the record is ``rounding_sensitive``, how far torch's
+        algorithm replayed in ``dtype`` lands from the reference, per output (ill-conditioned
+        trajectories widen by it); empty otherwise."""
+        raise NotImplementedError(f"{self.name} has no error bounds for generated inputs")
 
     def benchmark_inputs(self, bench: Any, rng: Any, dtype: str) -> Any:
         """Inputs for a spec's benchmark section ``bench`` (size, density, sparse_dims, steps,

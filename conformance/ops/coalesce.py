@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 
 from conformance.core.types import Mismatch, Mistake, RunContext
 from conformance.core.layouts import CONTIGUOUS, LAYOUT_KINDS, STRIDED, TRANSPOSED
-from conformance.core.compare import assert_bits_equal, at_least_default, finite_abs_max
+from conformance.core.compare import assert_bits_equal, finite_abs_max
 from conformance.core.dtypes import DTYPES, OPMATH_ROUNDOFF
+from conformance.core.tolerances import ErrorBound
 from conformance.ops import draw as d
 from conformance.ops.base import COMPILED, GeneratedProperty, Op, TorchPath
 from conformance.ops.contract import changed, check_like, snapshot, violation
@@ -316,12 +317,12 @@ class Coalesce(Op):
         error = (counts - 1).reshape(-1, *([1] * (inputs.values.ndim - 1))) * accumulation_unit * magnitude
         return {"values": (exact, exact - error, exact + error)}
 
-    def generated_tolerances(self, inputs: CooArray, dtype: str, sensitivity) -> dict[str, Any]:
+    def error_bounds(self, inputs: CooArray, dtype: str, sensitivity) -> dict[str, Any]:
         """Each sum of k duplicates: one rounding to ``dtype`` and k accumulation roundoffs."""
         k, biggest_sum = duplicate_stats(inputs)
         return {**{name: None for name in self.exact_outputs},
-                "values": at_least_default(dtype, 2 * DTYPES[dtype].unit_roundoff,
-                                           2 * k * DTYPES[dtype].accumulation_roundoff * biggest_sum)}
+                "values": ErrorBound(2 * DTYPES[dtype].unit_roundoff,
+                                     2 * k * DTYPES[dtype].accumulation_roundoff * biggest_sum)}
 
     def benchmark_inputs(self, bench, rng, dtype: str) -> CooArray:
         sparse_dims = bench.sparse_dims if bench.sparse_dims is not None else len(bench.size)

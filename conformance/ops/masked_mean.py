@@ -20,12 +20,13 @@ from hypothesis import strategies as st
 
 from conformance.core.types import Mismatch, Mistake, RunContext
 from conformance.core.layouts import LAYOUT_KINDS
-from conformance.core.compare import assert_bits_equal, at_least_default, finite_abs_max, first_index
+from conformance.core.compare import assert_bits_equal, finite_abs_max, first_index
 from conformance.core.divergences import STOCK_TORCH, Divergence, register
 from conformance.ops import draw as d
 from conformance.ops.base import COMPILED, GeneratedProperty, Op, TorchPath
 from conformance.ops.masked_mean_candidate import differentiate, watch_masked_mean  # noqa: F401 - re-exported
 from conformance.core.dtypes import DTYPES, OPMATH_ROUNDOFF, is_half
+from conformance.core.tolerances import ErrorBound
 from conformance.core.rounding import rounded
 from conformance.core.tensors import TENSOR, decode_array, encode_array, quantize, rounder, to_numpy
 
@@ -339,14 +340,14 @@ class MaskedMean(Op):
         slack = np.abs(means) * 2 * OPMATH_ROUNDOFF  # the float32 division
         return {"value": (total / count, float((means - slack).min()), float((means + slack).max()))}
 
-    def generated_tolerances(self, inputs: MaskedMeanInputs, dtype: str, sensitivity) -> dict[str, Any]:
+    def error_bounds(self, inputs: MaskedMeanInputs, dtype: str, sensitivity) -> dict[str, Any]:
         """The value: a float32-accumulated sum of the valid entries over their count; the grad
         (mask / count): one rounding."""
         u, acc = DTYPES[dtype].unit_roundoff, DTYPES[dtype].accumulation_roundoff
         valid = inputs.values[inputs.mask]
         total = float(np.abs(valid[np.isfinite(valid)]).sum()) if valid.size else 0.0
-        return {"value": at_least_default(dtype, 4 * u, 2 * acc * total + 2 * u * finite_abs_max(valid)),
-                "grad": at_least_default(dtype, 2 * u, 0.0)}
+        return {"value": ErrorBound(4 * u, 2 * acc * total + 2 * u * finite_abs_max(valid)),
+                "grad": ErrorBound(2 * u, 0.0)}
 
     def benchmark_inputs(self, bench, rng, dtype: str) -> MaskedMeanInputs:
         values = quantize(rng.standard_normal(bench.size), dtype)

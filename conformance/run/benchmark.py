@@ -19,7 +19,8 @@ import pytest
 from conformance.run.items import ConformanceItem, placements
 from conformance.core.types import RunContext
 from conformance.backends.base import Backend
-from conformance.core.compare import Tolerance, compare_outputs, default_tolerance
+from conformance.core import tolerances
+from conformance.core.compare import compare_outputs
 from conformance.specs.benchmark import Benchmark
 from conformance.core.tensors import CooArray, torch_dtype
 
@@ -73,11 +74,9 @@ def run_once(op_name: str, backend: Backend, inputs: Any, device: str, dtype_nam
 def check_against_reference(op, outputs: dict, inputs: Any, dtype_name: str) -> None:
     """Invariants and the NumPy reference (raises Mismatch)."""
     op.check_invariants(outputs, inputs)
-    tolerance = default_tolerance(torch_dtype(dtype_name)).scaled(op.reference_tolerance_scale(inputs))
-    names = list(op.expected_schema.get("properties", {})) + ["indices", "values"]
-    tolerances: dict[str, Tolerance | None] = {n: (None if n in op.exact_outputs else tolerance) for n in names}
+    tols = tolerances.benchmark(op, inputs, torch_dtype(dtype_name))
     reference = op.reference(inputs)
-    compare_outputs(outputs, reference, tolerances, against="the NumPy reference")
+    compare_outputs(outputs, reference, tols, against="the NumPy reference")
 
 
 def timing_summary(samples: list[float], rounds: int, warmup: int) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import torch
 from hypothesis import strategies as st
 
 from conformance.core.divergences import STOCK_TORCH, ConditionalDivergence, Divergence, register
-from conformance.core.compare import at_least_default
+from conformance.core.tolerances import ErrorBound
 from conformance.core.dtypes import OPMATH_ROUNDOFF
 from conformance.ops import draw as d
 from conformance.ops.base import COMPILED, FOR_LOOP, FOREACH, FUSED, REFUSES, GeneratedProperty, TorchPath
@@ -29,7 +29,7 @@ from conformance.ops.optimizers.adagrad_models import (DEFAULTS, MISTAKES, WEIGH
 from conformance.ops.optimizers.base import OptimizerOp
 from conformance.ops.optimizers.drive import optimizer_problem
 from conformance.ops.optimizers.inputs import negated, optimizer_inputs_schema, OptimizerInputs, ParamGroupsInputs
-from conformance.ops.optimizers.reference import single_step_param_bounds, trajectory_tolerances
+from conformance.ops.optimizers.reference import single_step_param_bounds, trajectory_bounds
 from conformance.ops.optimizers.strategies import drawn_inputs, NEGATIVE, with_sparse_weight_decay
 from conformance.core.tensors import CooArray, rounder, TENSOR
 
@@ -221,13 +221,13 @@ class Adagrad(OptimizerOp):
             "sparse-equals-dense", "Adagrad on sparse gradients equals dense Adagrad at every entry the gradients "
             "specify", self.inputs_strategy))
 
-    def generated_tolerances(self, inputs: OptimizerInputs, dtype: str, sensitivity) -> dict[str, Any]:
-        tolerances, b = trajectory_tolerances(self.reference, inputs, dtype, sensitivity())
+    def error_bounds(self, inputs: OptimizerInputs, dtype: str, sensitivity) -> dict[str, Any]:
+        bounds, b = trajectory_bounds(self.reference, inputs, dtype, sensitivity)
         eps = inputs.hyperparameters.get("eps", 1e-10)
         init = inputs.hyperparameters.get("initial_accumulator_value", 0.0)
-        tolerances["state_sum"] = at_least_default(dtype, b.growth, b.u * init + 4 * b.sensitivity.get("state_sum", 0.0))
-        tolerances["std"] = at_least_default(dtype, b.growth, b.u * eps + 4 * b.sensitivity.get("std", 0.0))
-        return tolerances
+        bounds["state_sum"] = ErrorBound(b.growth, b.u * init + 4 * b.sensitivity.get("state_sum", 0.0))
+        bounds["std"] = ErrorBound(b.growth, b.u * eps + 4 * b.sensitivity.get("std", 0.0))
+        return bounds
 
 
 OP = Adagrad()

@@ -55,6 +55,9 @@ class OptimizerOp(Op):
     # hyperparameters of the lifecycle property's explicit examples (lifecycle_examples)
     lifecycle_hyperparameters: dict = {"lr": 0.5}
 
+    # the trajectory's error bounds widen by torch's algorithm replayed in the dtype (ill-conditioned steps)
+    rounding_sensitive = True
+
     @property
     def is_optimizer(self) -> bool:
         return True

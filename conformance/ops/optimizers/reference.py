@@ -1,19 +1,21 @@
 """The float64 side of the optimizer ops: a step's gradient as a dense array and the mask of the
 entries it specifies (what the NumPy references are written on), densified trajectories, and the
-rounding bounds and trajectory tolerances around the references."""
+rounding bounds and the trajectory error bounds around the references (data: conformance.core.tolerances
+makes the tolerances of them)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Mapping
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from conformance.core.compare import Tolerance, at_least_default, finite_abs_max
+from conformance.core.compare import finite_abs_max
 from conformance.core.dtypes import DTYPES, OPMATH_ROUNDOFF
 from conformance.ops.optimizers.inputs import OptimizerInputs
 from conformance.core.tensors import CooArray, quantize
+from conformance.core.tolerances import ErrorBound
 
 
 def dense_grad_and_mask(grad: CooArray | np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -81,7 +83,7 @@ def single_step_param_bounds(inputs: OptimizerInputs, reference_param: np.ndarra
 
 @dataclass
 class TrajectoryBounds:
-    """What an optimizer's per-output tolerances are made of (see :func:`trajectory_tolerances`)."""
+    """What an optimizer's per-output error bounds are made of (see :func:`trajectory_bounds`)."""
 
     u: float  # the dtype's unit roundoff
     steps: int
@@ -91,18 +93,13 @@ class TrajectoryBounds:
 
 
 PREFIXES = 24  # at most this many prefixes of a trajectory are run for its scale (a long one: every k-th)
-_SCALES: list[tuple[Any, OptimizerInputs, tuple[float, float]]] = []  # the last few inputs' scales
 
 
 def _trajectory_scale(reference, inputs: OptimizerInputs) -> tuple[float, float]:
     """(largest |param| along the reference trajectory, largest single-step |update|). A long
     trajectory is sampled every k-th step (at most PREFIXES reference runs, each a prefix): its
     update bound is then the largest change over k steps, never below a single step's (a looser
-    tolerance, never a tighter one). Remembered for the last few inputs: a failing example's
-    tolerances are asked for again by the verdict and the diagnosis."""
-    for known_reference, known, scale in _SCALES:
-        if known is inputs and known_reference is reference:
-            return scale
+    tolerance, never a tighter one)."""
     param = inputs.param
     biggest, update = finite_abs_max(param), 0.0
     stride = max(1, -(-inputs.steps // PREFIXES))
@@ -115,22 +112,19 @@ def _trajectory_scale(reference, inputs: OptimizerInputs) -> tuple[float, float]
         with np.errstate(invalid="ignore"):
             update = max(update, finite_abs_max(np.asarray(new) - np.asarray(param)))
         param = new
-    _SCALES.append((reference, inputs, (biggest, update)))
-    del _SCALES[:-8]
     return biggest, update
 
 
-def trajectory_tolerances(reference, inputs: OptimizerInputs, dtype: str,
-                          sensitivity: dict[str, float]) -> tuple[dict[str, Tolerance], TrajectoryBounds]:
-    """The parameter's and step's tolerances along an optimizer trajectory (``reference``: the
-    op's float64 reference), and the bounds the op's own state tolerances are made from."""
+def trajectory_bounds(reference, inputs: OptimizerInputs, dtype: str,
+                      sensitivity: Mapping[str, float]) -> tuple[dict[str, ErrorBound], TrajectoryBounds]:
+    """The parameter's and step's error bounds along an optimizer trajectory (``reference``: the
+    op's float64 reference), and what the op's own state bounds are made from."""
     u, steps = DTYPES[dtype].unit_roundoff, max(1, inputs.steps)
     biggest, update = _trajectory_scale(reference, inputs)
     grads = [dense_grad_and_mask(g, inputs.param.shape)[0] for g in inputs.grads]
     g_max = max((finite_abs_max(g) for g in grads), default=0.0)
     growth = 4 * u * (steps + 1)
     return {
-        "param": at_least_default(dtype, growth, 4 * u * steps * (biggest + (steps + 4) * update)
-                                  + 4 * sensitivity.get("param", 0.0)),
-        "step": at_least_default(dtype, 0.0, 0.0),
-    }, TrajectoryBounds(u, steps, growth, g_max, sensitivity)
+        "param": ErrorBound(growth, 4 * u * steps * (biggest + (steps + 4) * update) + 4 * sensitivity.get("param", 0.0)),
+        "step": ErrorBound(0.0, 0.0),
+    }, TrajectoryBounds(u, steps, growth, g_max, dict(sensitivity))

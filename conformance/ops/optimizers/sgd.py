@@ -20,7 +20,8 @@ import torch
 from hypothesis import strategies as st
 
 from conformance.core.compare import finite_abs_max
-from conformance.core.dtypes import OPMATH_ROUNDOFF, Tolerance
+from conformance.core.dtypes import OPMATH_ROUNDOFF
+from conformance.core.tolerances import ErrorBound
 from conformance.core.diagnosis import STEP_DOES_NOTHING
 from conformance.core.types import Mistake
 from conformance.ops import draw as d
@@ -28,7 +29,7 @@ from conformance.ops.base import COMPILED, FOREACH, FUSED, REFUSES, GeneratedPro
 from conformance.ops.optimizers.base import OptimizerOp
 from conformance.ops.optimizers.drive import optimizer_problem
 from conformance.ops.optimizers.inputs import negated, optimizer_inputs_schema, OptimizerInputs
-from conformance.ops.optimizers.reference import dense_grad_and_mask, single_step_param_bounds, trajectory_tolerances
+from conformance.ops.optimizers.reference import dense_grad_and_mask, single_step_param_bounds, trajectory_bounds
 from conformance.ops.optimizers.strategies import drawn_inputs, NEGATIVE, with_sparse_weight_decay
 from conformance.core.tensors import CooArray, rounder, TENSOR
 
@@ -316,17 +317,18 @@ class SGD(OptimizerOp):
                 param = _add_into(param, step, -lr, q)
         return {"param": param}
 
-    def generated_tolerances(self, inputs: OptimizerInputs, dtype: str, sensitivity) -> dict[str, Any]:
-        tolerances, b = trajectory_tolerances(self.reference, inputs, dtype, sensitivity())
+    def error_bounds(self, inputs: OptimizerInputs, dtype: str, sensitivity) -> dict[str, Any]:
+        bounds, b = trajectory_bounds(self.reference, inputs, dtype, sensitivity)
         # Sums that cancel: the momentum buffer's entries and the gradient's (torch's sparse buffer
         # keeps duplicates apart, and merges a new gradient into them in its own order) are summed
         # in the dtype in some order, each sum off by up to u * the sum of its terms' magnitudes
         # (Higham, Accuracy and Stability of Numerical Algorithms, 4.2) -- [-512.011, 512.011] then
-        # 1 at one index: -0.900024 in float32 where the exact value is -0.9.
-        param = tolerances["param"]
-        extra = 4 * b.u * (b.steps + 1) * self.update_magnitude(inputs)
-        tolerances["param"] = Tolerance(param.rtol, param.atol + extra)
-        return tolerances
+        # 1 at one index: -0.900024 in float32 where the exact value is -0.9. An error on top of whatever
+        # the dtype's floor allows (ErrorBound.atol_beyond_floor).
+        param = bounds["param"]
+        bounds["param"] = ErrorBound(param.rtol, param.atol, param.atol_beyond_floor + 4 * b.u * (b.steps + 1)
+                                     * self.update_magnitude(inputs))
+        return bounds
 
     def update_magnitude(self, inputs: OptimizerInputs) -> float:
         """The sum of the magnitudes of every term the parameter's updates are made of: the

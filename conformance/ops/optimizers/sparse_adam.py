@@ -19,7 +19,7 @@ import torch
 from hypothesis import strategies as st
 
 from conformance.core.dtypes import OPMATH_ROUNDOFF
-from conformance.core.compare import at_least_default
+from conformance.core.tolerances import ErrorBound
 from conformance.core.diagnosis import STEP_DOES_NOTHING
 from conformance.core.types import Mistake
 from conformance.ops import draw as d
@@ -28,7 +28,7 @@ from conformance.ops.coalesce import accumulation_differs, coalesce_sequential
 from conformance.ops.optimizers.base import OptimizerOp
 from conformance.ops.optimizers.drive import optimizer_problem
 from conformance.ops.optimizers.inputs import negated, optimizer_inputs_schema, OptimizerInputs
-from conformance.ops.optimizers.reference import dense_grad_and_mask, single_step_param_bounds, trajectory_tolerances
+from conformance.ops.optimizers.reference import dense_grad_and_mask, single_step_param_bounds, trajectory_bounds
 from conformance.ops.optimizers.strategies import drawn_inputs, NEGATIVE
 
 DENSE_GRADIENT_ERROR = "SparseAdam does not support dense gradients, please consider Adam instead"
@@ -291,14 +291,13 @@ class SparseAdam(OptimizerOp):
                 param[index] = q(param[index] + q(-step_size * q(numer / denom)))
         return {"param": param, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq, "step": np.float64(inputs.steps)}
 
-    def generated_tolerances(self, inputs: OptimizerInputs, dtype: str, sensitivity) -> dict[str, Any]:
-        tolerances, b = trajectory_tolerances(self.reference, inputs, dtype, sensitivity())
-        tolerances["exp_avg"] = at_least_default(
-            dtype, b.growth, 4 * b.u * b.steps * b.g_max + 4 * b.sensitivity.get("exp_avg", 0.0))
+    def error_bounds(self, inputs: OptimizerInputs, dtype: str, sensitivity) -> dict[str, Any]:
+        bounds, b = trajectory_bounds(self.reference, inputs, dtype, sensitivity)
+        bounds["exp_avg"] = ErrorBound(b.growth, 4 * b.u * b.steps * b.g_max + 4 * b.sensitivity.get("exp_avg", 0.0))
         # v + (g*g - v) * (1 - beta2) cancels when g*g << v: an absolute error of u * max(v, g*g)
-        tolerances["exp_avg_sq"] = at_least_default(
-            dtype, b.growth, 4 * b.u * b.steps * b.g_max**2 + 4 * b.sensitivity.get("exp_avg_sq", 0.0))
-        return tolerances
+        bounds["exp_avg_sq"] = ErrorBound(
+            b.growth, 4 * b.u * b.steps * b.g_max**2 + 4 * b.sensitivity.get("exp_avg_sq", 0.0))
+        return bounds
 
 
 OP = SparseAdam()

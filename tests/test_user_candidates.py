@@ -139,6 +139,17 @@ def run_on(op, candidate, dtype: str):
     return lambda inputs: op.run_candidate(candidate, inputs, RunContext("cpu", getattr(torch, dtype)))
 
 
+def test_a_missed_refusal_names_no_mistake_of_values():
+    """NoEpsCheckAdagrad takes a negative eps without torch's ValueError: rejects-invalid fails saying
+    nothing was raised, and no "looks like" follows (its catalogue is of wrong results: it named "step
+    that does nothing" here, for a step the harness never got to compare)."""
+    records = candidate_run("users-no-eps-check", "NoEpsCheckAdagrad", "float64", "generated and rejects-invalid",
+                            "--conformance-examples", "20")
+    assert [r["outcome"] for r in records] == ["failed"]
+    assert "but nothing was raised" in records[0]["message"]
+    assert "looks_like" not in records[0] and "looks like:" not in records[0]["message"], records[0]["message"]
+
+
 def test_a_step_that_does_nothing_is_named():
     """OutOfPlaceAdagrad (``p = p.add(...)``) never moves the parameter: agrees-with-reference
     fails with "looks like: step that does nothing"."""

@@ -61,7 +61,7 @@ CHECKS: dict[str, Property] = {
     # hyperparameter once per step; the built-in backends are stock torch, whose items would cost the main job)
     "long-trajectory": unbound(check_agrees_with_reference, skips_oracle=True, candidates_only=True),
     "rounds-correctly": unbound(check_rounds_correctly, skips_oracle=True, dtypes=HALF_DTYPES),
-    "rejects-invalid": unbound(check_rejects_invalid),
+    "rejects-invalid": unbound(check_rejects_invalid, judges_values=False),
     # the suite's own backends are stock torch and its documented idioms: their determinism is torch's
     # (and the main job's minute); a candidate is what may hold a race or an uninitialised buffer
     "deterministic": unbound(check_deterministic, skips_oracle=True, candidates_only=True),

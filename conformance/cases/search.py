@@ -162,10 +162,19 @@ def judge_example(prop: Property, backend: Backend, device: str, dtype: str, exa
         if _is_pytest_timeout(exc):
             raise
         result.failure = exc
-        result.looks_like = diagnosis.looks_like_example(op, prop.to_cases(example, dtype), trial.run, dtype)
-        if result.looks_like is not None:
-            result.failure = diagnosis.annotated(result.failure, result.looks_like)
+        _name_the_mistake(result, prop, trial, example)
     return result
+
+
+def _name_the_mistake(result: PropertyResult, prop: Property, trial: Trial, example: Any) -> None:
+    """What ``result``'s failure on ``example`` looks like (the op's catalogue of mistakes), named in
+    the failure; nothing where the property judges a refusal, not values (``Property.judges_values``)."""
+    if not prop.judges_values:
+        return
+    result.looks_like = diagnosis.looks_like_example(trial.op, prop.to_cases(example, trial.dtype), trial.run,
+                                                     trial.dtype)
+    if result.looks_like is not None:
+        result.failure = diagnosis.annotated(result.failure, result.looks_like)
 
 
 def _torch_trial(prop: Property, op, backend: Backend, device: str, dtype: str) -> Trial | None:
@@ -219,11 +228,8 @@ def run_property(prop: Property, backend: Backend, device: str, dtype: str, *, s
     _search(prop, dtype, check, result, settings=settings, base_seed=base_seed, database_key=database_key,
             narrowing=narrowing)
     result.narrowed = narrowing.describe()
-    if result.failure is not None and result.failing_example is not None:  # what the failure looks like
-        result.looks_like = diagnosis.looks_like_example(op, prop.to_cases(result.failing_example, dtype), trial.run,
-                                                         dtype)
-        if result.looks_like is not None:
-            result.failure = diagnosis.annotated(result.failure, result.looks_like)
+    if result.failure is not None and result.failing_example is not None:
+        _name_the_mistake(result, prop, trial, result.failing_example)
     if result.failure is None and result.unsupported is None and result.unsupported_examples == 0 \
             and not result.budget_reached:  # a cut-short run is not what Hypothesis would draw in full
         store.keep(key, examples)

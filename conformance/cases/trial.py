@@ -194,6 +194,9 @@ class Property:
     candidates_only: bool = False  # only backends judged against torch (candidates) get items
     needs_grad_scaling: bool = False  # only backends that take GradScaler's grad_scale/found_inf get items
     max_examples: int | None = None  # at most this many drawn examples per item; None: the run's
+    # False where the property judges a refusal, not values: a failing example has no result to match
+    # against the op's catalogue of mistakes (conformance.core.diagnosis), and no "looks like" is named
+    judges_values: bool = True
     # what the three-way verdict compares between a candidate and stock torch when both miss the
     # property (None: the outputs of each of the example's cases, run alone)
     observe: Callable[[Trial, Any], dict[str, Any]] | None = None

@@ -6,6 +6,8 @@ tests/test_user_candidates.py:
   is the implementation's own (docs/candidates.md, "Errors");
 - ``ValueErrorAdagrad`` refuses the same thing with a ValueError, which ``except RuntimeError``
   does not catch: it fails;
+- ``NoEpsCheckAdagrad`` takes a negative eps where torch raises a ValueError: rejects-invalid fails,
+  and names no mistake of values ("looks like" is for wrong results, not a missing refusal);
 - the rest are wrong in a way users get wrong, and each failure names its mistake
   ("looks like: ..."): ``DenseUpdateAdagrad`` (NaN at entries the gradient does not specify),
   ``OutOfPlaceAdagrad`` and ``DeviceBetasSparseAdam`` (a step that does nothing),
@@ -38,6 +40,17 @@ class OwnWordsAdagrad(torch.optim.Adagrad):
     def step(self, closure=None):
         _refuses_sparse_weight_decay(self, RuntimeError)
         return super().step(closure)
+
+
+class NoEpsCheckAdagrad(torch.optim.Adagrad):
+    """torch's Adagrad without its check of eps: a negative eps is taken as given."""
+
+    def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
+                 **options):
+        super().__init__(params, lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                         initial_accumulator_value=initial_accumulator_value, eps=abs(eps), **options)
+        for group in self.param_groups:
+            group["eps"] = eps
 
 
 class ValueErrorAdagrad(torch.optim.Adagrad):

@@ -275,3 +275,21 @@ def test_a_missing_kernel_is_told_apart_from_torch_rejecting_the_inputs():
     assert missing_kernel(raised.value, "cpu") is None  # on cpu a missing kernel is torch's regression
     assert missing_kernel(ValueError(str(raised.value)), "xla") is None
     assert missing_kernel(NotImplementedError("dense gradients are not supported"), "xla") is None
+
+
+def test_a_candidates_got_line_of_an_output_the_suite_computes_says_so():
+    """Adagrad's std is the suite's sqrt(state_sum) + eps of the candidate's state: a candidate's
+    failure shows it beside the golden value, saying the candidate returns no std (its value is not
+    the candidate's own arithmetic); stock torch's row is unchanged."""
+    from conformance_runs import MUTANTS
+
+    code, path = run_inprocess("computed-std", "specs/adagrad.yaml", "--conformance-backend", "candidate",
+                               "--conformance-dtype", "float64", f"--conformance-impl=adagrad={MUTANTS}:SquareBeforeSumAdagrad",
+                               "-k", "duplicates-summed-before-squaring")
+    record = by_case(load(path))["duplicates-summed-before-squaring[candidate-cpu-float64]"]
+    assert record["outcome"] == "failed", (code, record)
+    std = record["message"].split("  std:\n", 1)[1].splitlines()
+    assert std[0].strip().startswith("expected") and std[1].strip().startswith("torch")
+    assert std[2].strip().startswith("got") and std[2].endswith(
+        "(computed by the suite from the candidate's state: sqrt(state_sum) + eps; the candidate returns no std)")
+    assert "computed by the suite" not in record["message"].split("  std:\n", 1)[0]

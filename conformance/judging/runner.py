@@ -284,4 +284,5 @@ def _conclude(case: Case, backend: Backend, ctx: RunContext, failure: Mismatch |
         table = side_by_side(expected, torch.outputs if torch else None, outputs)
         if table:
             ctx.record["values"] = table
-        raise differs(failure, torch, table=table) from failure
+        computed = case.op.computed_outputs() if backend.judged_against_torch else None
+        raise differs(failure, torch, table=table, computed=computed) from failure

@@ -207,12 +207,16 @@ def side_by_side(expected: Mapping[str, Any], torch_outputs: Mapping[str, Any] |
     return table
 
 
-def format_side_by_side(table: Mapping[str, Mapping[str, Any]]) -> str:
+def format_side_by_side(table: Mapping[str, Mapping[str, Any]], computed: Mapping[str, str] | None = None) -> str:
+    """The table as a message's lines; an output in ``computed`` (output -> how: what the suite computes
+    from a candidate's state, not what the candidate returns) says so on its ``got`` line."""
     lines = []
     for name, row in table.items():
         lines.append(f"  {name}:")
         for who in ("expected", "torch", "got"):
-            lines.append(f"    {who:<8} {format_values(row[who])}")
+            how = (f"  (computed by the suite from the candidate's state: {computed[name]}; the candidate "
+                   f"returns no {name})") if who == "got" and computed and name in computed else ""
+            lines.append(f"    {who:<8} {format_values(row[who])}{how}")
     return "\n".join(lines)
 
 
@@ -278,10 +282,11 @@ def _torch_miss(torch: TorchRun) -> str:
 
 
 def differs(failure: Mismatch, torch: TorchRun | None, *, table: Mapping[str, Mapping[str, Any]] | None = None,
-            on: str = "inputs", torch_note: str | None = None) -> Mismatch:
+            on: str = "inputs", torch_note: str | None = None, computed: Mapping[str, str] | None = None) -> Mismatch:
     """The failure of a ``differs`` verdict, as raised: the one place its message is built -- how
     the implementation misses the spec, what stock torch did on the same ``on`` (inputs/example;
-    ``torch_note`` replaces the default account), and the values side by side (``table``)."""
+    ``torch_note`` replaces the default account), and the values side by side (``table``; ``computed``:
+    the outputs the suite computed from a candidate's state, :func:`format_side_by_side`)."""
     detail = ""
     if torch_note is not None:
         detail = f"\n  stock torch on the same {on}: {torch_note}"
@@ -290,5 +295,5 @@ def differs(failure: Mismatch, torch: TorchRun | None, *, table: Mapping[str, Ma
                   "also misses the spec, differently") + (f" (it raised {first_line(torch.error)})"
                                                           if torch.error else ""))
     if table:
-        detail += "\n" + format_side_by_side(table)
+        detail += "\n" + format_side_by_side(table, computed)
     return Mismatch(f"{failure}{detail}", failure.max_abs_error, failure.max_rel_error)

@@ -145,6 +145,12 @@ class Op:
         """The record's module as a path from the repository root (``conformance/ops/coalesce.py``)."""
         return type(self).__module__.replace(".", "/") + ".py"
 
+    def computed_outputs(self) -> dict[str, str]:
+        """The outputs the suite computes from a candidate's others instead of reading them off it
+        (:attr:`root_outputs`: Adagrad's std, ``sqrt(state_sum) + eps``), each with how."""
+        return {name: f"sqrt({state}) + {hyperparameter}"
+                for name, (state, hyperparameter, _) in self.root_outputs.items()}
+
     @property
     def state_tensors(self) -> tuple[str, ...]:
         """The state outputs that are tensors of the parameter's shape (``step`` left out)."""

@@ -101,13 +101,11 @@ def reason_of(record: ItemRecord) -> str | None:
 
 
 def derived_outputs(op: Any) -> dict[str, str]:
-    """The outputs the suite computes from an implementation's others instead of reading them off it
-    (an optimizer's ``root_outputs``: Adagrad's std, ``sqrt(state_sum) + eps``), each with how."""
+    """The outputs the suite computes from a candidate's others (:meth:`Op.computed_outputs`), by op name."""
     from conformance.ops import OPS
 
     record = OPS.get(op) if isinstance(op, str) else None
-    roots = getattr(record, "root_outputs", None) or {}
-    return {name: f"sqrt({state}) + {hyperparameter}" for name, (state, hyperparameter, _) in roots.items()}
+    return record.computed_outputs() if record is not None else {}
 
 
 def side_by_side(record: ItemRecord) -> dict | None:

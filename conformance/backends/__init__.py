@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib
 from importlib.metadata import entry_points
 
 from conformance.core.types import RunContext, Unsupported
@@ -23,7 +24,6 @@ ENTRY_POINT_GROUP = "torch_sparse_conformance.backends"
 
 
 def builtin_backends() -> dict[str, Backend]:
-    import importlib
 
     backends: dict[str, Backend] = {}
     for module_name in BUILTIN_BACKEND_MODULES:

@@ -35,6 +35,7 @@ run eagerly, on the same generated dense-gradient trajectories, float32/float64,
 from __future__ import annotations
 
 import functools
+import inspect
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -186,7 +187,6 @@ def compiled_class(torch_class: type, keywords: Mapping[str, Any], log: StepLog)
 
 
 def _init_parameters(torch_class: type) -> set[str]:
-    import inspect
 
     return set(inspect.signature(torch_class.__init__).parameters)
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from importlib.metadata import PackageNotFoundError, version
+from types import MappingProxyType
 from typing import Any, Iterator
 
 from conformance.core.types import RunContext, Unsupported
@@ -25,8 +27,8 @@ if not torch.cuda.is_available() and "triton" not in sys.modules:
     # without a GPU the Triton kernels can only run interpreted, and triton reads this flag on import
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-KERNEL_OBJECTS = {"coalesce": "coalesce", "adagrad": "Adagrad", "sparse_adam": "SparseAdam",
-                  "masked_mean": "masked_mean"}
+KERNEL_OBJECTS = MappingProxyType({"coalesce": "coalesce", "adagrad": "Adagrad", "sparse_adam": "SparseAdam",
+                                   "masked_mean": "masked_mean"})
 
 
 @contextlib.contextmanager
@@ -52,7 +54,6 @@ MIN_INTERPRETER_TRITON = (3, 5)
 
 
 def _triton_version() -> tuple[int, ...] | None:
-    from importlib.metadata import PackageNotFoundError, version
 
     try:
         text = version("triton")
@@ -147,5 +148,5 @@ TRITON_INTERPRETER_BF16_TRUNCATION = register(Divergence(
 ))
 
 BACKEND = KernelBackend("kernel", "auto", "conformance.kernels: C++ on CPU, Triton on CUDA")
-BACKENDS = [BACKEND, KernelBackend("kernel-triton", "triton",
-                               "conformance.kernels' Triton kernels (Triton's interpreter on CPU)")]
+BACKENDS = (BACKEND, KernelBackend("kernel-triton", "triton",
+                               "conformance.kernels' Triton kernels (Triton's interpreter on CPU)"))

@@ -29,8 +29,14 @@ the same idiom gives different answers on different devices.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
-from typing import Callable
+import json
+import subprocess
+import sys
+import time
+from types import MappingProxyType
+from typing import Callable, Mapping
 
 import numpy as np
 import torch
@@ -137,7 +143,7 @@ _NAN_DIVERGENCE = (
     "value is right"
 )
 
-APPROACHES: dict[str, ApproachInfo] = {
+APPROACHES: Mapping[str, ApproachInfo] = MappingProxyType({
     info.name: info
     for info in (
         ApproachInfo("multiply", mean_multiply, True,
@@ -157,7 +163,7 @@ APPROACHES: dict[str, ApproachInfo] = {
                      "multiply idiom, backward(), then grad = grad * mask",
                      _NAN_DIVERGENCE),
     )
-}
+})
 
 
 def run_approach(name: str, values: torch.Tensor, mask: torch.Tensor,
@@ -265,7 +271,6 @@ def compile_experiment(name: str, masks: list[torch.Tensor], values: torch.Tenso
     from conformance.core import xla_support
 
     device = torch.device(device) if device is not None else xla_support.xla_device()
-    import time
 
     compiles, samples, counts, seconds = [], [], [], []
     for i, mask in enumerate(masks):
@@ -342,17 +347,13 @@ class IdiomBackend(Backend):
         })
 
 
-BACKENDS = [IdiomBackend(info) for info in APPROACHES.values()]
+BACKENDS = tuple(IdiomBackend(info) for info in APPROACHES.values())
 
 
 def main(argv: list[str] | None = None) -> int:
     """Print the compile experiment for every approach on the XLA device:
     ``python -m conformance.backends.masked_mean_idioms [--masks N] [--shape R C]``.
     Each approach runs in a fresh process so graph caches don't carry over."""
-    import argparse
-    import json
-    import subprocess
-    import sys
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("--masks", type=int, default=10)
     ap.add_argument("--shape", type=int, nargs="+", default=[64, 64])

@@ -144,7 +144,7 @@ def paths() -> list[str]:
     return found
 
 
-BACKENDS = [TorchPathBackend(path) for path in paths() if path != COMPILED]  # compiled: its own module
+BACKENDS = tuple(TorchPathBackend(path) for path in paths() if path != COMPILED)  # compiled: its own module
 
 
 # ---------------------------------------------------------------- what the twins found (docs/findings.md)

@@ -4,6 +4,7 @@ as torch does."""
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
 import torch
@@ -16,7 +17,7 @@ from conformance.core.types import Mismatch, RunContext, Unsupported, exception_
 from conformance.ops.optimizers.inputs import OptimizerInputs, grad_to_torch
 
 COMPLEX_AGREES = "complex-agrees"  # the property (an optimizer record declares it; divergences name it)
-COMPLEX_OF = {"float32": torch.complex64, "float64": torch.complex128}
+COMPLEX_OF = MappingProxyType({"float32": torch.complex64, "float64": torch.complex128})
 # a candidate opts in to complex-agrees with this class attribute (torch's OptimizerInfo supports_complex): one
 # written for real parameters, as most are, is not judged on complex ones (unsupported, with this reason)
 SUPPORTS_COMPLEX = "supports_complex"

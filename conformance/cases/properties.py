@@ -6,7 +6,8 @@ property an op record declares (``Op.properties``, a ``GeneratedProperty``), bou
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Mapping
 
 from dataclasses import replace
 
@@ -55,7 +56,7 @@ OPTIMIZER_OBJECT_TWINS = ("kernel-triton",)
 
 
 # a generic check is a Property of no op yet (trial.unbound); property_of binds it to an op's declaration
-CHECKS: dict[str, Property] = {
+CHECKS: Mapping[str, Property] = MappingProxyType({
     "agrees-with-reference": unbound(check_agrees_with_reference, skips_oracle=True),
     # the optimizers' long trajectories: the same check, on candidates only (a candidate is what may round a
     # hyperparameter once per step; the built-in backends are stock torch, whose items would cost the main job)
@@ -89,13 +90,14 @@ CHECKS: dict[str, Property] = {
                                  skip_backends=OPTIMIZER_OBJECT_TWINS, needs_optimizer_object=True,
                                  observe=lambda trial, example: flat_outputs(trial.op,
                                                                               grouped_runs(trial, *example)[0])),
-}
+})
 
 
 # properties a candidate is judged on only where its class declares the attribute (True): otherwise its items
 # are unsupported, the reason naming the attribute (most hand-written optimizers take real parameters only, and
 # only torch's fused steps take GradScaler's grad_scale/found_inf)
-OPT_IN: dict[str, str] = {COMPLEX_AGREES: SUPPORTS_COMPLEX, GRAD_SCALING: SUPPORTS_GRAD_SCALING}
+OPT_IN: Mapping[str, str] = MappingProxyType({COMPLEX_AGREES: SUPPORTS_COMPLEX,
+                                              GRAD_SCALING: SUPPORTS_GRAD_SCALING})
 
 
 def opted_out(record: dict) -> bool:
@@ -130,4 +132,5 @@ def property_of(op: Op, declared: GeneratedProperty) -> Property:
                    max_examples=declared.max_examples or check.max_examples)
 
 
-PROPERTIES: list[Property] = [property_of(op, declared) for op in OPS.values() for declared in op.all_properties()]
+PROPERTIES: tuple[Property, ...] = tuple(property_of(op, declared) for op in OPS.values()
+                                         for declared in op.all_properties())

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager
+from types import MappingProxyType
+from typing import Any, Callable, ContextManager, Mapping
 
 import torch
 
@@ -49,11 +50,11 @@ def _measure_xla(record: dict[str, Any]) -> ContextManager[Any]:
     return record_compiles(record)
 
 
-DEVICES: dict[str, Device] = {
+DEVICES: Mapping[str, Device] = MappingProxyType({
     "cpu": Device("cpu", _probe_cpu, lambda: torch.device("cpu")),
     "cuda": Device("cuda", _probe_cuda, lambda: torch.device("cuda")),
     "xla": Device("xla", _probe_xla, _make_xla, _measure_xla),
-}
+})
 
 DEFAULT_DEVICES = ("cpu", "cuda", "xla")
 

@@ -22,6 +22,7 @@ and takes the op record as an argument. The item's tolerances come from :mod:`co
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
@@ -273,7 +274,6 @@ def nondeterministic(inputs: Any, run: Callable[[Any], Any] | None) -> bool:
     """Whether ``run`` gives different outputs on two runs of the same ``inputs`` (each on its own
     copy): what a failing check that compares separate runs is first asked. False when it cannot
     tell (no ``run``, or a run raises)."""
-    import copy
 
     if run is None:
         return False

@@ -10,6 +10,8 @@ method takes that name. :func:`torch_dtype` gives the torch dtype where a tensor
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Mapping
 
 import torch
 
@@ -66,15 +68,15 @@ class DType:
         return Tolerance(rtol=16 * self.unit_roundoff, atol=16 * self.smallest_normal)
 
 
-DTYPES: dict[str, DType] = {entry.name: entry for entry in (
+DTYPES: Mapping[str, DType] = MappingProxyType({entry.name: entry for entry in (
     DType("float16", torch.float16, 10, (-14, 15), Tolerance(1e-3, 1e-5), half=True),
     DType("bfloat16", torch.bfloat16, 7, (-126, 127), Tolerance(1.6e-2, 1e-5), half=True),
     DType("float32", torch.float32, 23, (-126, 127), Tolerance(1.3e-6, 1e-5), half=False),
     DType("float64", torch.float64, 52, (-1022, 1023), Tolerance(1e-7, 1e-7), half=False),
-)}
+)})
 FLOAT_DTYPES: tuple[str, ...] = tuple(DTYPES)
 HALF_DTYPES: tuple[str, ...] = tuple(name for name, entry in DTYPES.items() if entry.half)
-_BY_TORCH = {entry.torch: entry for entry in DTYPES.values()}
+_BY_TORCH = MappingProxyType({entry.torch: entry for entry in DTYPES.values()})
 
 
 def info(dtype: str | torch.dtype) -> DType:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import torch
@@ -170,7 +171,7 @@ def outside_changed(placement: Placement) -> str | None:
             f"{placement.storage[first].item()!r})")
 
 
-_INTEGER_OF_WIDTH = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+_INTEGER_OF_WIDTH = MappingProxyType({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64})
 
 
 def _bits(tensor: torch.Tensor) -> torch.Tensor:

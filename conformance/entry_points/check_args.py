@@ -5,6 +5,7 @@ paths, and the previous check's files moved aside."""
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import shlex
 import sys
@@ -119,7 +120,6 @@ def declared_op_names() -> set[str] | None:
     torch): each module of ``conformance/ops`` that assigns ``OP = SomeOp()`` where ``SomeOp`` is a
     class of that module with ``name = "<literal>"``. None when a record does not read so (then only
     :data:`conformance.ops.OPS` knows)."""
-    import ast
 
     names: set[str] = set()
     try:

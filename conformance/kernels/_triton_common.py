@@ -8,6 +8,7 @@ import functools
 import math
 import os
 import struct
+from types import MappingProxyType
 
 import torch
 import triton
@@ -16,12 +17,12 @@ import triton.language as tl
 BLOCK_ELEMENTS = 1024
 MAX_KERNEL_SPARSE_DIMS = 4
 
-_TL_DTYPES = {
+_TL_DTYPES = MappingProxyType({
     torch.float16: tl.float16,
     torch.bfloat16: tl.bfloat16,
     torch.float32: tl.float32,
     torch.float64: tl.float64,
-}
+})
 
 
 def interpreter_active() -> bool:

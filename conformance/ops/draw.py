@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache, partial
+from types import MappingProxyType
 from typing import Sequence
 
 import numpy as np
@@ -30,24 +31,24 @@ class Magnitudes:
 
 # "physically sensible" ranges. float16 stays far from overflow even after duplicates are
 # summed (8 * 2**5 = 256) and squared (65536 would overflow; 2**4 * 4 duplicates = 64 -> 4096).
-VALUE_MAGNITUDES = {
+VALUE_MAGNITUDES = MappingProxyType({
     "float16": Magnitudes(-8, 5),
     "bfloat16": Magnitudes(-12, 12),
     "float32": Magnitudes(-20, 20),
     "float64": Magnitudes(-30, 30),
-}
-GRADIENT_MAGNITUDES = {
+})
+GRADIENT_MAGNITUDES = MappingProxyType({
     "float16": Magnitudes(-6, 3),
     "bfloat16": Magnitudes(-10, 8),
     "float32": Magnitudes(-12, 10),
     "float64": Magnitudes(-12, 10),
-}
-PARAM_MAGNITUDES = {
+})
+PARAM_MAGNITUDES = MappingProxyType({
     "float16": Magnitudes(-6, 5),
     "bfloat16": Magnitudes(-10, 8),
     "float32": Magnitudes(-12, 10),
     "float64": Magnitudes(-12, 10),
-}
+})
 
 SIMPLE_VALUES = (1.0, 2.0, -1.0, 0.5, 3.0, -2.0, 0.0)
 

@@ -12,6 +12,7 @@ import json
 import os
 import stat
 from pathlib import Path
+from types import MappingProxyType
 
 from conformance.results.writing import FORMAT, atomic_write_text
 
@@ -52,7 +53,7 @@ def is_results_file(path: Path) -> bool:
     return foreign_file_problem(path) is None
 
 
-OUTPUT_KINDS = {"results": is_results_file, "report": is_report_file, "append": None}
+OUTPUT_KINDS = MappingProxyType({"results": is_results_file, "report": is_report_file, "append": None})
 
 
 def output_problem(path: Path | str, kind: str) -> str | None:

@@ -26,6 +26,7 @@ import shutil
 import tempfile
 import traceback
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -49,10 +50,10 @@ SEED_VARIABLE = "CONFORMANCE_GENERATED_SEED"
 
 
 # devices where every new input shape costs a graph compilation; generated examples all have new shapes
-COMPILING_DEVICES = {
+COMPILING_DEVICES = MappingProxyType({
     "xla": "generated cases on xla are opt-in (--conformance-generated-on-xla): XLA compiles a graph for every "
            "new shape, and every generated example has new shapes (the spec cases cover xla)",
-}
+})
 
 
 class GeneratedCaseError(Exception):

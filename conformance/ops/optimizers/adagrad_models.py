@@ -6,6 +6,7 @@ known mistakes, each modelled as the reference with one slip (:func:`adagrad_wit
 from __future__ import annotations
 
 import numpy as np
+from types import MappingProxyType
 
 from conformance.core.diagnosis import STEP_DOES_NOTHING
 from conformance.core.dtypes import is_half
@@ -17,8 +18,8 @@ from conformance.ops.optimizers.reference import dense_grad_and_mask
 
 # torch's RuntimeError for weight_decay with a sparse gradient, and torch.optim.Adagrad's defaults
 WEIGHT_DECAY_ERROR = "weight_decay option is not compatible with sparse gradients"
-DEFAULTS = {"lr": 1e-2, "lr_decay": 0.0, "weight_decay": 0.0, "initial_accumulator_value": 0.0,
-            "eps": 1e-10, "maximize": False}
+DEFAULTS = MappingProxyType({"lr": 1e-2, "lr_decay": 0.0, "weight_decay": 0.0, "initial_accumulator_value": 0.0,
+                             "eps": 1e-10, "maximize": False})
 
 
 def adagrad_hyperparameters(hyper: dict) -> dict:

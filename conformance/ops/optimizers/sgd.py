@@ -13,6 +13,7 @@ Candidate: a ``torch.optim.Optimizer`` subclass with SGD's constructor.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -35,8 +36,8 @@ from conformance.core.tensors import CooArray, rounder, TENSOR
 
 SPARSE_DENSE_ADD_ERROR = "add(sparse, dense) is not supported. Use add(dense, sparse) instead."
 NESTEROV_ERROR = "Nesterov momentum requires a momentum and zero dampening"
-DEFAULTS = {"lr": 1e-3, "momentum": 0.0, "dampening": 0.0, "weight_decay": 0.0, "nesterov": False,
-            "maximize": False}
+DEFAULTS = MappingProxyType({"lr": 1e-3, "momentum": 0.0, "dampening": 0.0, "weight_decay": 0.0, "nesterov": False,
+                             "maximize": False})
 
 
 def sgd_hyperparameters(hyper: dict) -> dict:

@@ -12,6 +12,7 @@ RuntimeError. Candidate: a ``torch.optim.Optimizer`` subclass with SparseAdam's 
 from __future__ import annotations
 
 import math
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ from conformance.ops.optimizers.reference import dense_grad_and_mask, single_ste
 from conformance.ops.optimizers.strategies import drawn_inputs, NEGATIVE
 
 DENSE_GRADIENT_ERROR = "SparseAdam does not support dense gradients, please consider Adam instead"
-DEFAULTS = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "maximize": False}
+DEFAULTS = MappingProxyType({"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "maximize": False})
 
 
 def sparse_adam_hyperparameters(hyper: dict) -> dict:

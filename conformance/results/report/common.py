@@ -4,6 +4,7 @@ the page shows of a results file, and the small formatters."""
 from __future__ import annotations
 
 import re
+from types import MappingProxyType
 from typing import Any, Iterable
 
 from conformance.core import outcomes
@@ -13,7 +14,7 @@ from conformance.core.record import CANDIDATE, ItemRecord
 # the candidate first (the column a reader of a gate looks for), then stock torch's backends
 BACKEND_ORDER = (CANDIDATE, "coo", "masked", "dense", "reference", "kernel", "kernel-triton")
 DEVICE_ORDER = ("cpu", "cuda", "xla")
-DTYPE_SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
+DTYPE_SHORT = MappingProxyType({"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"})
 TEXT_LIMIT = 10_000  # characters of one message, value or name shown (the results file keeps it all)
 LABEL_LIMIT = 300  # characters of a run's label, repeated on every chip of its run
 ITEMS_LIMIT = 10_000  # elements of one list shown (a tensor's values)

@@ -4,6 +4,7 @@ table of outcome counts (what the console's summary says), each count a link to 
 from __future__ import annotations
 
 from collections import Counter
+from types import MappingProxyType
 from typing import Any
 
 from conformance.core.types import Outcome
@@ -33,8 +34,9 @@ def run_summary(results: Results, label: str, index: int) -> dict[str, Any]:
     }
 
 
-SHORT = {Outcome.PASSED: "pass", Outcome.FAILED: "fail", Outcome.ERROR: "error", Outcome.XFAIL: "xfail",
-         Outcome.XPASS: "xpass", Outcome.UNSUPPORTED: "unsup.", Outcome.SKIPPED: "skip"}
+SHORT = MappingProxyType({Outcome.PASSED: "pass", Outcome.FAILED: "fail", Outcome.ERROR: "error",
+                          Outcome.XFAIL: "xfail", Outcome.XPASS: "xpass", Outcome.UNSUPPORTED: "unsup.",
+                          Outcome.SKIPPED: "skip"})
 ALL_OPS = ""  # the op of a backend's total over every op
 
 

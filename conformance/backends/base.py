@@ -33,6 +33,10 @@ class Backend:
     # its optimizer steps read optimizer.grad_scale and optimizer.found_inf (torch.amp.GradScaler's contract, as
     # torch's fused steps do): the property grad-scaling runs on it
     takes_grad_scaling: bool = False
+    # it drives the very optimizer objects of another backend (kernel-triton: kernel's classes), which own the
+    # param groups, the state dict and the lifecycle; only the step kernel differs: the properties of the
+    # optimizer object (Property.needs_optimizer_object) are that backend's, not repeated on this one
+    optimizer_object_twin: bool = False
     # its items' share of --conformance-timeout: > 1 where an item's own work is slow by nature
     # (a compiler run under the item's clock), so a loaded machine does not time it out
     timeout_factor: float = 1.0

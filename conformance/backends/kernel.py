@@ -95,6 +95,7 @@ class KernelBackend(Backend):
         self.name = name
         self.impl = impl
         self.description = description
+        self.optimizer_object_twin = impl == "triton"  # kernel's optimizer classes, Triton's step kernel
         super().__init__({op: self._runner(op) for op in KERNEL_OBJECTS})
 
     def optimizer_class(self, op: str):

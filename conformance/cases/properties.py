@@ -50,9 +50,6 @@ def _dense_cases(inputs: OptimizerInputs, dtype: str):
     return [("sparse", inputs), ("densified", densified(inputs, dtype))]
 
 
-# kernel-triton drives the very optimizer classes of kernel (conformance.kernels), which own the
-# param groups and the state_dict; only the step kernel differs, and Triton's interpreter is slow
-OPTIMIZER_OBJECT_TWINS = ("kernel-triton",)
 
 
 # a generic check is a Property of no op yet (trial.unbound); property_of binds it to an op's declaration
@@ -68,26 +65,24 @@ CHECKS: Mapping[str, Property] = MappingProxyType({
     "deterministic": unbound(check_deterministic, skips_oracle=True, candidates_only=True),
     "unspecified-unchanged": unbound(check_unspecified_unchanged),
     "sparse-equals-dense": unbound(check_sparse_equals_dense, to_cases=_dense_cases),
-    PARAM_GROUPS: unbound(check_param_groups, to_cases=_member_cases, skip_backends=OPTIMIZER_OBJECT_TWINS,
+    PARAM_GROUPS: unbound(check_param_groups, to_cases=_member_cases,
                           needs_optimizer_object=True, observe=observe_param_groups),
     # the twins of torch's own code paths: on the torch path backends only (foreach, fused), against torch's
     # for-loop step on the same inputs
     PATHS_AGREE: _PathTwin("", "", "", None, check_paths_agree, skips_oracle=True),
     # the step under torch.compile (backends/compiled.py) against the same step run eagerly, the same check
     COMPILED_AGREES: _PathTwin("", "", "", None, check_paths_agree, skips_oracle=True),
-    LIFECYCLE: unbound(check_lifecycle, needs_optimizer_object=True, skip_backends=OPTIMIZER_OBJECT_TWINS,
+    LIFECYCLE: unbound(check_lifecycle, needs_optimizer_object=True,
                        to_cases=lambda example, dtype: [(f"lifecycle: {example.events()}", example)],
                        observe=lambda trial, example: observe_lifecycle(trial, example)),
-    COMPLEX_AGREES: unbound(check_complex_agrees, needs_optimizer_object=True,
-                              skip_backends=OPTIMIZER_OBJECT_TWINS),
+    COMPLEX_AGREES: unbound(check_complex_agrees, needs_optimizer_object=True),
     SIZES: unbound(check_sizes, skips_oracle=True),
-    GRAD_SCALING: unbound(check_grad_scaling, needs_optimizer_object=True, needs_grad_scaling=True,
-                          skip_backends=OPTIMIZER_OBJECT_TWINS),
+    GRAD_SCALING: unbound(check_grad_scaling, needs_optimizer_object=True, needs_grad_scaling=True),
     LAYOUT_INVARIANT: unbound(check_layout_invariant, to_cases=layout_cases, skips_oracle=True,
                               layouts_of=lambda example: example[1]),
     "state-dict-resume": unbound(check_state_dict_resume,
                                  to_cases=lambda example, dtype: _member_cases(example[0], dtype),
-                                 skip_backends=OPTIMIZER_OBJECT_TWINS, needs_optimizer_object=True,
+                                 needs_optimizer_object=True,
                                  observe=lambda trial, example: flat_outputs(trial.op,
                                                                               grouped_runs(trial, *example)[0])),
 })

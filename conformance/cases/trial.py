@@ -210,12 +210,13 @@ class Property:
 
     def accepts(self, backend: Backend) -> bool:
         """Whether ``backend`` gets items of this property, by what it is (``skip_backends`` name
-        the others): the oracle, a backend without an optimizer object, one not judged against torch."""
+        the others): the oracle, a backend without an optimizer object or a twin of another's
+        (``Backend.optimizer_object_twin``), one not judged against torch."""
         if self.skips_oracle and backend.is_oracle:
             return False
         if backend.generated_properties is not None and self.name not in backend.generated_properties:
             return False
-        if self.needs_optimizer_object and backend.optimizer_class(self.op) is None:
+        if self.needs_optimizer_object and (backend.optimizer_class(self.op) is None or backend.optimizer_object_twin):
             return False
         if self.needs_grad_scaling and not backend.takes_grad_scaling:
             return False

@@ -76,7 +76,7 @@ def spec_outputs(op: Any) -> list[str]:
 
 def _reference_scaled(op: Any, inputs: Any, dtype: str | torch.dtype) -> Tolerance:
     """assert_close's default, as much looser as the op's reference cross-check is (``reference_tolerance_scale``)."""
-    return default(dtype).scaled(op.reference_tolerance_scale(inputs))
+    return default(dtype).scaled(float(op.reference_tolerance_scale(inputs)))
 
 
 def golden(case: Any, dtype: str | torch.dtype) -> Tolerances:
@@ -182,7 +182,7 @@ def for_diagnosis(op: Any, inputs: Any, dtype: str, names: Iterable[str]) -> Tol
     except Exception:  # noqa: BLE001 - an op or input without declared bounds
         tolerances = {}
     try:
-        fallback = default(dtype).scaled(float(op.reference_tolerance_scale(inputs)))
+        fallback = _reference_scaled(op, inputs, dtype)
     except Exception:  # noqa: BLE001 - the dtype's default is still a tolerance
         fallback = default(dtype)
     exact = set(op.exact_outputs)

@@ -524,3 +524,28 @@ def test_the_notes_on_other_backends_stop_at_their_budget(monkeypatch):
                                      "dense, masked"]
     _, notes = counterexamples._divergences_elsewhere(prop, example, "float64", backends["coo"], others)
     assert tried == ["dense", "masked"] and notes == []  # no deadline: both tried (both have the property)
+
+
+@pytest.mark.slow  # two in-process runs of Triton's interpreter: ~2 s
+def test_an_emulating_backend_draws_fewer_examples_unless_the_count_is_named(tmp_path):
+    """kernel-triton on cpu runs Triton's interpreter: its generated items draw INTERPRETED_EXAMPLES
+    (beside the op's explicit examples), and the record says so; --conformance-examples lifts the cap;
+    the C++ kernel backend, running natively, draws the run's count."""
+    from conformance.backends.kernel import INTERPRETED_EXAMPLES
+
+    def drawn(*extra: str) -> dict[str, dict]:
+        records = tmp_path / f"records{len(extra)}.json"
+        proc = run_pytest(["specs", "-q", "-k", "generated and coalesce-idempotent", "--conformance-device", "cpu",
+                           "--conformance-backend", "kernel,kernel-triton", "--conformance-dtype", "float64",
+                           *extra], records=records)
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        return {nodeid.split("[", 1)[1].split("-cpu")[0]: r for nodeid, r in read_records(records).items()}
+
+    capped = drawn()
+    explicit = len(_property("coalesce-idempotent").examples("float64"))
+    assert capped["kernel-triton"]["examples"] <= explicit + INTERPRETED_EXAMPLES < capped["kernel"]["examples"]
+    assert "kernel-triton emulates cpu" in capped["kernel-triton"]["examples_capped"]
+    assert "examples_capped" not in capped["kernel"]
+    named = drawn("--conformance-examples", "8")
+    assert named["kernel-triton"]["examples"] == named["kernel"]["examples"] == capped["kernel"]["examples"]
+    assert "examples_capped" not in named["kernel-triton"]

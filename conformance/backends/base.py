@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
+from types import MappingProxyType
 from typing import Any, Callable, Collection, Mapping
 
 from conformance.core.types import RunContext, Unsupported, missing_dtype_kernel, missing_kernel
@@ -45,6 +46,10 @@ class Backend:
     # inputs (``run_for_loop``); None: not one of torch's paths
     torch_path: str | None = None
     twin_property: str = PATHS_AGREE  # the property its registered divergences name
+    # device -> the most drawn examples of its generated items there, where this backend emulates the
+    # device rather than runs on it (kernel-triton on cpu: Triton's interpreter, ~40 ms an example); the
+    # run's count on the other devices, and everywhere once --conformance-examples names one
+    emulated_examples: Mapping[str, int] = MappingProxyType({})
 
     def __init__(self, runners: Mapping[str, Runner] | None = None):
         self.runners: dict[str, Runner] = dict(runners or {})

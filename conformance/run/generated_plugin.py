@@ -109,7 +109,8 @@ def configure(config: pytest.Config) -> None:
     shared = getattr(config, "workerinput", {}).get(DRAWN_DIRECTORY)
     config.stash[GENERATED] = GeneratedConfig(profile, examples, seed, seed_given, counterexamples, database,
                                               impl_targets, shrink=not config.getoption("conformance_no_shrink"),
-                                              budget=budget, drawn=DrawnExamples(directory=Path(shared) if shared else None))
+                                              budget=budget, drawn=DrawnExamples(directory=Path(shared) if shared else None),
+                                              examples_given=config.getoption("conformance_examples") is not None)
     if ours:
         import_the_whole_suite()
 
@@ -270,7 +271,13 @@ class GeneratedItem(ConformanceItem):
             saved, unreadable = load_failing_example(gen.counterexamples, self.name)
             if unreadable:
                 self.warn(pytest.PytestWarning(unreadable))
-        result = run_property(self.prop, self.backend, self.device, self.dtype, settings=gen.hypothesis_settings(),
+        examples = gen.examples_for(self.backend, self.device)
+        if examples < gen.examples:
+            self.record["examples_capped"] = (f"{examples} drawn examples, not the run's {gen.examples}: "
+                                              f"{self.backend.name} emulates {self.device} (--conformance-examples "
+                                              f"lifts the cap)")
+        result = run_property(self.prop, self.backend, self.device, self.dtype,
+                              settings=gen.hypothesis_settings(examples),
                               base_seed=gen.seed, database_key=self.name, budget=gen.budget_for(self), saved=saved,
                               drawn=gen.drawn, on_failure=notice_for(self))
         if result.saved:

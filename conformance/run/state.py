@@ -59,6 +59,7 @@ class GeneratedConfig:
     shrink: bool = True  # --conformance-no-shrink: report the first failing example as drawn
     budget: float | None = None  # --conformance-budget (None: BUDGET_SHARE of the item's timeout; 0: none)
     drawn: DrawnExamples = field(default_factory=DrawnExamples)  # the run's clean runs, replayed by the next backend
+    examples_given: bool = False  # --conformance-examples named the count: no backend's emulated_examples caps it
 
     def budget_for(self, item) -> float | None:
         """The item's search budget in seconds (None: no limit)."""
@@ -67,13 +68,19 @@ class GeneratedConfig:
         seconds = item_timeout(item)
         return BUDGET_SHARE * seconds if seconds else None
 
-    def hypothesis_settings(self):
+    def examples_for(self, backend: Backend, device: str) -> int:
+        """The drawn examples of a generated item of ``backend`` on ``device``: the run's count, capped by
+        the backend's ``emulated_examples`` on a device it emulates unless the count was named."""
+        cap = backend.emulated_examples.get(device)
+        return self.examples if cap is None or self.examples_given else min(self.examples, cap)
+
+    def hypothesis_settings(self, examples: int | None = None):
         from hypothesis import HealthCheck, Phase, settings
         from hypothesis.database import DirectoryBasedExampleDatabase
 
         profile = PROFILES[self.profile]
         return settings(
-            max_examples=self.examples,
+            max_examples=self.examples if examples is None else examples,
             deadline=None,
             derandomize=False,
             database=DirectoryBasedExampleDatabase(str(self.database)) if self.database else None,

@@ -432,3 +432,34 @@ def test_the_heading_counts_many_backends_instead_of_listing_them(tmp_path):
     build_report([path], out)
     assert "<h1>nightly · torch 2.13.0: coalesce on candidate and 7 other backends (cpu)</h1>" in \
         out.read_text(encoding="utf-8")
+
+
+def test_the_backends_columns_follow_the_runs_registry_order_not_a_list_in_the_report(tmp_path):
+    """The report names no backend: its columns follow each run's ``backends`` (the registry's order,
+    written by the plugin; a real run's file has it), the candidate first; a file without it (older)
+    orders its backends by name."""
+    from test_results_files import document, record
+
+    assert load(builtin_run())["run"]["backends"] == ["reference", "dense", "coo"]
+    backends = ["zeta", "candidate", "alpha", "mid"]
+    records = [record(f"c-{b}", backend=b, nodeid=f"specs/x.yaml::c[{b}-cpu-float32]") for b in backends]
+
+    def columns(declared: list[str] | None) -> list[str]:
+        doc = document(records, label="order", torch="2.13.0")
+        if declared is None:
+            doc["run"].pop("backends", None)
+        else:
+            doc["run"]["backends"] = declared
+        path = tmp_path / "r.json"
+        path.write_text(json.dumps(doc))
+        build_report([path], tmp_path / "index.html")
+        text = (tmp_path / "index.html").read_text(encoding="utf-8")
+        summary = text[text.index('<section id="summary">'):text.index('<section id="runs">')]
+        matrix = text[text.index('<section id="matrix">'):]
+        found = [b for b in re.findall(r'data-backend="([^"]+)"', matrix) if b in backends]
+        in_summary = [b for b in re.findall(r'data-backend="([^"]+)"', summary) if b in backends]
+        assert list(dict.fromkeys(in_summary)) == list(dict.fromkeys(found)), (in_summary, found)
+        return list(dict.fromkeys(found))
+
+    assert columns(["zeta", "mid", "alpha"]) == ["candidate", "zeta", "mid", "alpha"]
+    assert columns(None) == ["candidate", "alpha", "mid", "zeta"]

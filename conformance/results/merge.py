@@ -350,6 +350,7 @@ def _merge_machines(run: dict[str, Any], runs: list[dict[str, Any]]) -> None:
             del run[name]
     counts = {r.get("cpu_count") for r in runs}
     run["cpu_count"] = counts.pop() if len(counts) == 1 else None
+    run["backends"] = list(dict.fromkeys(name for r in runs for name in r.get("backends") or ()))
     run["devices"] = {name: {"name": _joined(((r.get("devices") or {}).get(name) or {}).get("name") for r in runs),
                              "unavailable": info.get("unavailable")}
                       for name, info in (first.get("devices") or {}).items()}

@@ -100,7 +100,8 @@ def machine_fingerprint(run: dict) -> str:
 
 
 def run_metadata(*, devices: Iterable[str] = ("cpu",), options: dict | None = None, label: str | None = None,
-                 hypothesis_seed: Any = None, run_id: str | None = None) -> dict[str, Any]:
+                 hypothesis_seed: Any = None, run_id: str | None = None,
+                 backends: Iterable[str] = ()) -> dict[str, Any]:
     # torch and numpy when a run starts, not on import: the readers of results files (report, merge,
     # gate) import this module through conformance.results.store and never need them
     import torch
@@ -128,6 +129,7 @@ def run_metadata(*, devices: Iterable[str] = ("cpu",), options: dict | None = No
         "cpu_model": _cpu_model(),
         "cpu_count": os.cpu_count(),
         "devices": device_info(devices),
+        "backends": list(backends),  # the run's backends as the registry lists them: the report's column order
         "suite": {"version": __version__, **suite_git()},
         "hypothesis_seed": hypothesis_seed,
         "options": to_jsonable(options or {}),

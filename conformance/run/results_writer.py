@@ -72,7 +72,8 @@ class ResultsState:
         selection = self.config.stash.get(SELECTION, None)
         devices = selection.devices if selection is not None else ["cpu"]
         self.writer = ResultsWriter(self.path, run_metadata(
-            devices=devices, options=_options(self.config), label=self.config.getoption("conformance_label"),
+            devices=devices, backends=selection.backends if selection is not None else (),
+            options=_options(self.config), label=self.config.getoption("conformance_label"),
             hypothesis_seed=_hypothesis_seed(self.config), run_id=self.config.getoption("conformance_run_id")),
             companions=tuple(Path(p) for p in [getattr(self.config.option, "xmlpath", None)] if p))
         self.write()

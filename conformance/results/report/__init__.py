@@ -27,8 +27,8 @@ from typing import Iterable
 
 from conformance.core import outcomes
 from conformance.results.report.charts import speed_charts
-from conformance.results.report.common import (BACKEND_ORDER, DEVICE_ORDER, DTYPE_SHORT, ITEMS_LIMIT, LABEL_LIMIT,
-                                               TEXT_LIMIT, capped, http_url, run_tag)
+from conformance.results.report.common import (DEVICE_ORDER, DTYPE_SHORT, ITEMS_LIMIT, LABEL_LIMIT, TEXT_LIMIT,
+                                               backend_order, capped, http_url, run_tag)
 from conformance.results.report.diffs import MAX_DIFF_RUNS, diffs
 from conformance.results.report.heading import DEFAULT_TITLE, report_title, what_was_checked
 from conformance.results.report.items import divergence_of, entry, expected_vs_got, repro_command
@@ -38,8 +38,8 @@ from conformance.results.report.summary import SUMMARY_OUTCOMES, backend_op_summ
 from conformance.results.store import Results, ResultsError, check_output, now, write_output
 
 __all__ = [
-    "BACKEND_ORDER", "DEFAULT_TITLE", "DEVICE_ORDER", "DTYPE_SHORT", "ITEMS_LIMIT", "LABEL_LIMIT", "MAX_DIFF_RUNS",
-    "TEXT_LIMIT", "ReportBuild", "build_report", "capped", "divergence_of", "entry", "expected_vs_got", "http_url",
+    "DEFAULT_TITLE", "DEVICE_ORDER", "DTYPE_SHORT", "ITEMS_LIMIT", "LABEL_LIMIT", "MAX_DIFF_RUNS",
+    "TEXT_LIMIT", "ReportBuild", "backend_order", "build_report", "capped", "divergence_of", "entry", "expected_vs_got", "http_url",
     "load_for_report", "output_path", "repro_command", "report_problem", "report_title", "run_labels", "run_tag",
     "speed_charts", "what_was_checked",
 ]
@@ -100,7 +100,7 @@ def build_report(paths: Iterable[str | Path], out: str | Path, *, title: str | N
         css=package.joinpath("report.css").read_text("utf-8"), js=package.joinpath("report.js").read_text("utf-8"),
         data=data, runs=[capped(run_summary(r, labels[i], i)) for i, r in enumerate(runs)], labels=labels,
         problems=problems, outcomes=outcomes.ALL, default_pair=default_pair, **matrix(runs, labels, items, rows),
-        summary=backend_op_summary(items, labels), summary_outcomes=SUMMARY_OUTCOMES,
+        summary=backend_op_summary(items, labels, backend_order(runs)), summary_outcomes=SUMMARY_OUTCOMES,
         charts=speed_charts(runs, labels, speed_baseline), speed_baseline=speed_baseline,
         diffs=all_diffs, default_diff=default_diff, generated=now(), total_items=len(items),
     )

@@ -7,17 +7,17 @@ import html
 import math
 from typing import Any
 
-from conformance.results.report.common import DEVICE_ORDER, LABEL_LIMIT, backend_key, capped, fmt_seconds, order
+from conformance.results.report.common import DEVICE_ORDER, LABEL_LIMIT, backend_order, capped, fmt_seconds, order
 from conformance.results.store import Results
 
 
 def speed_charts(runs: list[Results], labels: list[str], baseline_backend: str) -> list[dict[str, Any]]:
     """One chart per benchmark instance x device x dtype: bars of median time relative to the baseline."""
-    charts = []
+    charts, backends = [], backend_order(runs)
     for (spec, case, device, dtype), group in _benchmark_groups(runs, baseline_backend).items():
         bars = []
         info = next((b[4] for b in group["bars"] if b[4]), None) or {}
-        for index, backend, median, outcome, _ in sorted(group["bars"], key=lambda b: (backend_key(b[1]), b[0])):
+        for index, backend, median, outcome, _ in sorted(group["bars"], key=lambda b: (order(b[1], backends), b[0])):
             base = group["baselines"].get(index)
             ratio = median / base if median and base else None
             ratio = ratio if ratio and math.isfinite(ratio) else None  # 1e300 / 1e-300 is no bar

@@ -10,9 +10,6 @@ from typing import Any, Iterable
 from conformance.core import outcomes
 from conformance.core.record import CANDIDATE, ItemRecord
 
-# the backend whose outputs are the user's own implementation's
-# the candidate first (the column a reader of a gate looks for), then stock torch's backends
-BACKEND_ORDER = (CANDIDATE, "coo", "masked", "dense", "reference", "kernel", "kernel-triton")
 DEVICE_ORDER = ("cpu", "cuda", "xla")
 DTYPE_SHORT = MappingProxyType({"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"})
 TEXT_LIMIT = 10_000  # characters of one message, value or name shown (the results file keeps it all)
@@ -44,8 +41,14 @@ def order(value: str | None, known: tuple[str, ...]) -> tuple:
     return (known.index(value), "") if value in known else (len(known), value or "")
 
 
-def backend_key(backend: str | None) -> tuple:
-    return order(backend, BACKEND_ORDER)
+def backend_order(runs: Iterable[Any]) -> tuple[str, ...]:
+    """The order of the report's backends: the candidate first (the column a reader of a gate looks
+    for), then each run's backends as its registry lists them (``run["backends"]``, written by the
+    plugin), the first run's first; a backend no run lists (an older file) goes last, by name."""
+    names = [CANDIDATE]
+    for results in runs:
+        names.extend(str(name) for name in results.run.get("backends") or () if name not in names)
+    return tuple(names)
 
 
 def run_tag(index: int) -> str:

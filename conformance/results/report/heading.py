@@ -4,8 +4,7 @@ checked; never one item's name, never a list of every backend."""
 from __future__ import annotations
 
 from conformance.core.record import CANDIDATE
-from conformance.results.report.common import (BACKEND_ORDER, DEVICE_ORDER, LABEL_LIMIT, capped,
-                                               order)
+from conformance.results.report.common import DEVICE_ORDER, LABEL_LIMIT, backend_order, capped, order
 from conformance.results.store import Results
 
 DEFAULT_TITLE = "Sparse & masked semantics: compatibility report"
@@ -14,7 +13,7 @@ NAMED_AT_MOST = 3  # ops or backends named in the heading; more are counted ("5 
 
 def _names(runs: list[Results], field: str) -> list[str]:
     found = {str(r.get(field)) for results in runs for r in results.records if r.get(field)}
-    known = {"backend": BACKEND_ORDER, "device": DEVICE_ORDER}.get(field, ())
+    known = {"backend": backend_order(runs), "device": DEVICE_ORDER}.get(field, ())
     return sorted(found, key=lambda v: order(v, known))
 
 

@@ -9,7 +9,7 @@ from collections import defaultdict
 from typing import Any
 
 from conformance.core.types import Outcome
-from conformance.results.report.common import (DEVICE_ORDER, DTYPE_SHORT, TOOLTIP_LIMIT, backend_key, capped,
+from conformance.results.report.common import (DEVICE_ORDER, DTYPE_SHORT, TOOLTIP_LIMIT, backend_order, capped,
                                                order, run_tag)
 from conformance.results.report.items import case_context, entry
 from conformance.results.store import Results, item_key
@@ -75,6 +75,7 @@ def matrix(runs: list[Results], labels: list[str], items: list[dict], rows: dict
         for column, indices in row["cells"].items():
             column_items[column].extend(indices)
     runs_in_column = {c: {items[i]["run"] for i in v} for c, v in column_items.items()}
+    backends = backend_order(runs)
     grouped: dict[str, list[dict]] = defaultdict(list)
     for row in rows.values():
         grouped[row["group"]].append(row)
@@ -82,7 +83,7 @@ def matrix(runs: list[Results], labels: list[str], items: list[dict], rows: dict
     for name, group_rows in grouped.items():
         ran = {c for row in group_rows for c, indices in row["cells"].items()
                if any(items[i]["outcome"] != Outcome.SKIPPED for i in indices)}
-        columns = sorted(ran, key=lambda c: (backend_key(c[0]), order(c[1], DEVICE_ORDER)))
+        columns = sorted(ran, key=lambda c: (order(c[0], backends), order(c[1], DEVICE_ORDER)))
         group_rows.sort(key=lambda r: (r["kind"] == "benchmark",))
         table = Table(columns, len(runs), labels, items, runs_in_column)
         groups.append({"name": name, "op": next((r["op"] for r in group_rows if r["op"]), None),

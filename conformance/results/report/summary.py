@@ -8,7 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 from conformance.core.types import Outcome
-from conformance.results.report.common import backend_key, counts, run_tag
+from conformance.results.report.common import counts, order, run_tag
 from conformance.results.store import Results
 
 # the outcomes a summary cell counts, in the order it shows them (every outcome)
@@ -40,10 +40,11 @@ SHORT = MappingProxyType({Outcome.PASSED: "pass", Outcome.FAILED: "fail", Outcom
 ALL_OPS = ""  # the op of a backend's total over every op
 
 
-def backend_op_summary(items: list[dict], labels: list[str]) -> dict[str, Any]:
-    """Per backend (and run, with two or more) x op: how many items passed, failed, xfailed, were
-    unsupported, ... -- a group of columns per op (its outcomes that occur), the backends' totals
-    over every op first; each count with what finds its rows (backend, op, outcome, run)."""
+def backend_op_summary(items: list[dict], labels: list[str], backends: tuple[str, ...]) -> dict[str, Any]:
+    """Per backend (in the order ``backends``, :func:`~conformance.results.report.common.backend_order`; and
+    run, with two or more) x op: how many items passed, failed, xfailed, were unsupported, ... -- a group
+    of columns per op (its outcomes that occur), the backends' totals over every op first; each count
+    with what finds its rows (backend, op, outcome, run)."""
     found: Counter = Counter()
     for it in items:
         for op in (ALL_OPS, it["op"] or "-"):
@@ -54,7 +55,7 @@ def backend_op_summary(items: list[dict], labels: list[str]) -> dict[str, Any]:
                             if any(n for (_, where, _, outcome), n in found.items() if where == op and outcome == o)]}
               for op in ops]
     rows = []
-    for backend in sorted({it["backend"] or "-" for it in items}, key=backend_key):
+    for backend in sorted({it["backend"] or "-" for it in items}, key=lambda b: order(b, backends)):
         for run in sorted({it["run"] for it in items}):
             if not any(found[(backend, ALL_OPS, run, o)] for o in SUMMARY_OUTCOMES):
                 continue  # this run did not run this backend

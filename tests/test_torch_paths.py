@@ -91,6 +91,25 @@ def test_the_twin_fails_for_a_foreach_step_with_a_slip(op, name):
         check_paths_agree(Trial(OPS[op], wrong, "cpu", "float64"), inputs)
 
 
+def test_foreach_on_cpu_is_held_to_the_for_loops_bits_where_its_torch_path_declares_it(monkeypatch):
+    """A foreach step one ulp off fails the twin on cpu (TorchPath.bit_exact_on), and passes it where the
+    record declares no bit-exact device (the agreement tolerance allows an ulp)."""
+    import dataclasses
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("paths_candidates", Path(__file__).parent / "candidates" / "paths.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    inputs = _inputs(DENSE, DENSE)
+    ulp_off = TorchPathBackend("foreach", {"adagrad": module.UlpForeachAdagrad}, name="ulp-foreach")
+    with pytest.raises(Mismatch, match="not bit-for-bit equal"):
+        check_paths_agree(Trial(OPS["adagrad"], ulp_off, "cpu", "float64"), inputs)
+    loose = tuple(dataclasses.replace(path, bit_exact_on=()) for path in OPS["adagrad"].torch_paths)
+    monkeypatch.setattr(OPS["adagrad"], "torch_paths", loose)
+    check_paths_agree(Trial(OPS["adagrad"], ulp_off, "cpu", "float64"), inputs)
+
+
 def test_fused_sgd_leaves_a_half_parameters_vectorized_entries_unmoved():
     """torch's fused SGD on cpu in float16 up to 2.13: a 16-entry parameter does not move (the registered
     divergence explains it); 15 entries move as the for-loop step moves them. torch 2.14 fixed it: there

@@ -273,8 +273,8 @@ def is_torch_path(backend: Backend) -> bool:
 def check_paths_agree(trial: Trial, inputs: OptimizerInputs) -> None:
     """The differential twin of one of torch's code paths: the path (the trial's backend: foreach,
     fused) and torch's for-loop step of the same optimizer, on the same inputs, give the same outputs
-    -- bit for bit for foreach in float32/float64 on cpu (the same arithmetic, tensor by tensor), else
-    within the agreement tolerance (:func:`conformance.core.tolerances.agreement`: another order of
+    -- bit for bit in float32/float64 on the devices the op's TorchPath declares (``bit_exact_on``:
+    foreach on cpu, the same arithmetic tensor by tensor), else within the agreement tolerance (:func:`conformance.core.tolerances.agreement`: another order of
     the same arithmetic). A path torch does not run on these inputs is Unsupported (torch's reason).
     Where they differ and a registered divergence of the path applies (stock torch's rounding of its
     intermediates), the difference is that divergence when the path's outputs still agree with the
@@ -296,7 +296,8 @@ def check_paths_agree(trial: Trial, inputs: OptimizerInputs) -> None:
         missing = [name for name in names if name not in got]
         if missing:
             raise Mismatch(f"torch's {path} step did not produce {', '.join(missing)}")
-        if path == "foreach" and trial.device == "cpu" and trial.dtype not in HALF_DTYPES:
+        declared = op.torch_path(path)
+        if declared is not None and trial.device in declared.bit_exact_on and trial.dtype not in HALF_DTYPES:
             for name in names:
                 assert_bits_equal(name, got[name], want[name], None, against=against)
         else:

@@ -81,6 +81,9 @@ class TorchPath:
     keywords: Mapping[str, Any] = field(default_factory=dict)
     function: Callable[..., Any] | None = None  # another op: the function torch.compile compiles
     on_sparse: str | None = None  # what the path does with a sparse gradient: FOR_LOOP, REFUSES, None (runs it)
+    # devices where it matches the for-loop step bit for bit in float32/float64 (the same arithmetic, tensor
+    # by tensor: foreach on cpu); elsewhere within the agreement tolerance (another order of the arithmetic)
+    bit_exact_on: tuple[str, ...] = ()
 
 
 class Op:

@@ -30,3 +30,17 @@ class SlipForeachSGD(torch.optim.SGD):
     """torch.optim.SGD, whose foreach step (foreach=True) uses lr * 1.01."""
 
     step = _slipped_step(torch.optim.SGD)
+
+
+class UlpForeachAdagrad(torch.optim.Adagrad):
+    """torch.optim.Adagrad, whose foreach step (foreach=True) leaves each parameter one ulp up: within the
+    agreement tolerance, but not the for-loop step's bits (what foreach on cpu declares, ``bit_exact_on``)."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = super().step(closure)
+        for group in self.param_groups:
+            if group.get("foreach"):
+                for param in group["params"]:
+                    param.copy_(torch.nextafter(param, torch.full_like(param, float("inf"))))
+        return loss

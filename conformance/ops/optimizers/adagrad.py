@@ -114,7 +114,7 @@ class Adagrad(OptimizerOp):
     # _multi_tensor_adagrad hands a device's tensors to _single_tensor_adagrad (FOR_LOOP) and _fused_adagrad
     # raises RuntimeError (REFUSES). COMPILED: torch's for-loop step under torch.compile, against the same
     # step run eagerly; Dynamo does not trace a sparse gradient (a graph break: the step runs eagerly)
-    torch_paths = (TorchPath(FOREACH, {"foreach": True}, on_sparse=FOR_LOOP),
+    torch_paths = (TorchPath(FOREACH, {"foreach": True}, on_sparse=FOR_LOOP, bit_exact_on=("cpu",)),
                    TorchPath(FUSED, {"fused": True}, on_sparse=REFUSES),
                    TorchPath(COMPILED, {"foreach": False}))
     torch_for_loop = {"foreach": False, "fused": False}  # the keywords of the for-loop step, the twins' other half

@@ -220,7 +220,7 @@ class SGD(OptimizerOp):
     # the update into the parameter tensor by tensor; _fused_sgd raises RuntimeError (REFUSES). COMPILED:
     # torch's for-loop step under torch.compile, against the same step run eagerly; Dynamo does not trace a
     # sparse gradient (a graph break: the step runs eagerly)
-    torch_paths = (TorchPath(FOREACH, {"foreach": True}),
+    torch_paths = (TorchPath(FOREACH, {"foreach": True}, bit_exact_on=("cpu",)),
                    TorchPath(FUSED, {"fused": True}, on_sparse=REFUSES),
                    TorchPath(COMPILED, {"foreach": False}))
     torch_for_loop = {"foreach": False, "fused": False}  # the keywords of the for-loop step, the twins' other half

@@ -227,26 +227,15 @@ def test_a_masked_tensor_adagrad_updating_every_entry_is_named():
 
 
 def test_the_mask_is_the_gradients_indices_not_its_nonzero_values():
-    # an explicit zero in the sparse gradient is a specified entry: with eps = 0 and a fresh accumulator torch, the
-    # reference and MaskedTensorAdagrad all write 0/0 = NaN there. The tutorial's own mask, grad.to_dense() != 0,
-    # leaves that entry alone: a difference no spec case or property of the suite draws (at check's defaults such
-    # a candidate passes), pinned here by hand
-    import numpy as np
-
-    from conformance.core.tensors import CooArray
-    from conformance.core.types import RunContext
-    from conformance.ops import OPS
-    from conformance.ops.optimizers import OptimizerInputs
-    from tests.candidates.masked_tensor_adagrad import MaskedTensorAdagrad
-
-    op = OPS["adagrad"]
-    inputs = OptimizerInputs(np.array([1.0, 2.0]), [CooArray(np.array([[0]]), np.array([0.0]), (2,))],
-                             {"lr": 0.1, "eps": 0.0})
-    expected = op.reference(inputs)["param"]
-    assert np.isnan(expected[0]) and expected[1] == 2.0
-    for candidate in (MaskedTensorAdagrad, torch.optim.Adagrad):
-        got = op.run_candidate(candidate, inputs, RunContext("cpu", torch.float64))["param"].numpy()
-        assert np.isnan(got[0]) and got[1] == 2.0, (candidate.__name__, got)
+    # an explicit zero in the sparse gradient is a specified entry (specs/adagrad.yaml's
+    # explicit-zero-is-a-specified-entry: with eps = 0 and a fresh accumulator, 0 / 0 = NaN there, as in torch):
+    # the tutorial's index mask passes it, a mask by value (grad != 0, the tutorial's example) fails it
+    select = ("--conformance-dtype", "float32,float64", "-k", "explicit-zero-is-a-specified-entry")
+    code, records = adagrad_records("MaskedTensorAdagrad", *select)
+    assert code == 0 and len(records) == 2 and {r["outcome"] for r in records} == {"passed"}, records
+    code, records = adagrad_records("ValueMaskMaskedTensorAdagrad", *select)
+    assert code == 1 and len(records) == 2 and {r["outcome"] for r in records} == {"failed"}, records
+    assert all("param" in r["message"] and "nan" in r["message"].lower() for r in records), records
 
 
 @pytest.mark.slow  # three `conformance check` runs in child processes, from a folder outside the clone (93 s)

@@ -128,3 +128,14 @@ class UnmaskedStdMaskedTensorAdagrad(MaskedTensorAdagrad):
         state_sum.add_(masked_grad.pow(2).to_tensor(0))
         std = state_sum.sqrt().add(eps)
         p.add_(masked_grad.to_tensor(0) / std, alpha=-clr)
+
+
+class ValueMaskMaskedTensorAdagrad(MaskedTensorAdagrad):
+    """WRONG: masks by value, ``grad.to_dense() != 0``, as the tutorial's example builds its mask: an
+    explicit zero of the gradient is a specified entry, which this leaves alone (specs/adagrad.yaml's
+    ``explicit-zero-is-a-specified-entry``: with eps = 0 torch writes 0 / 0 = NaN there)."""
+
+    @staticmethod
+    def _sparse_update(p, state_sum, masked_grad, clr, eps):
+        dense = masked_grad.get_data()
+        MaskedTensorAdagrad._sparse_update(p, state_sum, masked_tensor(dense, dense != 0), clr, eps)

@@ -100,6 +100,7 @@ class Record(TypedDict, total=False):
     hypothesis_database: str | None
     budget_reached: str
     saved_example: str
+    examples_capped: str  # fewer drawn examples than the run's count, and why (Backend.emulated_examples)
     narrowed: Any
     improvements: Any
     known_divergences: dict[str, int]  # a divergence's key -> examples that matched its model

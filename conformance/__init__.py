@@ -16,7 +16,7 @@ def __getattr__(name: str):
     its command line (and reports a usage error) before torch, which ``conformance.core.types`` imports,
     is loaded."""
     if name == "Unsupported":
-        from conformance.core.types import Unsupported
+        from conformance.core.types import Unsupported  # lazy: it imports torch (see above)
 
         return Unsupported
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

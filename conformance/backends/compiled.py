@@ -42,15 +42,21 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import numpy as np
+import torch
 
 from conformance.backends.base import COMPILED_AGREES
 from conformance.backends.torch_paths import TorchPathBackend, keywords_text
 from conformance.ops.base import COMPILED, TorchPath
 from conformance.ops import OPS
 from conformance.core.divergences import STOCK_TORCH, PathDivergence, register
+from conformance.core.dtypes import info
 from conformance.core.record import COMPILES, INDUCTOR, compiles
 from conformance.core.tensors import CooArray
 from conformance.core.types import RunContext, Unsupported
+
+# torch._dynamo and torch._inductor are imported in the functions that use them, never here: they import
+# triton (seconds), which must not be imported before conformance.backends.kernel sets TRITON_INTERPRET
+# (its Triton kernels would not run on cpu), and builtin_backends() imports this module in every run
 
 COUNTS_KEY = COMPILES  # the record's compile counts (conformance.core.record.Compiles, compiler INDUCTOR)
 COMPILER = INDUCTOR  # what compiled them: torch.compile's default backend
@@ -91,8 +97,6 @@ def _eager_step(optimizer) -> Any:
 def compiled_step():
     """The process's one compiled step function: ``optimizer -> optimizer.eager_step()`` (torch's
     step of the optimizer's class) under ``torch.compile(dynamic=True)`` with Inductor."""
-    import torch
-
     _import_inductor()
     return torch.compile(_eager_step, dynamic=True)
 
@@ -107,7 +111,7 @@ def _import_inductor() -> None:
 
 
 def _counters() -> tuple[int, int, int]:
-    from torch._dynamo.utils import counters
+    from torch._dynamo.utils import counters  # lazy: imports triton (see the imports above)
 
     return (counters["stats"]["unique_graphs"], sum(counters["graph_break"].values()), counters["frames"]["total"])
 
@@ -115,7 +119,7 @@ def _counters() -> tuple[int, int, int]:
 def _reasons() -> dict[str, int]:
     """Dynamo's reasons so far for a graph break (``graph_break``) or a frame it would not trace
     (``unimplemented``, e.g. a sparse tensor input), with how often each was given."""
-    from torch._dynamo.utils import counters
+    from torch._dynamo.utils import counters  # lazy: imports triton (see the imports above)
 
     return {**counters["graph_break"], **counters["unimplemented"]}
 
@@ -142,16 +146,13 @@ def sparse_unsupported(name: str) -> Unsupported:
 def compiled_class(torch_class: type, keywords: Mapping[str, Any], log: StepLog) -> type:
     """``torch_class`` constructed with ``keywords``, whose ``step()`` runs under torch.compile (what
     Dynamo did on each step counted in ``log``)."""
-    import torch  # not torch._dynamo or torch._inductor: they import triton, which must not be imported before
-    # conformance.backends.kernel sets TRITON_INTERPRET (its Triton kernels would not run on cpu); the step imports them
-
     name = f"torch.compile({torch_class.__name__}({keywords_text(keywords)}).step)"
 
     class TorchCompiled(torch_class):  # type: ignore[misc, valid-type]
         torch_path = COMPILED
 
         def __init__(self, params, *args: Any, **kwargs: Any):
-            import torch._dynamo
+            import torch._dynamo  # lazy: imports triton (see the imports above)
 
             super().__init__(params, *args, **{**kwargs, **keywords})  # torch's own errors first (its validation)
             if log.sparse_steps:  # a later step is sparse: said before the dense steps compile in vain
@@ -208,6 +209,7 @@ def _compiling_here():
     """Inductor compiles in this process (compile_threads=1: not in a pool of workers it starts first,
     about 5 s of every process's first compile on 2 cores); past ``recompile_limit`` an error, never a
     silent eager run."""
+    # lazy: they import triton (see the imports above)
     import torch._dynamo
     import torch._inductor.config
 
@@ -220,8 +222,7 @@ def compiled_function(op: str, function: Callable, calls: list[dict[str, int]]) 
     """``function`` (the record ``op``'s declared one) under ``torch.compile(dynamic=True)``, from an
     empty Dynamo cache; each call's counts are appended to ``calls``. A call that compiled no graph
     (Dynamo skipped the frame, and the call ran eagerly) is Unsupported with Dynamo's reason."""
-    import torch
-    import torch._dynamo
+    import torch._dynamo  # lazy: imports triton (see the imports above)
 
     name = f"torch.compile({getattr(function, '__name__', repr(function))}, dynamic=True)"
     torch._dynamo.reset()  # this item's graphs only: its counts do not depend on the items before it
@@ -296,8 +297,6 @@ class CompiledBackend(TorchPathBackend):
     def _refuse(self, ctx: RunContext, dtypes: tuple[str, ...] | None, what: str = "steps") -> None:
         """Unsupported on a device Inductor generates no code for, or a dtype this backend does not compile
         (``dtypes``, None: every dtype) ``what`` in."""
-        from conformance.core.dtypes import info
-
         if ctx.device not in INDUCTOR_DEVICES:
             raise Unsupported(f"torch.compile's default backend (Inductor) generates code for "
                               f"{' and '.join(INDUCTOR_DEVICES)}, not {ctx.device} (torch_xla compiles through "

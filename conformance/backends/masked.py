@@ -9,6 +9,7 @@ from __future__ import annotations
 import warnings
 
 import torch
+from torch.masked import masked_tensor
 
 from conformance.core.types import RunContext, Unsupported
 from conformance.backends.base import Backend
@@ -21,8 +22,6 @@ from conformance.core.tensors import CooArray, to_torch
 
 def masked(data: torch.Tensor, mask: torch.Tensor, requires_grad: bool = False):
     """``masked_tensor(data, mask)``; a dtype MaskedTensor rejects becomes Unsupported."""
-    from torch.masked import masked_tensor
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # MaskedTensor's prototype warning
         try:

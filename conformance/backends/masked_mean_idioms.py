@@ -45,6 +45,7 @@ from conformance.backends.base import Backend
 from conformance.ops.masked_mean import MaskedMeanInputs, masked_mean_reference
 from conformance.ops.masked_mean_compiles import run_series
 from conformance.core.tensors import to_torch
+from conformance.core import xla_support
 from conformance.core.divergences import Divergence, register
 
 Approach = Callable[[torch.Tensor, torch.Tensor], "tuple[torch.Tensor, torch.Tensor]"]
@@ -173,8 +174,6 @@ def run_approach(name: str, values: torch.Tensor, mask: torch.Tensor,
     On XLA the whole forward+backward is one lazy graph, executed by a single
     sync before the results are copied back.
     """
-    from conformance.core import xla_support
-
     info = APPROACHES[name]
     device = torch.device(device)
     v = values.to(device)
@@ -268,8 +267,6 @@ def compile_experiment(name: str, masks: list[torch.Tensor], values: torch.Tenso
     Values are fresh per run (same shape, different data) so that only the
     mask's structure - not constant folding of data - could change the graph.
     """
-    from conformance.core import xla_support
-
     device = torch.device(device) if device is not None else xla_support.xla_device()
 
     compiles, samples, counts, seconds = [], [], [], []
@@ -359,8 +356,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shape", type=int, nargs="+", default=[64, 64])
     ap.add_argument("--approach", help="run just this one, in this process")
     args = ap.parse_args(argv)
-    from conformance.core import xla_support
-
     if args.approach:
         masks = distinct_count_masks(tuple(args.shape), args.masks, seed=0)
         values = torch.randn(*args.shape, generator=torch.Generator().manual_seed(1))

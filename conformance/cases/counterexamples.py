@@ -27,10 +27,14 @@ import yaml
 
 from conformance.backends.base import Backend
 from conformance.backends.reference import GOLDEN_SOURCE
+from conformance.cases.reproduce import encode_example
 from conformance.cases.trial import DivergenceObserved, Property, Trial, safe_name
 from conformance.core import tolerances
+from conformance.core.types import Unsupported
 from conformance.ops import OPS
+from conformance.judging.runner import run_item
 from conformance.judging.verdict import first_line
+from conformance.specs.load import load_spec, nonfinite_values
 
 if TYPE_CHECKING:  # annotations only: records are found in the OPS registry
     from conformance.ops.base import Op
@@ -224,8 +228,6 @@ def build_spec(prop: Property, backend: Backend, device: str, dtype: str, exampl
             tolerance = tolerances.widest(tolerances.generated(op, inputs, dtype, reference))
             case["tolerance"] = {"rtol": float(f"{tolerance.rtol:.3g}"), "atol": float(f"{tolerance.atol:.3g}")}
             case["expected"] = op.encode_expected(reference)
-            from conformance.specs.load import nonfinite_values
-
             if any(nonfinite_values(case["expected"], ())):  # e.g. masked_mean with no valid entry: NaN
                 case["nonfinite"] = True
         if divergences:
@@ -247,9 +249,6 @@ def write_counterexample(directory: Path, prop: Property, backend: Backend, devi
                          others: dict[str, Backend] | None = None) -> Counterexample:
     """Write ``<property>-<backend>-<device>-<dtype>-<hash>.yaml`` and ``.py``; load the spec back
     and run each case through the suite's runner on the failing backend."""
-    from conformance.judging.runner import run_item
-    from conformance.specs.load import load_spec
-
     # a file candidate named by absolute path, so the script's and the spec's commands work from anywhere
     impl_target, replay = _absolute_impl(impl_target), _absolute_impls(replay)
     deadline = time.monotonic() + NOTES_BUDGET
@@ -327,9 +326,6 @@ def _other_backends_on(spec, others: dict[str, Backend], exclude: str, dtype: st
     """Built-in backends the committed spec would flag (beyond its known divergences): worth
     knowing before committing it -- e.g. the runner's reference cross-check uses the dtype's
     default tolerance scaled by the op, not the case's tolerance."""
-    from conformance.core.types import Unsupported
-    from conformance.judging.runner import run_item
-
     notes, untried = [], []
     for name, other in others.items():
         if name == exclude or other.is_oracle or not other.runs_on("cpu") or not other.implements(spec.op.name):
@@ -372,8 +368,6 @@ def _docstring_safe(text: str) -> str:
 def render_script(prop: Property, backend: Backend, device: str, dtype: str, document: dict, example: Any, *,
                   impl_target: str | None, replay: str, spec_name: str, run_as: str | None = None) -> str:
     """The counterexample script; ``run_as`` is its path as the user runs it (default: ``spec_name``'s .py)."""
-    from conformance.cases.reproduce import encode_example
-
     shown = "\n".join(to_yaml({"case": case["id"], "inputs": case["inputs"]}) for case in document["cases"])
     return _SCRIPT.get_template("script.py.j2").render(
         prop_id=prop.id, summary=prop.summary, backend=backend.name, device=device, dtype=dtype,

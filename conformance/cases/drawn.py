@@ -10,6 +10,8 @@ import pickle
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hypothesis import Phase
+
 if TYPE_CHECKING:  # annotations only
     from conformance.cases.trial import Property
 
@@ -47,8 +49,6 @@ class DrawnExamples:
     @staticmethod
     def key(prop: Property, dtype: str, settings, base_seed: int, narrowed: frozenset = frozenset()) -> tuple | None:
         """The runs a replay stands for, or None where Hypothesis's search is not deterministic."""
-        from hypothesis import Phase
-
         phases = set(settings.phases)
         if settings.database is not None or Phase.reuse in phases or Phase.target in phases \
                 or Phase.generate not in phases:

@@ -21,6 +21,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from conformance.backends import builtin_backends
+from conformance.backends.candidate import CandidateBackend, CandidateError, load_object
+from conformance.core.record import CANDIDATE
+from conformance.core.target import CandidateTarget, TargetError
+from conformance.core.types import Unsupported
+
 PASSES, FAILS, UNSUPPORTED, CANNOT_LOAD = 0, 1, 3, 4
 
 
@@ -37,13 +43,9 @@ def decode_example(text: str) -> Any:
 def main(*, property_id: str, backend: str, device: str, dtype: str, impl: str | None, example: str,
          root: str) -> int:
     """Judge the script's example on the implementation it failed; print the verdict; its exit status."""
-    from conformance.backends import builtin_backends
-    from conformance.backends.candidate import CandidateBackend, CandidateError, load_object
+    # lazy: at module level the package would stand on 8 levels (tests/test_layout.py)
     from conformance.cases.properties import PROPERTIES
     from conformance.cases.search import judge_example
-    from conformance.core.record import CANDIDATE
-    from conformance.core.target import CandidateTarget, TargetError
-    from conformance.core.types import Unsupported
 
     prop = next((p for p in PROPERTIES if p.id == property_id), None)
     if prop is None:

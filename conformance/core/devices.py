@@ -33,18 +33,21 @@ def _probe_cuda() -> str | None:
 
 
 def _probe_xla() -> str | None:
+    # lazy: at module level the package would stand on 7 levels (tests/test_layout.py)
     from conformance.core.xla_support import xla_unavailable_reason
 
     return xla_unavailable_reason()
 
 
 def _make_xla() -> torch.device:
+    # lazy: at module level the package would stand on 7 levels (tests/test_layout.py)
     from conformance.core.xla_support import xla_device
 
     return xla_device()
 
 
 def _measure_xla(record: dict[str, Any]) -> ContextManager[Any]:
+    # lazy: at module level the package would stand on 7 levels (tests/test_layout.py)
     from conformance.core.xla_support import record_compiles
 
     return record_compiles(record)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Iterable
 
+import torch
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
@@ -131,8 +132,6 @@ def torch_release(version: str | None = None) -> Version:
     """A torch version's release, its local label dropped ("2.13.0+cpu" -> 2.13.0); None: the running
     torch's."""
     if version is None:
-        import torch
-
         version = str(torch.__version__)
     return Version(version.split("+")[0])
 

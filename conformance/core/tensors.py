@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.masked import MaskedTensor
 
 from conformance.core.dtypes import info, torch_dtype  # noqa: F401 - torch_dtype re-exported
 
@@ -200,10 +201,6 @@ def not_plain_tensor(value: Any, layout: torch.layout = torch.strided) -> str | 
 
 
 def is_masked_tensor(value: Any) -> bool:
-    try:
-        from torch.masked import MaskedTensor
-    except ImportError:  # pragma: no cover - torch without torch.masked
-        return False
     return isinstance(value, MaskedTensor)
 
 

@@ -147,7 +147,7 @@ class RunContext:
 
     @property
     def torch_device(self) -> torch.device:
-        from conformance.core.devices import torch_device
+        from conformance.core.devices import torch_device  # lazy: types stays on the lowest level (see the imports)
 
         return torch_device(self.device)
 

@@ -48,11 +48,11 @@ def xla_available() -> bool:
 
 
 def _device() -> torch.device:
-    import torch_xla
+    import torch_xla  # optional dependency
 
     if hasattr(torch_xla, "device"):  # torch_xla >= 2.7
         return torch_xla.device()
-    import torch_xla.core.xla_model as xm
+    import torch_xla.core.xla_model as xm  # optional dependency
 
     return xm.xla_device()
 
@@ -67,19 +67,19 @@ def xla_device() -> torch.device:
 
 def xla_hardware() -> str:
     """The PJRT hardware type behind the XLA device, e.g. ``CPU`` or ``TPU``."""
-    import torch_xla.runtime as xr
+    import torch_xla.runtime as xr  # optional dependency
 
     return xr.device_type()
 
 
 def sync() -> None:
     """Cut the lazy graph and execute it (``torch_xla.sync``, formerly ``mark_step``)."""
-    import torch_xla
+    import torch_xla  # optional dependency
 
     if hasattr(torch_xla, "sync"):
         torch_xla.sync()
     else:
-        import torch_xla.core.xla_model as xm
+        import torch_xla.core.xla_model as xm  # optional dependency
 
         xm.mark_step()
 
@@ -107,7 +107,7 @@ class CompileCount:
 
 
 def _snapshot() -> tuple[int, int, int]:
-    import torch_xla.debug.metrics as met
+    import torch_xla.debug.metrics as met  # optional dependency
 
     data = met.metric_data("CompileTime")
     samples = int(data[0]) if data else 0

@@ -16,6 +16,7 @@ from conformance.core.arguments import MAX_EXAMPLES, examples_count, whole_numbe
 from conformance.core.target import CandidateTarget, TargetError, parse_targets
 from conformance.entry_points import reproducers
 from conformance.entry_points.check_verdict import USAGE
+from conformance.results.store import _complete_run_id, output_problem, previous_path, set_aside
 
 PROBE_TIMEOUT = 120.0  # seconds the candidate's import may take (--import-timeout)
 
@@ -46,7 +47,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None, *, func: Callabl
     format_help = parser.format_help
 
     def help_with_the_op_names() -> str:
-        from conformance.ops import OPS
+        from conformance.ops import OPS  # lazy: the op records import torch (see build_parser)
 
         impl.help = IMPL_HELP.format(ops=", ".join(OPS)) + ". What each op's candidate must be: " + "; ".join(
             f"{name}: {op.candidate_contract}" for name, op in OPS.items())
@@ -154,7 +155,7 @@ def _validate(impls: list[str]) -> list[CandidateTarget]:
         raise UsageError(str(exc)) from None
     declared = declared_op_names()
     if declared is None:
-        from conformance.ops import OPS
+        from conformance.ops import OPS  # lazy: the op records import torch (see the module docstring)
 
         declared = set(OPS)
     for target in targets:
@@ -168,8 +169,6 @@ def _validate(impls: list[str]) -> list[CandidateTarget]:
 def _check_outputs(report: Path, markdown: str | None) -> None:
     """--report and --markdown: files check may write (never a device, a folder, or a file that is
     not one of this suite's reports; --markdown is appended to, so any regular file)."""
-    from conformance.results.store import output_problem
-
     for option, path, kind in (("--report", report, "report"), ("--markdown", markdown, "append")):
         problem = path and output_problem(path, kind)
         if problem:
@@ -187,8 +186,6 @@ def _set_aside(results: Path, report: Path, counterexamples: Path | None = None)
     """Move the previous check's results and report out of the way (to .previous/ beside them; an
     incomplete run's results are removed), and its counterexample scripts to .previous/ in their
     folder (conformance.entry_points.reproducers); what was moved, one line each, to be said."""
-    from conformance.results.store import _complete_run_id, output_problem, previous_path, set_aside
-
     problem = output_problem(results, "results")
     if problem:
         raise UsageError(f"--results {results}: {problem}")

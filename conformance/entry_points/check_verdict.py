@@ -122,7 +122,7 @@ def _nothing_ran(verdict: Verdict, counts: Counter, candidate: list[ItemRecord])
 
 def _is_stock_torch(record: ItemRecord) -> bool:
     """Whether ``record`` is an item of stock torch's own backend for its op (Op.stock_backend)."""
-    from conformance.ops import OPS
+    from conformance.ops import OPS  # lazy: the op records import torch; check imports this module
 
     op = OPS.get(str(record.get("op")))
     return op is not None and bool(record.get("backend")) and record.get("backend") == op.stock_backend
@@ -146,6 +146,7 @@ def _crash_reason(record: ItemRecord) -> str:
 
 
 def _load(path: Path) -> tuple[dict | None, str | None]:
+    # lazy: at module level the package would stand on 7 levels (tests/test_layout.py)
     from conformance.results.store import ResultsError, load_results
 
     if not path.exists():

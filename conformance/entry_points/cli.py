@@ -26,10 +26,12 @@ import sys
 from conformance.entry_points import replay
 from conformance.results import gate as gate_module
 from conformance.results.merge import DESCRIPTION as merge_description
+from conformance.results.merge import MergeError, write_merged
+from conformance.results.store import ResultsError, load_results, output_problem, results_schema, write_output
 
 
 def _report(args: argparse.Namespace) -> int:
-    from conformance.results.report import build_report
+    from conformance.results.report import build_report  # lazy: the report's modules import torch
 
     try:
         build = build_report(args.results, args.output, title=args.title, speed_baseline=args.speed_baseline)
@@ -48,7 +50,7 @@ def _report(args: argparse.Namespace) -> int:
 
 def _scope(args: argparse.Namespace):
     """(ops or None, note) from --changed-files / --base-ref, or (None, None) when neither is given."""
-    from conformance.results.selection import changed_files_from_git, read_changed_files
+    from conformance.results.selection import changed_files_from_git, read_changed_files  # lazy: yaml, see _gate
 
     files: list[str] | None = None
     if args.changed_files:
@@ -62,8 +64,7 @@ def _scope(args: argparse.Namespace):
 
 def _gate(args: argparse.Namespace) -> int:
     """Exit 0/1 as the gate judges; 2, one line and no traceback, for anything it cannot compare."""
-    from conformance.results.store import ResultsError, load_results, output_problem
-    from conformance.results.selection import SelectionError
+    from conformance.results.selection import SelectionError  # lazy: it imports yaml (~35 ms), for gate and select only
 
     problem = args.markdown and output_problem(args.markdown, "append")
     if problem:  # before anything is compared, so that no verdict goes unrecorded
@@ -103,8 +104,6 @@ def _write_markdown(path: str | None, text: str, code: int) -> int:
     ``code``, or 2 when a passing gate's summary could not be written."""
     if not path:
         return code
-    from conformance.results.store import write_output
-
     try:
         write_output(path, gate_module.markdown(text), "append")
     except OSError as exc:
@@ -115,6 +114,7 @@ def _write_markdown(path: str | None, text: str, code: int) -> int:
 
 
 def _select(args: argparse.Namespace) -> int:
+    # lazy: yaml (see _gate)
     from conformance.results.selection import (SelectionError, changed_files_from_git, load_rules, pytest_args,
                                        read_changed_files, select_ops)
 
@@ -142,8 +142,6 @@ def _select(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from conformance.results.merge import MergeError, write_merged
-
     try:
         merged = write_merged(args.results, args.output)
     except MergeError as exc:
@@ -163,11 +161,9 @@ def _merge(args: argparse.Namespace) -> int:
 
 def _schema(args: argparse.Namespace) -> int:
     if args.which == "results":
-        from conformance.results.store import results_schema
-
         print(json.dumps(results_schema(), indent=2))
     else:
-        from conformance.specs.load import spec_schema
+        from conformance.specs.load import spec_schema  # lazy: the spec loader imports torch and the op records
 
         print(json.dumps(spec_schema(), indent=2))
     return 0

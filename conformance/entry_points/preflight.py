@@ -24,6 +24,8 @@ import inspect
 import sys
 from typing import Any
 
+from conformance.core.target import TargetError, parse_targets
+
 
 def _devices(text: str) -> list[str]:
     return [part.strip() for part in str(text).split(",") if part.strip()]
@@ -42,6 +44,7 @@ def early_device_problem(devices: str) -> str | None:
 def device_problem(devices: str) -> str | None:
     """What is wrong with ``--device`` in this process, with torch imported: an unknown name, ``cuda``
     without CUDA, ``xla`` without torch_xla."""
+    # lazy: torch and the op records load in the probe's child process, not in check's (the module docstring)
     import torch
 
     from conformance.core.devices import DEVICES
@@ -65,13 +68,13 @@ def _name(obj: Any) -> str:
 
 
 def _is_optimizer_class(obj: Any) -> bool:
-    import torch
+    import torch  # lazy: see device_problem
 
     return isinstance(obj, type) and issubclass(obj, torch.optim.Optimizer)
 
 
 def _ops_where(optimizer: bool) -> str:
-    from conformance.ops import OPS
+    from conformance.ops import OPS  # lazy: see device_problem
 
     return ", ".join(name for name, op in OPS.items() if op.is_optimizer == optimizer)
 
@@ -80,7 +83,7 @@ def kind_problem(op_name: str, obj: Any) -> str | None:
     """Why ``obj`` is the wrong kind of thing for ``op_name`` (an optimizer op needs a class whose
     instances step; a functional op a callable that is not an optimizer class), or None. The op
     record's own :meth:`~conformance.ops.base.Op.candidate_problem` comes after this."""
-    from conformance.ops import OPS
+    from conformance.ops import OPS  # lazy: see device_problem
 
     op = OPS[op_name]
     if op.is_optimizer:
@@ -105,7 +108,7 @@ def constructor_problem(op_name: str, cls: Any) -> str | None:
     """Why the op cannot construct ``cls`` as it does, ``cls(params, **hyperparameters)`` with
     hyperparameters among the op's (torch's constructor's keywords), or None: a required argument
     beyond the parameters and those, or no positional argument for the parameters."""
-    from conformance.ops import OPS
+    from conformance.ops import OPS  # lazy: see device_problem
 
     op = OPS[op_name]
     if not op.is_optimizer or not isinstance(cls, type):
@@ -137,6 +140,7 @@ def constructor_problem(op_name: str, cls: Any) -> str | None:
 def candidate_problems(targets: list[Any]) -> str | None:
     """Each target imported and checked (its kind, its op record's contract, its constructor): the
     first problem, as one line naming the target and what its op expects, or None."""
+    # lazy: see device_problem
     from conformance.backends.candidate import CandidateError, load_object
     from conformance.ops import OPS
 
@@ -155,14 +159,12 @@ def candidate_problems(targets: list[Any]) -> str | None:
 def probe(devices: str, texts: list[str], *, ok: str, usage: int) -> int:
     """The child process's part of check (``PROBE``): the device, then each candidate. Prints ``ok``
     when all is well (status 0), else ``conformance check: <the problem>`` on stderr (status ``usage``)."""
-    from conformance.core.target import TargetError, parse_targets
-
     try:
         targets = parse_targets(texts)
     except TargetError as exc:
         problem: str | None = str(exc)
     else:
-        from conformance.ops import OPS
+        from conformance.ops import OPS  # lazy: see device_problem
 
         unknown = [t for t in targets if t.op not in OPS]
         problem = (f"{str(unknown[0])!r}: unknown op {unknown[0].op!r}; known ops: {', '.join(sorted(OPS))}"

@@ -57,7 +57,7 @@ def replay_args(item: ItemId, *, impls: Iterable[str] = (), seed: int | None = N
     if item.generated:
         # the spec files under the specs root are not this item: leave them unread
         command += ["--ignore-glob", str(item.path / "*.yaml"), "--ignore-glob", str(item.path / "*.yml")]
-        from conformance.cases.properties import PROPERTIES
+        from conformance.cases.properties import PROPERTIES  # lazy: it imports torch; cli imports this module
 
         op = next((prop.op for prop in PROPERTIES if prop.id == item.case), None)
         if op is None:
@@ -165,7 +165,7 @@ def kept_examples(item: ItemId, given: str | None, folders: list[str]) -> Path:
     when it holds one for the item, else the first ``reports/counterexamples`` in a file candidate's folder
     or a folder above it that holds one (the run's directory, for a replay command run from elsewhere),
     else ``./reports/counterexamples``."""
-    from conformance.cases.counterexamples import failing_example_path
+    from conformance.cases.counterexamples import failing_example_path  # lazy: torch; cli imports this module
 
     if given:
         return Path(given).absolute()
@@ -186,7 +186,7 @@ NOT_REPRODUCED = 6  # a generated item's search ran out of time before it could 
 def _judged(item: ItemId, code: int, results: Path, kept: Path) -> int:
     """A generated item's exit status: pytest's, except that a search cut short by its time budget,
     with no saved failing example still failing, is "not reproduced" (6), never a pass."""
-    from conformance.cases.counterexamples import failing_example_path
+    from conformance.cases.counterexamples import failing_example_path  # lazy: see kept_examples
 
     try:
         records = json.loads(results.read_text(encoding="utf-8"))["records"]

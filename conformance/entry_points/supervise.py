@@ -5,6 +5,7 @@ environment that carries the probe's measure of the candidate's import to the ru
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -63,8 +64,6 @@ def _environment(values: dict[str, str]):
 def _preexec() -> None:  # pragma: no cover - runs in the child
     """The pytest child ends with this process (Linux: SIGTERM when its parent dies)."""
     try:
-        import ctypes
-
         ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except Exception:  # noqa: BLE001 - not Linux: nothing to do
         pass

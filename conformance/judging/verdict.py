@@ -28,6 +28,7 @@ from conformance.backends.base import Backend
 from conformance.core.compare import Tolerance, compare_outputs, format_values
 from conformance.core.tensors import to_numpy
 from conformance.core.types import Mismatch, missing_kernel, RunContext, safe_text, Unsupported
+from conformance.ops import OPS
 
 if TYPE_CHECKING:  # annotations only: the judging and cases stages take any op record
     from conformance.ops.base import Op
@@ -92,19 +93,13 @@ class StockTorch(Backend):
         super().__init__()
 
     def implements(self, op: str) -> bool:
-        from conformance.ops import OPS
-
         return op in OPS and OPS[op].torch_implementation is not None
 
     def optimizer_class(self, op: str):
-        from conformance.ops import OPS
-
         implementation = OPS[op].torch_implementation if op in OPS else None
         return implementation if isinstance(implementation, type) and issubclass(implementation, _torch.optim.Optimizer) else None
 
     def run(self, op: str, inputs: Any, ctx: RunContext) -> dict[str, Any]:
-        from conformance.ops import OPS
-
         if not self.implements(op):
             raise Unsupported(f"stock torch has no single implementation of {op!r}")
         return OPS[op].run_candidate(OPS[op].torch_implementation, inputs, ctx)

@@ -74,7 +74,7 @@ def _only_builder(directory: Path):
     wait on it forever; holding ours, no other process is building, so such a file is stale and goes.
     torch 2.15 holds an advisory lock (``filelock``) on that file instead and leaves the file after
     every build; it blocks nothing, and goes the same way (nobody holds it while we hold ours)."""
-    import filelock
+    import filelock  # lazy: ~25 ms, only when the kernels are built
 
     with filelock.FileLock(str(directory / "conformance-build.lock")):
         (directory / "lock").unlink(missing_ok=True)
@@ -131,7 +131,7 @@ def load_cpu_kernels(verbose: bool = False) -> None:
                 f"C++ compiler was found (looked for {os.environ.get('CXX', 'c++')!r}; set CXX "
                 "or install g++/clang++). On CUDA tensors the Triton kernels need no compiler."
             )
-        from torch.utils import cpp_extension
+        from torch.utils import cpp_extension  # lazy: ~0.35 s, only when the kernels are built or loaded
 
         try:
             cpp_extension.verify_ninja_availability()

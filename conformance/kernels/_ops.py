@@ -42,7 +42,7 @@ def resolve_impl(impl: str | None = None) -> str:
 
 def _triton_backend():
     try:
-        from . import _triton
+        from . import _triton  # optional dependency: triton
     except ImportError as exc:  # triton missing or broken
         raise RuntimeError(
             "conformance.kernels: the Triton kernels need the `triton` package "

@@ -10,6 +10,7 @@ import os
 import struct
 from types import MappingProxyType
 
+import numpy as np
 import torch
 import triton
 import triton.language as tl
@@ -49,8 +50,6 @@ def _ieee_arithmetic(launch):
 
     @functools.wraps(launch)
     def quiet(*args, **kwargs):
-        import numpy as np
-
         with np.errstate(all="ignore"):
             return launch(*args, **kwargs)
 

@@ -22,7 +22,8 @@ from conformance.core.tolerances import ErrorBound
 from conformance.ops import draw as d
 from conformance.ops.base import COMPILED, GeneratedProperty, Op, TorchPath
 from conformance.ops.contract import changed, check_like, snapshot, violation
-from conformance.core.tensors import COO, CooArray, encode_coo, not_plain_tensor, random_coo, TENSOR, to_numpy
+from conformance.core.tensors import (COO, CooArray, decode_array, encode_coo, not_plain_tensor, random_coo, TENSOR,
+                                      to_numpy)
 # the NumPy models, and the names the optimizers' records take from here
 from conformance.ops.coalesce_models import (accumulation_differs, coalesce_reference, coalesce_sequential,  # noqa: F401
                                              half_accumulation_orders, round_toward_zero)
@@ -265,8 +266,6 @@ class Coalesce(Op):
         return CooArray.decode(raw["tensor"]).quantized(dtype)
 
     def decode_expected(self, raw: dict) -> dict[str, np.ndarray]:
-        from conformance.core.tensors import decode_array
-
         decoded = {}
         for name, value in raw.items():
             decoded[name] = decode_array(value, dtype=np.int64 if name in self.exact_outputs else np.float64)

@@ -23,7 +23,7 @@ from conformance.core.layouts import LAYOUT_KINDS
 from conformance.core.compare import assert_bits_equal, finite_abs_max, first_index
 from conformance.core.divergences import STOCK_TORCH, Divergence, register
 from conformance.ops import draw as d
-from conformance.ops.base import COMPILED, GeneratedProperty, Op, TorchPath
+from conformance.ops.base import COMPILED, SIZE_BOUNDARIES, GeneratedProperty, Op, TorchPath
 from conformance.ops.masked_mean_candidate import differentiate, watch_masked_mean  # noqa: F401 - re-exported
 from conformance.core.dtypes import DTYPES, OPMATH_ROUNDOFF, is_half
 from conformance.core.tolerances import ErrorBound
@@ -403,8 +403,6 @@ OP = MaskedMean()
 def sized_inputs(draw, dtype: str = "float64") -> MaskedMeanInputs:
     """Values at a kernel-size boundary or past a half-precision count (2,049 and 4,097 entries), from 1-3 drawn
     values repeated with a drawn period, and a mask valid everywhere or at every k-th entry."""
-    from conformance.ops.base import SIZE_BOUNDARIES
-
     d.check_dtype(dtype)
     length = draw(st.sampled_from((2049, 4097, *SIZE_BOUNDARIES)))
     chosen = draw(st.lists(d.representable_floats(dtype, d.Magnitudes(-4, 4)), min_size=1, max_size=3))

@@ -21,6 +21,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from conformance.core import xla_support
 from conformance.core.types import RunContext, Unsupported
 from conformance.ops.base import Op
 from conformance.ops.masked_mean import MaskedMeanInputs, differentiate, masked_mean_reference, watch_masked_mean
@@ -42,8 +43,6 @@ class MaskSeriesInputs:
 def run_series(idiom: Callable[[MaskedMeanInputs, RunContext], dict[str, Any]],
                inputs: MaskSeriesInputs, ctx: RunContext) -> dict[str, Any]:
     """Run ``idiom`` (a masked_mean runner) once per mask on XLA, counting each run's compiles."""
-    from conformance.core import xla_support
-
     if not xla_support.is_xla(ctx.torch_device):
         raise Unsupported(f"compile counts exist on the xla device only, not on {ctx.device}")
     values, grads, compiles = [], [], []

@@ -108,7 +108,7 @@ def _samples(record: ItemRecord | None) -> list[float] | None:
 
 def compare_timing(key: tuple, base: list[float], head: list[float]) -> tuple[TimingChange, TimingChange]:
     """(the change judged as slower, the same judged as faster): one-sided Mann-Whitney U p-values."""
-    from scipy.stats import mannwhitneyu
+    from scipy.stats import mannwhitneyu  # lazy: ~4 s, only when timings are compared; cli imports this module
 
     base_median, head_median = _median(base), _median(head)
     if len(set(base) | set(head)) == 1:  # all equal: no evidence either way
@@ -371,7 +371,7 @@ def markdown(text: str, title: str = "Conformance gate") -> str:
 
 def scope_from_files(files: Iterable[str], paths_map: str | None = None, root: str = "."):
     """(ops or None for everything, a one-line note) for changed files."""
-    from conformance.results.selection import load_rules, select_ops
+    from conformance.results.selection import load_rules, select_ops  # lazy: yaml (~35 ms); cli imports this module
 
     selection = select_ops(files, load_rules(paths_map), root)
     if selection.everything:

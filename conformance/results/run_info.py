@@ -107,7 +107,7 @@ def run_metadata(*, devices: Iterable[str] = ("cpu",), options: dict | None = No
     import torch
 
     try:
-        import numpy
+        import numpy  # lazy: as torch above
         numpy_version = numpy.__version__
     except ImportError:  # pragma: no cover - numpy is a dependency
         numpy_version = None

@@ -61,7 +61,7 @@ class OpSelection:
 
     @property
     def everything(self) -> bool:
-        from conformance.ops import OPS
+        from conformance.ops import OPS  # lazy: the op records import torch; cli's gate imports this module
 
         return self.ops >= set(OPS)
 
@@ -70,7 +70,7 @@ def op_rules() -> list[Rule]:
     """Each op's own files, from its record (``conformance.ops.OPS``), so that a new op needs no
     rule: any path that names the op (``**/*sparse_adam*``, also without underscores) or its torch
     class (``**/*SparseAdam*``): its record, its spec, a kernel's source, a candidate's file."""
-    from conformance.ops import OPS
+    from conformance.ops import OPS  # lazy: see OpSelection.everything
 
     rules = []
     for name, op in OPS.items():
@@ -85,7 +85,7 @@ def op_rules() -> list[Rule]:
 def load_rules(path: Path | str | None = None) -> list[Rule]:
     """The op records' own rules (:func:`op_rules`), then the map's: ``conformance/results/paths.yaml``
     by default. A rule's ``ops`` is a list of op names, ``all``, or ``optimizers``."""
-    from conformance.ops import OPS
+    from conformance.ops import OPS  # lazy: see OpSelection.everything
 
     if path is None:
         text = resources.files("conformance.results").joinpath("paths.yaml").read_text(encoding="utf-8")
@@ -133,7 +133,7 @@ def _spec_op(path: str, root: Path) -> str | None:
 
 def select_ops(files: Iterable[str], rules: list[Rule] | None = None, root: Path | str = ".") -> OpSelection:
     """The ops the changed ``files`` (paths relative to ``root``) select."""
-    from conformance.ops import OPS
+    from conformance.ops import OPS  # lazy: see OpSelection.everything
 
     rules = load_rules() if rules is None else rules
     root = Path(root)

@@ -81,7 +81,7 @@ def results_lock(path: Path):
 
     ``acquire(timeout=0)`` raises ``filelock.Timeout`` when another run holds it.
     """
-    import filelock
+    import filelock  # lazy: ~25 ms, only a run writing results locks; cli imports this module
 
     return filelock.FileLock(str(lock_path(path)))
 
@@ -237,7 +237,7 @@ def parse_strict_json(text: str) -> Any:
 
 def schema_problem(data: Any) -> str | None:
     """The first place ``data`` breaks the results schema ("at records/3/outcome: ..."), or None."""
-    import jsonschema
+    import jsonschema  # lazy: ~0.1 s, only when a file is validated; cli imports this module
 
     validator = jsonschema.Draft202012Validator(results_schema())
     error = min(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path], default=None)

@@ -15,12 +15,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 from conformance.run.items import ConformanceItem, placements
 from conformance.core.types import RunContext
 from conformance.backends.base import Backend
-from conformance.core import tolerances
+from conformance.core import devices, tolerances
 from conformance.core.compare import compare_outputs
+from conformance.ops import OPS
 from conformance.specs.benchmark import Benchmark
 from conformance.core.tensors import CooArray, torch_dtype
 
@@ -30,8 +32,6 @@ from conformance.core.tensors import CooArray, torch_dtype
 def make_inputs(op_name: str, bench: Benchmark, dtype_name: str):
     """The benchmark's inputs for ``op_name`` (the op record's ``benchmark_inputs``, deterministic
     in ``bench.seed``)."""
-    from conformance.ops import OPS
-
     if op_name not in OPS:
         raise ValueError(f"unknown op {op_name!r}")
     return OPS[op_name].benchmark_inputs(bench, np.random.default_rng(bench.seed), dtype_name)
@@ -51,14 +51,10 @@ def nnz_of(inputs: Any) -> int | None:
 
 def _sync(device: str) -> None:
     if device == "cuda":
-        import torch
-
         torch.cuda.synchronize()
 
 
 def _measure(device: str, record: dict):
-    from conformance.core import devices
-
     measure = getattr(devices, "measure", None)  # XLA: sync and compile counts, when available
     return measure(device, record) if measure is not None else contextlib.nullcontext()
 
@@ -103,7 +99,7 @@ def _benchmark_fixture(item: pytest.Item):
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and int(workerinput.get("workercount", 1)) > 1:
         return None, "timings need a single process: run benchmarks with -n 0 or -n 1"
-    from pytest_benchmark.fixture import BenchmarkFixture
+    from pytest_benchmark.fixture import BenchmarkFixture  # optional dependency (pytest-benchmark, the report extra)
 
     # pytest-benchmark turns itself off under xdist; with one worker, timings are as good as without
     add_stats = session.benchmarks.append if workerinput is None else (lambda stats: None)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+import conformance
 from conformance.run import outcomes
 from conformance.run.items import ConformanceItem, placements
 from conformance.run.options import DEFAULT_SEED
@@ -42,6 +43,9 @@ from conformance.core.types import Mismatch, safe_text, Unsupported
 from conformance.core.devices import unavailable_reason
 from conformance.cases.drawn import DrawnExamples
 from conformance.core.dtypes import FLOAT_DTYPES
+from conformance.backends import builtin_backends
+from conformance.cases.torch_repro import TORCH_REPRODUCERS, write_layout_reproducers
+from conformance.ops import OPS
 
 if TYPE_CHECKING:  # annotations only
     from conformance.cases.trial import Property
@@ -96,6 +100,7 @@ def configure(config: pytest.Config) -> None:
         seed = DEFAULT_SEED if profile == "ci" else random.SystemRandom().randrange(2**32)
         if ours:
             _set_environment(config, SEED_VARIABLE, str(seed))  # xdist workers start after this and inherit it
+    # lazy: at module level the package would stand on 8 levels (tests/test_layout.py)
     from conformance.cases.counterexamples import counterexamples_directory, reports_directory
 
     reports = reports_directory(config)  # where the user stands, never inside the installed package
@@ -133,8 +138,6 @@ def import_the_whole_suite() -> None:
     A module imported lazily by an earlier item (after a failure, for one backend only) would then
     change what later items draw: ``-k``, xdist's scheduling and ``--conformance-shard`` would
     change the examples. With the whole suite imported first, the seed alone decides them."""
-    import conformance
-
     for module in pkgutil.walk_packages(conformance.__path__, "conformance."):
         if module.name.endswith("__main__"):
             continue
@@ -258,6 +261,7 @@ class GeneratedItem(ConformanceItem):
         self.add_marker(pytest.mark.generated)
 
     def run(self) -> None:
+        # lazy: at module level the package would stand on 7 levels (tests/test_layout.py)
         from conformance.cases.search import describe_divergences, run_property
         from conformance.run.shrink_notice import notice_for
 
@@ -266,7 +270,7 @@ class GeneratedItem(ConformanceItem):
             raise Unsupported(f"backend {self.backend.name!r} does not implement op {self.prop.op!r}")
         saved, unreadable = [], None
         if self.config.getoption("conformance_item", None):  # a replay: the saved failing example first
-            from conformance.cases.counterexamples import load_failing_example
+            from conformance.cases.counterexamples import load_failing_example  # lazy: see configure
 
             saved, unreadable = load_failing_example(gen.counterexamples, self.name)
             if unreadable:
@@ -309,8 +313,6 @@ class GeneratedItem(ConformanceItem):
     def _torch_reproducers(self, gen: GeneratedConfig, result) -> list[str]:
         """Torch-only scripts of the stock-torch divergences seen, where the example allows one (never
         losing the xfail itself)."""
-        from conformance.cases.torch_repro import TORCH_REPRODUCERS, write_layout_reproducers
-
         optimizer_class = self.backend.optimizer_class(self.prop.op)
         if optimizer_class is None:
             return []
@@ -325,9 +327,8 @@ class GeneratedItem(ConformanceItem):
         return [str(path) for path in written]
 
     def _fail(self, gen: GeneratedConfig, result) -> None:
-        from conformance.backends import builtin_backends
+        # lazy: see configure
         from conformance.cases.counterexamples import save_failing_example, to_yaml, write_counterexample
-        from conformance.ops import OPS
 
         failure = result.failure
         replay = self.record.get("rerun") or command_for(self)

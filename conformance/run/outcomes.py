@@ -7,7 +7,7 @@ import pytest
 
 from conformance.core.outcomes import ALL, ERROR, FAILED, PASSED, SKIPPED, UNSUPPORTED, XFAIL, XPASS
 from conformance.core.record import ItemRecord
-from conformance.core.types import Outcome
+from conformance.core.types import Mismatch, Outcome
 
 __all__ = ["ALL", "ERROR", "FAILED", "PASSED", "SKIPPED", "UNSUPPORTED", "XFAIL", "XPASS", "Outcome",
            "PROPERTY", "UnsupportedSkip", "classify", "record_of"]
@@ -29,8 +29,6 @@ class UnsupportedSkip(pytest.skip.Exception):
 
 def classify(report, excinfo) -> Outcome | None:
     """The outcome decided by this report, or None when the phase decides nothing."""
-    from conformance.core.compare import Mismatch
-
     if hasattr(report, "wasxfail"):
         return XPASS if report.passed else XFAIL
     if report.skipped:

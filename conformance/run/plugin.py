@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from conformance.run import (breaker, crashes, generated_plugin, options, outcomes, results_writer, shard,
                              shrink_notice, timeouts, transfer)
@@ -22,7 +23,8 @@ from conformance.backends.candidate import CandidateBackend, CandidateError, loa
 from conformance.core.devices import DEFAULT_DEVICES, DEVICES
 from conformance.ops import OPS
 from conformance.core.record import CANDIDATE, ItemRecord
-from conformance.run.items import ConformanceItem, first_calls_made, placements, warmed_up_last
+from conformance.run.items import (HUNG_FIRST_CALLS, ConformanceItem, HungFirstCall, first_calls_made, placements,
+                                   warmed_up_last)
 from conformance.run.state import (SELECTION, candidate_targets, SPEC_SUFFIXES, Selection,
                                    is_conformance_run, is_conformance_spec, relative_spec)
 from conformance.judging.runner import run_item
@@ -116,8 +118,6 @@ def _take_a_share_of_the_cores(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     if workerinput is None or os.environ.get("OMP_NUM_THREADS"):
         return
-    import torch
-
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     share = max(1, cores // max(1, int(workerinput.get("workercount", 1))))
     if torch.get_num_threads() > share:
@@ -267,8 +267,6 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     first call of each op is made before any item's timer starts (first_calls_made). A first call
     that hung (here, or in an earlier worker of this run: then it is not made again) keeps the items
     of its backend and op from running while it runs (items.HungFirstCall)."""
-    from conformance.run.items import HUNG_FIRST_CALLS, HungFirstCall
-
     if not config.getoption("collectonly"):
         items[:] = warmed_up_last(items)
         marker = timeouts.first_calls_hung_marker(config)
@@ -379,6 +377,4 @@ def _summarise_verdicts(terminalreporter) -> None:
 
 
 def _torch_version() -> str:
-    import torch
-
     return torch.__version__

@@ -201,7 +201,7 @@ def _usable_results_path(path: Path) -> Path:
 
 def _take_lock(state: ResultsState) -> None:
     """One run per results path: a second one is told which run holds it, never overwrites it."""
-    import filelock
+    import filelock  # lazy: ~25 ms, only in the controller of a run that writes results, not in xdist's workers
 
     option = f"--conformance-results {state.path}"
     try:

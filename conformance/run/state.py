@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
 
 from conformance.backends.base import Backend
 from conformance.cases.drawn import DrawnExamples
@@ -75,9 +77,6 @@ class GeneratedConfig:
         return self.examples if cap is None or self.examples_given else min(self.examples, cap)
 
     def hypothesis_settings(self, examples: int | None = None):
-        from hypothesis import HealthCheck, Phase, settings
-        from hypothesis.database import DirectoryBasedExampleDatabase
-
         profile = PROFILES[self.profile]
         return settings(
             max_examples=self.examples if examples is None else examples,

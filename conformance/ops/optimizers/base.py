@@ -19,7 +19,7 @@ from conformance.ops.optimizers.contract import check_optimizer_outputs, watch_o
 from conformance.ops.optimizers.drive import run_optimizer
 from conformance.ops.optimizers.inputs import (LifecycleInputs, Member, OptimizerInputs, ParamGroupsInputs,
                                                optimizer_benchmark_inputs)
-from conformance.ops.optimizers.reference import duplicate_sums_shifted
+from conformance.ops.optimizers.reference import densified, duplicate_sums_shifted
 from conformance.ops.optimizers.strategies import (LONG_EXAMPLES, LONG_STEPS, complex_trajectories, drawn_inputs, lifecycles, sized_inputs, long_trajectories, param_groups,
                                                    resume_points, rounding_inputs)
 from conformance.core.tensors import CooArray, encode_array, encode_coo, quantize
@@ -388,14 +388,10 @@ class OptimizerOp(Op):
                 LifecycleInputs([first, missing], hyper, still, resume_after=1)]
 
     def paths_inputs_strategy(self, dtype: str) -> Any:
-        from conformance.ops.optimizers.reference import densified
-
         drawn = self.inputs_strategy(dtype)
         return st.one_of(drawn, drawn.map(lambda inputs: densified(inputs, dtype)))
 
     def compiled_inputs_strategy(self, dtype: str) -> Any:
-        from conformance.ops.optimizers.reference import densified
-
         return self.inputs_strategy(dtype).map(lambda inputs: densified(inputs, dtype))
 
     def long_trajectories_strategy(self, dtype: str) -> Any:

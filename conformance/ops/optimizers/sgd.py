@@ -26,6 +26,7 @@ from conformance.core.tolerances import ErrorBound
 from conformance.core.diagnosis import STEP_DOES_NOTHING
 from conformance.core.types import Mistake
 from conformance.ops import draw as d
+from conformance.ops.coalesce import accumulation_differs
 from conformance.ops.base import COMPILED, FOREACH, FUSED, REFUSES, GeneratedProperty, TorchPath
 from conformance.ops.optimizers.base import OptimizerOp
 from conformance.ops.optimizers.drive import optimizer_problem
@@ -288,8 +289,6 @@ class SGD(OptimizerOp):
         """torch's steps with its sparse tensors kept uncoalesced, as torch keeps them: the buffer's
         entries are scaled one by one and the gradient's appended; the parameter takes each entry
         in turn (``accumulate`` narrower than float64 is the parameter's own dtype here)."""
-        from conformance.ops.coalesce import accumulation_differs
-
         q = rounder(dtype)
         h = sgd_hyperparameters(inputs.hyperparameters)
         m, lr = h["momentum"], h["lr"]

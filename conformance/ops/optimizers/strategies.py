@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from conformance.core.dtypes import DTYPES
 from conformance.ops import draw as d
+from conformance.ops.base import SIZE_BOUNDARIES
 from conformance.ops.optimizers.inputs import LifecycleInputs, Member, OptimizerInputs, ParamGroupsInputs, empty_gradient
 from conformance.core.tensors import CooArray
 
@@ -171,8 +172,6 @@ def sized_inputs(draw, op: "OptimizerOp", dtype: str = "float64") -> OptimizerIn
     """A parameter whose entries (or whose hybrid rows) sit at a kernel-size boundary (SIZE_BOUNDARIES; rows
     of 257 or 300 for a hybrid sparse gradient), 1-2 steps of patterned gradients: dense ones, or sparse ones
     specifying every k-th row."""
-    from conformance.ops.base import SIZE_BOUNDARIES
-
     d.check_dtype(dtype)
     hyper = draw(op.hyperparameters_strategy())
     dense = op.layout_dense_gradients and op.accepts_dense_steps(hyper) and draw(st.booleans())

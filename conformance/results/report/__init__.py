@@ -25,6 +25,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Iterable
 
+import jinja2
+
 from conformance.core import outcomes
 from conformance.results.report.charts import speed_charts
 from conformance.results.report.common import (DEVICE_ORDER, DTYPE_SHORT, ITEMS_LIMIT, LABEL_LIMIT, TEXT_LIMIT,
@@ -55,8 +57,6 @@ class ReportBuild:
 def _environment():
     """Jinja with autoescape, StrictUndefined and a ``tojson`` that writes <, >, &, ' as \\u escapes
     (any string survives inside <script>), strict JSON (no NaN) and compact."""
-    import jinja2
-
     package = resources.files("conformance.results.report")
     env = jinja2.Environment(loader=jinja2.FunctionLoader(lambda name: package.joinpath(name).read_text("utf-8")),
                              autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)

@@ -3,6 +3,7 @@ consecutive pairs beyond), by the gate's rules; it opens on the pair that differ
 
 from __future__ import annotations
 
+from conformance.results.gate import diff_runs
 from conformance.results.report.common import capped, fmt_seconds
 from conformance.results.store import Results
 
@@ -11,8 +12,6 @@ MAX_DIFF_RUNS = 6  # every ordered pair of runs up to this many runs; consecutiv
 
 def _pair(runs: list[Results], a: int, b: int, item_index: dict) -> dict:
     """Run ``a`` -> run ``b``: each kind of change, every change linking to its item."""
-    from conformance.results.gate import diff_runs
-
     diff = diff_runs(runs[a], runs[b])
 
     def ref(change, run_index):

@@ -14,6 +14,7 @@ from conformance.core.target import CandidateTarget
 from conformance.core.types import Outcome
 from conformance.core.record import CANDIDATE
 from conformance.results.report.common import http_url
+from conformance.results.rerun import command_from_record
 from conformance.results.store import Results, item_key
 
 
@@ -22,8 +23,6 @@ def repro_command(record: ItemRecord, run: dict) -> str:
     (``python -m conformance replay``): rebuilt from the record's structured fields (node id, op,
     seed, profile) and its run's options, each argument shell-quoted; never the record's free-text
     ``rerun`` field, which a results file could make any command line at all."""
-    from conformance.results.rerun import command_from_record
-
     try:
         run = _with_absolute_files(run, record.get("rerun"))
         return command_from_record({key: value for key, value in record.items() if key != "rerun"}, run)
@@ -102,7 +101,7 @@ def reason_of(record: ItemRecord) -> str | None:
 
 def derived_outputs(op: Any) -> dict[str, str]:
     """The outputs the suite computes from a candidate's others (:meth:`Op.computed_outputs`), by op name."""
-    from conformance.ops import OPS
+    from conformance.ops import OPS  # lazy: the op records (Hypothesis, ~0.7 s), for a candidate's records only
 
     record = OPS.get(op) if isinstance(op, str) else None
     return record.computed_outputs() if record is not None else {}

@@ -131,6 +131,7 @@ def _plant_compile_only_slip(monkeypatch, op: str) -> None:
     monkeypatch.setattr(module, name, with_slip)
 
 
+@pytest.mark.slow  # torch.compile of two optimizer steps: 5-7 s (the fast tier stays within 90 s)
 @pytest.mark.parametrize("op", [ADAGRAD, SGD])
 def test_a_slip_in_the_compiled_step_fails_the_compiled_twin_only(monkeypatch, op):
     _plant_compile_only_slip(monkeypatch, op)

@@ -134,6 +134,7 @@ def test_computing_the_documented_value_where_torch_has_a_limitation_is_an_impro
     assert got[("weight-decay-with-sparse-gradient", "candidate", "float32")]["outcome"] == "passed"
 
 
+@pytest.mark.slow  # 1.5-5 s: the fast tier stays within 90 s in a fresh clone
 def test_raising_torchs_limitation_is_same_as_torch_and_a_wrong_value_fails():
     code, path = run_inprocess("torch-limitation-stock", str(REPO / "specs" / "sgd.yaml"), "--conformance-examples",
                                "0", "--conformance-backend", "candidate", "-k", " or ".join(LIMITATIONS),

@@ -92,6 +92,7 @@ def candidate_run(name: str, impls: list[str], *extra: str) -> dict:
 # the fast tier runs the first round, the slow tier the others (1.5-3 s each; the fast tier stays within its 90 s)
 @pytest.mark.parametrize("round_", [r if r is ROUNDS[0] else pytest.param(r, marks=pytest.mark.slow) for r in ROUNDS],
                          ids=lambda r: "+".join(r))
+@pytest.mark.slow  # 1.5-5 s: the fast tier stays within 90 s in a fresh clone
 def test_each_mutant_fails_with_its_own_mistake_named(round_):
     """Spec items only (--conformance-examples 0): every mutant fails, its own mistake is named on
     at least one failing item, no failing item names a mistake it does not make, and the message

@@ -35,6 +35,7 @@ def _check(tmp_path, monkeypatch, impl: str) -> tuple[int, dict]:
     return code, json.loads(results.read_text(encoding="utf-8"))
 
 
+@pytest.mark.slow  # 1.5-5 s: the fast tier stays within 90 s in a fresh clone
 def test_check_fails_the_wrong_adagrad_naming_the_item_with_torch_beside_it(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(REPO)  # the candidate's path is relative to the repository, as in the README
     code, document = _check(tmp_path, monkeypatch, f"adagrad={MUTANTS}:SquareBeforeSumAdagrad")

@@ -72,6 +72,7 @@ def test_narrowing_keeps_an_example_only_while_the_documented_contract_rejects_i
     assert "dampening" not in narrowing.apply(negative).hyperparameters
 
 
+@pytest.mark.slow  # 1.5-5 s: the fast tier stays within 90 s in a fresh clone
 def test_an_sgd_refusing_dampening_that_computes_past_torchs_limitation_passes_as_an_improvement():
     code, document = _run("no-dampening-sgd", "sgd", "tests/candidates/restricted.py:NoDampeningSGD", "-k",
                           "float64 and (rejects-invalid or dense-gradient-into-a-sparse-momentum-buffer)", examples=30)

@@ -5,6 +5,7 @@ worker. The modules of ``run/`` import this one and never each other's privates.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass, field
@@ -97,11 +98,18 @@ def relative_spec(record: ItemRecord, config: pytest.Config) -> ItemRecord:
     """Spec paths relative to the rootdir, so that runs from different checkouts match up."""
     spec = record.get("spec")
     if spec and os.path.isabs(spec):
-        try:
-            record = {**record, "spec": Path(spec).resolve().relative_to(config.rootpath.resolve()).as_posix()}
-        except ValueError:
-            pass
+        relative = _relative_to(spec, str(config.rootpath))
+        if relative is not None:
+            record = {**record, "spec": relative}
     return record
+
+
+@functools.lru_cache(maxsize=256)  # a run has a few spec files and thousands of records: resolved once each
+def _relative_to(spec: str, root: str) -> str | None:
+    try:
+        return Path(spec).resolve().relative_to(Path(root).resolve()).as_posix()
+    except ValueError:
+        return None
 
 
 _OP_KEY = re.compile(rb"^op\s*:", re.M)  # a spec's top-level ``op:`` line (tests/test_outside_project.py)

@@ -19,7 +19,11 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
+from hypothesis.errors import FlakyFailure
 
+from conformance.cases.search import _timeout_in
+from conformance.core.types import ExampleTimedOut
 from conformance.entry_points import check
 from conformance_runs import REPO, SMALL_SPEC, base_args, by_case, load, run_inprocess
 
@@ -318,3 +322,59 @@ def test_check_at_its_defaults_fails_a_candidate_that_hangs_on_every_input_withi
     records = load(tmp_path / "candidate.json")["records"]
     assert any("first call of adagrad" in str(r.get("message")) for r in records if r["backend"] == "candidate")
     assert elapsed < 180 + 60, elapsed  # three minutes, and a margin for a loaded machine
+
+
+# ------------------------------------------------------------------ a hang inside a generated example
+
+HANGS_ON_MATRICES = textwrap.dedent("""\
+    import time
+
+    import torch
+
+
+    class HangsOnMatricesAdagrad(torch.optim.Adagrad):
+        '''torch's Adagrad, except that a step with a parameter of 6 or more entries sleeps past any
+        short timeout (its first call, on a smaller parameter, returns).'''
+
+        def step(self, closure=None):
+            if any(p.numel() >= 6 for group in self.param_groups for p in group["params"]):
+                time.sleep(60)
+            return super().step(closure)
+""")
+
+
+@pytest.mark.slow  # a 6 s timeout waited out, in process
+def test_a_timeout_inside_a_generated_example_names_the_example_and_saves_it_for_replay(tmp_path):
+    """pytest-timeout's timeout fires inside one drawn example: the item is an error whose message says
+    so and shows that example in spec notation, and the example is saved (replay runs it first)."""
+    (tmp_path / "hangs.py").write_text(HANGS_ON_MATRICES)
+    counterexamples = tmp_path / "counterexamples"
+    code, path = run_inprocess("generated_timeout", "specs", "-n", "0", "--conformance-backend", "candidate",
+                               "--conformance-op", "adagrad", "-k", "agrees-with-reference and float32",
+                               "--conformance-examples", "25", f"--conformance-counterexamples={counterexamples}",
+                               "--conformance-impl", f"adagrad={tmp_path / 'hangs.py'}:HangsOnMatricesAdagrad",
+                               timeout=6)
+    records = load(path)["records"]
+    assert code == pytest.ExitCode.TESTS_FAILED and [r["outcome"] for r in records] == ["error"], records
+    message = records[0]["message"]
+    assert message.startswith("Timeout (>6.0s) from pytest-timeout."), message  # what the breaker counts
+    assert "the timeout fired inside an example" in message, message
+    shown = message.split("the example that was running (spec notation):", 1)[1]
+    params = re.search(r"param: (\[.*?\])\n    \w", shown, re.S)
+    assert params is not None, message
+    entries = torch.tensor(eval(params.group(1).replace("\n", " ")))  # noqa: S307 - the spec notation's list
+    assert entries.numel() >= 6, entries  # the example shown is one that hangs
+    assert "replay (runs this example first): python -m conformance replay" in message, message
+    assert list((counterexamples / ".failing").iterdir()), "the example was not saved for replay"
+
+
+def test_a_timeout_hypothesis_wrapped_in_a_flaky_failure_is_the_items_timeout_not_a_nondeterministic_backend():
+    """A timeout that fires while Hypothesis draws an example, or in an example it then runs again, reaches
+    the search inside a FlakyFailure, wrapped (it is a BaseException): it is the item's timeout (an error
+    the breaker counts), never "the backend is nondeterministic" (a failure of the candidate's)."""
+    timeout = pytest.fail.Exception("Timeout (>6.0s) from pytest-timeout.")
+    drawing = FlakyFailure("flaky", [timeout, ValueError("the replay's own error")])
+    assert _timeout_in(drawing) is timeout
+    in_example = ExampleTimedOut(timeout, example={"param": [1.0]})
+    assert _timeout_in(FlakyFailure("flaky", [ValueError("x"), in_example])) is in_example
+    assert _timeout_in(FlakyFailure("flaky", [ValueError("a real nondeterministic failure")])) is None

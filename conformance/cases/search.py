@@ -31,7 +31,7 @@ from conformance.cases.narrowing import Narrowing, declared_unsupported_options
 from conformance.cases.trial import SAME_AS_TORCH, DivergenceObserved, Property, Trial, same_as_torch
 from conformance.core.compare import format_error
 from conformance.ops import OPS
-from conformance.core.types import Mismatch, Unsupported
+from conformance.core.types import ExampleTimedOut, Mismatch, Unsupported
 from conformance.judging.verdict import (Judgement, SameAsTorch, StockTorch, Verdict, agrees, differs,
                                  distance, judge, torch_opinion)
 
@@ -46,15 +46,6 @@ class _NothingRuns(BaseException):
 class _BudgetReached(BaseException):
     """Ends a search whose time budget ran out, between two examples (never inside one): the
     verdict stands on the examples that ran."""
-
-
-class _TimedOut(BaseException):
-    """pytest-timeout's timeout fired inside an example: carried past Hypothesis (which would
-    replay the example, see it pass, and call the timeout a FlakyFailure) to the item, as itself."""
-
-    def __init__(self, timeout: BaseException):
-        super().__init__(str(timeout))
-        self.timeout = timeout
 
 
 class Nondeterministic(Mismatch):
@@ -158,9 +149,9 @@ def judge_example(prop: Property, backend: Backend, device: str, dtype: str, exa
         check(copy.deepcopy(example))
     except (KeyboardInterrupt, SystemExit, Unsupported):
         raise
+    except ExampleTimedOut:
+        raise
     except BaseException as exc:  # noqa: BLE001 - the failure, as the search would report it
-        if _is_pytest_timeout(exc):
-            raise
         result.failure = exc
         _name_the_mistake(result, prop, trial, example)
     return result
@@ -259,9 +250,7 @@ def _replayed_clean(check: Callable[[Any], None], kept: list) -> bool:
             check(copy.deepcopy(example))
     except _BudgetReached:  # every example that ran passed: the verdict stands on them
         return True
-    except _TimedOut as timed_out:
-        raise timed_out.timeout from None
-    except KeyboardInterrupt:
+    except (ExampleTimedOut, KeyboardInterrupt):
         raise
     except BaseException:  # noqa: BLE001 - not clean: Hypothesis decides (and shrinks)
         return False
@@ -297,7 +286,7 @@ def _example_check(prop: Property, trial: Trial, torch_trial: Trial | None, resu
             _judged_mismatch(prop, trial, torch_trial, result, example, mismatch, on_failure)
         except BaseException as exc:
             if _is_pytest_timeout(exc):
-                raise _TimedOut(exc) from None
+                raise ExampleTimedOut(exc, example, result.examples) from None
             result.examples += 1
             _failed(result, example, exc, on_failure)
             raise
@@ -375,11 +364,11 @@ def _search(prop: Property, dtype: str, generated_case: Callable[[Any], None], r
             result.failure = result.last_failure
         elif result.examples == 0 and result.first_unsupported is not None:
             result.unsupported = result.first_unsupported
-    except _TimedOut as timed_out:
-        raise timed_out.timeout from None
+    except ExampleTimedOut:
+        raise
     except Flaky as flaky:
-        timeout = next((e for e in getattr(flaky, "exceptions", ()) if _is_pytest_timeout(e)), None)
-        if timeout is not None:  # the timeout fired inside Hypothesis' own code: the item timed out
+        timeout = _timeout_in(flaky)
+        if timeout is not None:  # the timeout fired in an example Hypothesis ran again, or in its own code
             raise timeout from None
         result.failure = _nondeterministic(flaky, result)
     except Unsatisfiable:
@@ -391,6 +380,15 @@ def _search(prop: Property, dtype: str, generated_case: Callable[[Any], None], r
         if isinstance(exc, (KeyboardInterrupt, SystemExit)) or _is_pytest_timeout(exc):
             raise
         result.failure = exc
+
+
+def _timeout_in(flaky: BaseException) -> BaseException | None:
+    """The item's timeout among the failures of Hypothesis' ``Flaky`` (it wraps a BaseException in an
+    exception of its own, the original as its cause): the example's (ExampleTimedOut) first."""
+    found = [getattr(e, "__cause__", None) if not isinstance(e, (ExampleTimedOut, Exception)) or
+             type(e).__name__ == "_WrappedBaseException" else e for e in getattr(flaky, "exceptions", ())]
+    return next((e for e in found if isinstance(e, ExampleTimedOut)), None) or \
+        next((e for e in found if e is not None and _is_pytest_timeout(e)), None)
 
 
 def _nondeterministic(flaky: BaseException, result: PropertyResult) -> Nondeterministic:

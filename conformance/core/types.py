@@ -51,6 +51,16 @@ class Mismatch(AssertionError):
         self.max_rel_error = max_rel_error
 
 
+class ExampleTimedOut(BaseException):
+    """pytest-timeout's timeout fired inside one example of a generated search: carried past
+    Hypothesis (which would replay the example, see it pass, and call the timeout a FlakyFailure) to
+    the item, with the ``example`` that was running (None where the search cannot tell)."""
+
+    def __init__(self, timeout: BaseException, example: Any = None, examples_run: int = 0):
+        super().__init__(str(timeout))
+        self.timeout, self.example, self.examples_run = timeout, example, examples_run
+
+
 MISTAKE_DASH = "\u2014"
 
 

@@ -39,7 +39,7 @@ from conformance.run.rerun import command_for
 from conformance.run.state import (candidate_targets, GENERATED, SELECTION, WORKER_FLAG, GeneratedConfig, is_conformance_run,
                                    timeout_user_set)
 from conformance.core.profiles import DEFAULT_PROFILE, PROFILES
-from conformance.core.types import Mismatch, safe_text, Unsupported
+from conformance.core.types import ExampleTimedOut, Mismatch, safe_text, Unsupported
 from conformance.core.devices import unavailable_reason
 from conformance.cases.drawn import DrawnExamples
 from conformance.core.dtypes import FLOAT_DTYPES
@@ -280,10 +280,13 @@ class GeneratedItem(ConformanceItem):
             self.record["examples_capped"] = (f"{examples} drawn examples, not the run's {gen.examples}: "
                                               f"{self.backend.name} emulates {self.device} (--conformance-examples "
                                               f"lifts the cap)")
-        result = run_property(self.prop, self.backend, self.device, self.dtype,
-                              settings=gen.hypothesis_settings(examples),
-                              base_seed=gen.seed, database_key=self.name, budget=gen.budget_for(self), saved=saved,
-                              drawn=gen.drawn, on_failure=notice_for(self))
+        try:
+            result = run_property(self.prop, self.backend, self.device, self.dtype,
+                                  settings=gen.hypothesis_settings(examples),
+                                  base_seed=gen.seed, database_key=self.name, budget=gen.budget_for(self),
+                                  saved=saved, drawn=gen.drawn, on_failure=notice_for(self))
+        except ExampleTimedOut as timed_out:
+            self._timed_out(gen, timed_out)
         if result.saved:
             self.record["saved_example"] = result.saved
         self.record.update(examples=result.examples, unsupported_examples=result.unsupported_examples,
@@ -325,6 +328,28 @@ class GeneratedItem(ConformanceItem):
         if not written:
             self.record.pop("torch_reproducers")
         return [str(path) for path in written]
+
+    def _timed_out(self, gen: GeneratedConfig, timed_out: ExampleTimedOut) -> None:
+        """The item's timeout fired inside an example: the error names that example (spec notation)
+        and saves it, so that ``replay`` runs it first."""
+        from conformance.cases.counterexamples import save_failing_example, to_yaml  # lazy: see configure
+
+        lines = [str(timed_out.timeout).strip(),
+                 f"generated property {self.prop.id}, backend {self.backend.name}, device {self.device}, "
+                 f"dtype {self.dtype}: the timeout fired inside an example, after {timed_out.examples_run} "
+                 f"example(s) had passed"]
+        if timed_out.example is not None:
+            op = OPS[self.prop.op]
+            try:
+                shown = [to_yaml({"case": name or "inputs", "inputs": op.encode_inputs(inputs)})
+                         for name, inputs in self.prop.to_cases(timed_out.example, self.dtype)]
+                lines += ["", "the example that was running (spec notation):",
+                          *("  " + line for text in shown for line in text.rstrip().splitlines())]
+                save_failing_example(gen.counterexamples, self.name, timed_out.example)
+                lines += ["", f"replay (runs this example first): {self.record.get('rerun') or command_for(self)}"]
+            except Exception as exc:  # noqa: BLE001 - never lose the timeout itself
+                lines += [f"(the example could not be shown or saved: {type(exc).__name__}: {exc})"]
+        raise GeneratedCaseError("\n".join(lines)) from None
 
     def _fail(self, gen: GeneratedConfig, result) -> None:
         # lazy: see configure

@@ -89,7 +89,7 @@ def test_the_coalesce_strategy_draws_sparse_scalars_and_all_dense_hybrids():
     seen = set()
 
     @settings(max_examples=200, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
-    @given(OPS["coalesce"].inputs_strategy("float32"))
+    @given(OPS["coalesce"].drawing(OPS["coalesce"].strategies.inputs)("float32"))
     def draw(coo):
         if coo.sparse_dim == 0:
             seen.add("scalar" if not coo.size else "all-dense-hybrid")

@@ -68,7 +68,8 @@ def _settings(examples: int):
 def _coalesce_property(check, name="agrees-with-reference"):
     from conformance.cases.trial import Property
 
-    return Property("coalesce", f"test-{name}", "a test property", OPS["coalesce"].inputs_strategy, check)
+    coalesce = OPS["coalesce"]
+    return Property("coalesce", f"test-{name}", "a test property", coalesce.drawing(coalesce.strategies.inputs), check)
 
 
 def test_hypothesis_flaky_is_reported_as_nondeterministic_never_as_an_internal_error():

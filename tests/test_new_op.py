@@ -28,6 +28,7 @@ a negative learning rate raises ValueError. Outputs: ``param``."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,8 @@ from hypothesis import strategies as st
 
 from conformance.ops import draw as d
 from conformance.core.tensors import TENSOR
-from conformance.ops.optimizers.base import OptimizerOp
+from conformance.ops.base import dtype_only
+from conformance.ops.optimizers.base import OPTIMIZER_STRATEGIES, OptimizerOp
 from conformance.ops.optimizers.drive import optimizer_problem
 from conformance.ops.optimizers.inputs import OptimizerInputs, optimizer_inputs_schema
 from conformance.ops.optimizers.reference import dense_grad_and_mask, trajectory_bounds
@@ -59,6 +61,10 @@ def plain_sgd_reference(inputs: OptimizerInputs) -> dict[str, np.ndarray]:
     return {"param": param}
 
 
+def hyperparameters() -> Any:
+    return st.fixed_dictionaries({"lr": d.learning_rates()})
+
+
 @st.composite
 def invalid_inputs(draw, dtype: str = "float64") -> OptimizerInputs:
     inputs = draw(drawn_inputs(OP, dtype, max_steps=2))
@@ -76,6 +82,7 @@ class PlainSGD(OptimizerOp):
     inputs_schema = optimizer_inputs_schema({"lr": {"type": "number"}})
     expected_schema = {"type": "object", "additionalProperties": False, "required": ["param"],
                        "properties": {"param": TENSOR}}
+    strategies = replace(OPTIMIZER_STRATEGIES, hyperparameters=hyperparameters, invalid=dtype_only(invalid_inputs))
 
     @property
     def torch_implementation(self) -> type:
@@ -87,14 +94,8 @@ class PlainSGD(OptimizerOp):
     def candidate_problem(self, candidate: Any) -> str | None:
         return optimizer_problem(candidate)
 
-    def hyperparameters_strategy(self) -> Any:
-        return st.fixed_dictionaries({"lr": d.learning_rates()})
-
     def accepts_dense_steps(self, hyperparameters: dict) -> bool:
         return True
-
-    def invalid_inputs_strategy(self, dtype: str) -> Any:
-        return invalid_inputs(dtype)
 
     def error_bounds(self, inputs: OptimizerInputs, dtype: str, sensitivity) -> dict[str, Any]:
         return trajectory_bounds(self.reference, inputs, dtype, sensitivity)[0]

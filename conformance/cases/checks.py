@@ -345,7 +345,7 @@ def path_agrees_with_reference(trial: Trial, inputs: OptimizerInputs, got: dict,
 # ---------------------------------------------------------------- sizes
 
 def check_sizes(trial: Trial, inputs: Any) -> None:
-    """agrees-with-reference on inputs at kernel-size boundaries (``Op.sizes_strategy``); a failure names the
+    """agrees-with-reference on inputs at kernel-size boundaries (``Op.strategies.sizes``); a failure names the
     size (``Op.describe_size``)."""
     try:
         check_agrees_with_reference(trial, inputs)

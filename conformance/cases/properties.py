@@ -116,7 +116,7 @@ def property_of(op: Op, declared: GeneratedProperty) -> Property:
     ``dtypes`` and ``to_cases`` (where given) replace the check's."""
     examples = declared.examples
     if examples is None:
-        examples = op.explicit_examples if declared.strategy == op.inputs_strategy else _no_examples
+        examples = op.explicit_examples if declared.strategy == op.drawing(op.strategies.inputs) else _no_examples
     check = unbound(declared.check) if declared.check is not None else CHECKS.get(declared.name)
     if check is None:
         raise ValueError(f"op {op.name!r} declares property {declared.name!r} without a check, and no generic "

@@ -3,7 +3,7 @@
 Every strategy here draws the objects an op's ``decode_inputs`` returns -- :class:`CooArray`,
 :class:`OptimizerInputs`, :class:`MaskedMeanInputs` -- with every float already representable in
 the requested dtype (so ``quantize`` is the identity on them and the NumPy reference sees exactly
-what a backend sees). The op records own them (``Op.inputs_strategy`` and the like); the building
+what a backend sees). The op records own them (``Op.strategies``, one record each); the building
 blocks are in :mod:`conformance.ops.draw`. They are public: use them in your own properties::
 
     from hypothesis import given
@@ -51,21 +51,31 @@ def _op(name: str):
         raise ValueError(f"unknown op {name!r}; known ops: {', '.join(sorted(OPS))}") from None
 
 
+def _drawn(op: str, strategy, what: str):
+    """``strategy`` (one of the op's ``Op.strategies``) bound to it, or a clear error where it has none."""
+    if strategy is None:
+        raise ValueError(f"op {op!r} has no strategy of {what} (its record's Op.strategies leaves it None)")
+    return _op(op).drawing(strategy)
+
+
 def inputs(op: str, dtype: str = "float64", **options: Any) -> st.SearchStrategy:
-    """Valid inputs of ``op`` (``Op.inputs_strategy``; options such as ``max_steps`` pass through)."""
-    return _op(op).inputs_strategy(dtype, **options)
+    """Valid inputs of ``op`` (``Op.strategies.inputs``; options such as ``max_steps`` pass through)."""
+    return _drawn(op, _op(op).strategies.inputs, "valid inputs")(dtype, **options)
 
 
 def invalid_inputs(op: str, dtype: str = "float64") -> st.SearchStrategy:
-    """Inputs of ``op`` with exactly one documented error (``Op.invalid_inputs_strategy``)."""
-    return _op(op).invalid_inputs_strategy(dtype)
+    """Inputs of ``op`` with exactly one documented error (``Op.strategies.invalid``)."""
+    return _drawn(op, _op(op).strategies.invalid, "invalid inputs")(dtype)
 
 
 def rounding_inputs(op: str, dtype: str) -> st.SearchStrategy:
-    """float16/bfloat16 inputs of ``op`` where rounding decides the result (``Op.rounding_inputs_strategy``)."""
-    return _op(op).rounding_inputs_strategy(dtype)
+    """float16/bfloat16 inputs of ``op`` where rounding decides the result (``Op.strategies.rounding``)."""
+    return _drawn(op, _op(op).strategies.rounding, "rounding inputs")(dtype)
 
 
 def hyperparameters(op: str) -> st.SearchStrategy:
-    """Valid hyperparameters of optimizer ``op`` (``OptimizerOp.hyperparameters_strategy``)."""
-    return _op(op).hyperparameters_strategy()
+    """Valid hyperparameters of optimizer ``op`` (``Op.strategies.hyperparameters``)."""
+    strategy = _op(op).strategies.hyperparameters
+    if strategy is None:
+        raise ValueError(f"op {op!r} has no strategy of hyperparameters (not an optimizer)")
+    return strategy()

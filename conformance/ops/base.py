@@ -19,7 +19,7 @@ from conformance.core.tensors import encode_array
 from conformance.core.types import RunContext
 
 LAYOUT_INVARIANT = "layout-invariant"  # the property every op with input_layouts has (conformance/cases/input_layouts.py)
-SIZES = "sizes"  # the property of every op with a sizes_strategy
+SIZES = "sizes"  # the property of every op that declares strategies.sizes
 LAYOUT_EXAMPLES = 4  # drawn examples per layout-invariant item beside its two explicit ones (the main job's minute)
 SIZES_EXAMPLES = 4  # drawn examples per sizes item beside the explicit ones: each is hundreds of entries
 # the sizes where kernels change behaviour: vector widths (16 floats of AVX-512, 16 halves of AVX2), block sizes
@@ -61,9 +61,60 @@ class GeneratedProperty:
     dtypes: tuple[str, ...] | None = None  # None: every float dtype (or the generic check's own)
     skip_backends: tuple[str, ...] = ()
     # dtype -> examples always run first (Hypothesis' explicit examples); None: the op's
-    # explicit_examples where ``strategy`` is its inputs_strategy, else none
+    # explicit_examples where ``strategy`` draws its strategies.inputs, else none
     examples: Callable[[str], list] | None = None
     max_examples: int | None = None  # at most this many drawn examples per item (an expensive property); None: the run's
+
+
+def inputs_in_layouts(op: "Op", dtype: str) -> Any:
+    """(inputs, layouts by role): the op's valid inputs, each role of its ``input_layouts`` in a drawn layout
+    (shrinking toward contiguous): what layout-invariant draws unless the record declares another."""
+    return st.tuples(op.strategies.inputs(op, dtype), layouts_strategy(op.input_layouts))
+
+
+def dtype_only(strategy: Callable[..., Any]) -> Callable[..., Any]:
+    """A strategy of the dtype (and options) alone, as a :class:`Strategies` field, which is handed the op too."""
+    def drawn(op: "Op", dtype: str, **options: Any) -> Any:
+        return strategy(dtype, **options)
+
+    drawn.__name__ = drawn.__qualname__ = getattr(strategy, "__name__", "strategy")
+    return drawn
+
+
+@dataclass(frozen=True)
+class Strategies:
+    """An op's Hypothesis strategies, one record, by what they draw. Each field is ``(op, dtype) -> a
+    strategy`` (``inputs`` takes options such as ``max_steps`` too; ``hyperparameters`` is ``() -> a
+    strategy``); None: the op draws nothing of that kind, and has no property that would. The properties
+    read them (:meth:`Op.all_properties`, ``OptimizerOp.properties``); a record declares its own as
+    ``strategies = Strategies(...)``, an optimizer as ``dataclasses.replace(OPTIMIZER_STRATEGIES, ...)``."""
+
+    inputs: Callable[..., Any] | None = None  # valid inputs: agrees-with-reference, deterministic and most others
+    invalid: Callable[..., Any] | None = None  # inputs with exactly one documented error: rejects-invalid
+    rounding: Callable[..., Any] | None = None  # float16/bfloat16 inputs where rounding decides: rounds-correctly
+    sizes: Callable[..., Any] | None = None  # large inputs at kernel-size boundaries (structured): sizes
+    layouts: Callable[..., Any] = inputs_in_layouts  # (inputs, layouts by role): layout-invariant
+    # optimizers
+    hyperparameters: Callable[[], Any] | None = None  # valid hyperparameters for sparse gradients
+    param_groups: Callable[..., Any] | None = None  # two param groups: param-groups
+    resume_points: Callable[..., Any] | None = None  # (param groups, the step to save at): state-dict-resume
+    lifecycles: Callable[..., Any] | None = None  # lifecycle
+    complex: Callable[..., Any] | None = None  # complex-agrees
+    long_trajectories: Callable[..., Any] | None = None  # long-trajectory
+    paths: Callable[..., Any] | None = None  # sparse, mixed and densified trajectories: paths-agree
+    dense: Callable[..., Any] | None = None  # densified trajectories: compiled-agrees, grad-scaling
+
+
+@dataclass(frozen=True)
+class Drawing:
+    """One of an op's :class:`Strategies` bound to the op: ``dtype -> a strategy`` (what a
+    :class:`GeneratedProperty` draws from); equal for the same op and strategy."""
+
+    op: Any
+    strategy: Callable[..., Any]
+
+    def __call__(self, dtype: str, **options: Any) -> Any:
+        return self.strategy(self.op, dtype, **options)
 
 
 FOREACH, FUSED, COMPILED = "foreach", "fused", "compiled"  # torch's own paths beside its for-loop step
@@ -130,6 +181,12 @@ class Op:
     layout_reordered_outputs: frozenset[str] = frozenset()
     # torch's own paths of the op (TorchPath), each run as a backend of its name beside stock torch's default
     torch_paths: tuple[TorchPath, ...] = ()
+    # the Hypothesis strategies its properties draw from (none: the op has no generated property)
+    strategies: Strategies = Strategies()
+
+    def drawing(self, strategy: Callable[..., Any]) -> Drawing:
+        """``strategy`` (one of :attr:`strategies`) bound to this op, as a property draws from it."""
+        return Drawing(self, strategy)
 
     def torch_path(self, name: str) -> TorchPath | None:
         """The declared path ``name``, or None."""
@@ -274,19 +331,6 @@ class Op:
         divergences of conformance/cases/lowprec.py are judged from it)."""
         return None
 
-    def inputs_strategy(self, dtype: str, **options: Any) -> Any:
-        """A Hypothesis strategy of valid decoded inputs, every float representable in ``dtype``."""
-        raise NotImplementedError(f"{self.name} has no input strategy")
-
-    def invalid_inputs_strategy(self, dtype: str) -> Any:
-        """A Hypothesis strategy of inputs with exactly one documented error (what rejects-invalid draws)."""
-        raise NotImplementedError(f"{self.name} has no invalid-input strategy")
-
-    def rounding_inputs_strategy(self, dtype: str) -> Any:
-        """A Hypothesis strategy of float16/bfloat16 inputs where rounding decides the result (see
-        :meth:`rounding_bounds`; what rounds-correctly draws)."""
-        raise NotImplementedError(f"{self.name} has no rounding-input strategy")
-
     def properties(self) -> tuple[GeneratedProperty, ...]:
         """The generated properties of this op (see :class:`GeneratedProperty`)."""
         return ()
@@ -303,29 +347,26 @@ class Op:
 
     def all_properties(self) -> tuple[GeneratedProperty, ...]:
         """:meth:`properties` and the ones every op has: ``deterministic`` (the same inputs run
-        twice give bit-for-bit the same outputs and state), on :meth:`inputs_strategy`, and where the
-        record declares :attr:`input_layouts`, ``layout-invariant`` (:meth:`layout_inputs_strategy`)."""
+        twice give bit-for-bit the same outputs and state), on ``strategies.inputs``; where the record
+        declares :attr:`input_layouts`, ``layout-invariant`` (``strategies.layouts``); where it declares
+        ``strategies.sizes``, ``sizes``."""
         own = tuple(self.properties())
-        if any(p.name == "deterministic" for p in own) or type(self).inputs_strategy is Op.inputs_strategy:
+        if any(p.name == "deterministic" for p in own) or self.strategies.inputs is None:
             return own  # (an op without an input strategy has nothing to draw)
         sizes = (GeneratedProperty(
             SIZES, "inputs past the sizes where kernels change behaviour (vector widths and block sizes: 16, 32, 64, "
             "256 entries and a remainder; hybrid rows wider than 256; half-precision counts past 2,048) agree with the "
-            "NumPy reference", self.sizes_strategy, examples=self.sizes_examples, max_examples=SIZES_EXAMPLES),
-        ) if type(self).sizes_strategy is not Op.sizes_strategy else ()
+            "NumPy reference", self.drawing(self.strategies.sizes), examples=self.sizes_examples,
+            max_examples=SIZES_EXAMPLES),
+        ) if self.strategies.sizes is not None else ()
         layouts = (GeneratedProperty(
             LAYOUT_INVARIANT, "the same inputs handed over as non-contiguous views (a strided view into a larger "
             "storage, transposed, channels_last) give bit for bit the result of contiguous copies, and no byte of "
-            "the storage outside a view changes", self.layout_inputs_strategy, examples=self.layout_examples,
+            "the storage outside a view changes", self.drawing(self.strategies.layouts), examples=self.layout_examples,
             max_examples=LAYOUT_EXAMPLES),
         ) if self.input_layouts else ()
         return (*own, GeneratedProperty("deterministic", "the same inputs run twice give bit-for-bit the same "
-                                        "outputs and state", self.inputs_strategy), *layouts, *sizes)
-
-    def sizes_strategy(self, dtype: str) -> Any:
-        """A Hypothesis strategy of large inputs at kernel-size boundaries, built from a few drawn values placed by
-        a drawn pattern (a structured generator: cheap to draw and shrink); none by default (no sizes property)."""
-        raise NotImplementedError
+                                        "outputs and state", self.drawing(self.strategies.inputs)), *layouts, *sizes)
 
     def sizes_examples(self, dtype: str) -> list:
         """Inputs the property sizes runs first (the boundaries themselves)."""
@@ -338,11 +379,6 @@ class Op:
     def describe_size(self, inputs: Any) -> str:
         """The sizes of ``inputs`` in words, as a failure of the property sizes names them."""
         return "the inputs' sizes"
-
-    def layout_inputs_strategy(self, dtype: str) -> Any:
-        """(inputs, layouts by role): :meth:`inputs_strategy`'s inputs, each role of :attr:`input_layouts`
-        in a drawn layout (shrinking toward contiguous)."""
-        return st.tuples(self.inputs_strategy(dtype), layouts_strategy(self.input_layouts))
 
     def layout_examples(self, dtype: str) -> list:
         """(inputs, layouts) run first by layout-invariant: each explicit example with every role that
@@ -361,7 +397,7 @@ class Op:
         return False
 
     def explicit_examples(self, dtype: str) -> list:
-        """Inputs every property drawn from :meth:`inputs_strategy` runs first, before Hypothesis
+        """Inputs every property drawn from ``strategies.inputs`` runs first, before Hypothesis
         draws (its explicit examples): small hand-written inputs on which the known mistakes differ,
         so that finding them does not depend on what a seed draws."""
         return []

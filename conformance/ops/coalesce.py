@@ -20,7 +20,7 @@ from conformance.core.compare import assert_bits_equal, finite_abs_max
 from conformance.core.dtypes import DTYPES, OPMATH_ROUNDOFF
 from conformance.core.tolerances import ErrorBound
 from conformance.ops import draw as d
-from conformance.ops.base import COMPILED, GeneratedProperty, Op, TorchPath
+from conformance.ops.base import COMPILED, GeneratedProperty, Op, Strategies, TorchPath, dtype_only
 from conformance.ops.contract import changed, check_like, snapshot, violation
 from conformance.core.tensors import (COO, CooArray, decode_array, encode_coo, not_plain_tensor, random_coo, TENSOR,
                                       to_numpy)
@@ -243,6 +243,7 @@ class Coalesce(Op):
     # torch's own paths of the op beside the stock one: "compiled" -- coalesce() under torch.compile
     # (conformance/backends/compiled.py), unsupported where Dynamo does not trace a sparse tensor
     torch_paths = (TorchPath(COMPILED, function=coalesced),)
+    strategies = Strategies(inputs=dtype_only(d.coo_arrays), rounding=dtype_only(rounding_inputs))
     inputs_schema = {
         "type": "object",
         "required": ["tensor"],
@@ -344,9 +345,6 @@ class Coalesce(Op):
         return {"indices": result.indices, "values": result.values, "nnz": np.int64(result.indices.shape[1]),
                 "size": np.array(inputs.size, dtype=np.int64)}, flags
 
-    def inputs_strategy(self, dtype: str, **options) -> Any:
-        return d.coo_arrays(dtype, **options)
-
     def explicit_examples(self, dtype: str) -> list[CooArray]:
         """Two sparse dims, unsorted, with a duplicate and a pair that cancels to an explicit zero:
         row-major vs column-major order, sum vs last write, keeping vs dropping the zero all differ
@@ -356,19 +354,17 @@ class Coalesce(Op):
         scalar = CooArray(np.zeros((0, 2), dtype=np.int64), np.array([1.5, 2.0]), ())
         return [two_dims, scalar]
 
-    def rounding_inputs_strategy(self, dtype: str) -> Any:
-        return rounding_inputs(dtype)
-
     def properties(self) -> tuple[GeneratedProperty, ...]:
+        inputs = self.drawing(self.strategies.inputs)
         return (
             GeneratedProperty("agrees-with-reference", "coalesce matches the NumPy reference (indices exact, values "
-                              "within a tolerance for the dtype)", self.inputs_strategy),
-            GeneratedProperty("idempotent", "coalesce(coalesce(x)) is bit-for-bit coalesce(x)", self.inputs_strategy,
+                              "within a tolerance for the dtype)", inputs),
+            GeneratedProperty("idempotent", "coalesce(coalesce(x)) is bit-for-bit coalesce(x)", inputs,
                               check_idempotent, to_cases=idempotent_cases),
             GeneratedProperty("sorted-dense-sum", "coalesce's indices are sorted and unique, and its entries sum to "
-                              "the dense sum of the input", self.inputs_strategy, check_dense_sum),
+                              "the dense sum of the input", inputs, check_dense_sum),
             GeneratedProperty("rounds-correctly", "float16/bfloat16 sums of duplicates are correctly rounded (many "
-                              "equal duplicates, cancelling pairs)", self.rounding_inputs_strategy),
+                              "equal duplicates, cancelling pairs)", self.drawing(self.strategies.rounding)),
         )
 
     def reference_tolerance_scale(self, inputs: CooArray) -> float:

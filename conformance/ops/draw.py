@@ -1,5 +1,5 @@
-"""Hypothesis building blocks the op records draw their inputs from (``Op.inputs_strategy``
-and the like): floats representable in a dtype, shapes, uncoalesced COO tensors, masks,
+"""Hypothesis building blocks the op records draw their inputs from (``Op.strategies``):
+floats representable in a dtype, shapes, uncoalesced COO tensors, masks,
 hyperparameter ranges and gradient trajectories. Every float drawn is already representable in
 the requested dtype, so ``quantize`` is the identity on it and the NumPy reference sees exactly
 what a backend sees. Simple values come first in every ``one_of`` so that shrinking ends on

@@ -23,7 +23,7 @@ from conformance.core.layouts import LAYOUT_KINDS
 from conformance.core.compare import assert_bits_equal, finite_abs_max, first_index
 from conformance.core.divergences import STOCK_TORCH, Divergence, register
 from conformance.ops import draw as d
-from conformance.ops.base import COMPILED, SIZE_BOUNDARIES, GeneratedProperty, Op, TorchPath
+from conformance.ops.base import COMPILED, SIZE_BOUNDARIES, GeneratedProperty, Op, Strategies, TorchPath, dtype_only
 from conformance.ops.masked_mean_candidate import differentiate, watch_masked_mean  # noqa: F401 - re-exported
 from conformance.core.dtypes import DTYPES, OPMATH_ROUNDOFF, is_half
 from conformance.core.tolerances import ErrorBound
@@ -273,6 +273,19 @@ DEVICE_COUNT_IN_HALF = register(Divergence(
 ))
 
 
+@st.composite
+def sized_inputs(draw, dtype: str = "float64") -> MaskedMeanInputs:
+    """Values at a kernel-size boundary or past a half-precision count (2,049 and 4,097 entries), from 1-3 drawn
+    values repeated with a drawn period, and a mask valid everywhere or at every k-th entry."""
+    d.check_dtype(dtype)
+    length = draw(st.sampled_from((2049, 4097, *SIZE_BOUNDARIES)))
+    chosen = draw(st.lists(d.representable_floats(dtype, d.Magnitudes(-4, 4)), min_size=1, max_size=3))
+    period = draw(st.integers(1, 5))
+    values = np.array([chosen[(i // period) % len(chosen)] for i in range(length)], dtype=np.float64)
+    every = draw(st.integers(1, 3))
+    return MaskedMeanInputs(values, np.arange(length) % every == 0)
+
+
 class MaskedMean(Op):
     name = "masked_mean"
     input_layouts = {"values": LAYOUT_KINDS, "mask": LAYOUT_KINDS}
@@ -285,6 +298,8 @@ class MaskedMean(Op):
     # torch's own paths of the op beside the stock one: "compiled" -- the dense formulation under
     # torch.compile(dynamic=True) with Inductor, forward and backward (conformance/backends/compiled.py)
     torch_paths = (TorchPath(COMPILED, function=where_masked_mean),)
+    strategies = Strategies(inputs=dtype_only(drawn_inputs), rounding=dtype_only(rounding_inputs),
+                            sizes=dtype_only(sized_inputs))
     torch_rounding_models = ((DEVICE_COUNT_IN_HALF, {"count_in_dtype": True}),)
     inputs_schema = {
         "type": "object", "required": ["values", "mask"], "additionalProperties": False,
@@ -353,20 +368,11 @@ class MaskedMean(Op):
         values = quantize(rng.standard_normal(bench.size), dtype)
         return MaskedMeanInputs(values, rng.random(bench.size) < bench.density)
 
-    def inputs_strategy(self, dtype: str, **options) -> Any:
-        return drawn_inputs(dtype, **options)
-
     def explicit_examples(self, dtype: str) -> list[MaskedMeanInputs]:
         """NaN at a valid entry beside a finite one (the mean is NaN: a skipna mean says 1), and
         NaN and -inf under the mask (ignored: the mean is 1, the gradient 0 there)."""
         return [MaskedMeanInputs(np.array([math.nan, 1.0, 2.0]), np.array([True, True, False])),
                 MaskedMeanInputs(np.array([1.0, math.nan, -math.inf]), np.array([True, False, False]))]
-
-    def rounding_inputs_strategy(self, dtype: str) -> Any:
-        return rounding_inputs(dtype)
-
-    def sizes_strategy(self, dtype: str) -> Any:
-        return sized_inputs(dtype)
 
     def sizes_examples(self, dtype: str) -> list[MaskedMeanInputs]:
         """2,049 valid ones among 2,050 entries (float16 counts past 2,048 by 2s: a count kept in float16 is
@@ -382,14 +388,14 @@ class MaskedMean(Op):
     def properties(self) -> tuple[GeneratedProperty, ...]:
         return (
             GeneratedProperty("rounds-correctly", "a float16/bfloat16 mean over long masked sums is rounded as "
-                              "float32 arithmetic allows", self.rounding_inputs_strategy),
+                              "float32 arithmetic allows", self.drawing(self.strategies.rounding)),
             GeneratedProperty("agrees-with-reference", "masked mean and its gradient match the NumPy reference",
-                              self.inputs_strategy),
+                              self.drawing(self.strategies.inputs)),
             GeneratedProperty("ignores-masked-out", "values under the mask (NaN and inf included) change neither "
                               "the value nor the gradient", masked_pairs, check_ignores_masked_out,
                               to_cases=pair_cases),
             GeneratedProperty("grad-zero-outside-mask", "the gradient is exactly zero wherever the mask is False",
-                              self.inputs_strategy, check_grad_zero_outside_mask),
+                              self.drawing(self.strategies.inputs), check_grad_zero_outside_mask),
         )
 
     def reference_tolerance_scale(self, inputs: MaskedMeanInputs) -> float:
@@ -397,16 +403,3 @@ class MaskedMean(Op):
 
 
 OP = MaskedMean()
-
-
-@st.composite
-def sized_inputs(draw, dtype: str = "float64") -> MaskedMeanInputs:
-    """Values at a kernel-size boundary or past a half-precision count (2,049 and 4,097 entries), from 1-3 drawn
-    values repeated with a drawn period, and a mask valid everywhere or at every k-th entry."""
-    d.check_dtype(dtype)
-    length = draw(st.sampled_from((2049, 4097, *SIZE_BOUNDARIES)))
-    chosen = draw(st.lists(d.representable_floats(dtype, d.Magnitudes(-4, 4)), min_size=1, max_size=3))
-    period = draw(st.integers(1, 5))
-    values = np.array([chosen[(i // period) % len(chosen)] for i in range(length)], dtype=np.float64)
-    every = draw(st.integers(1, 3))
-    return MaskedMeanInputs(values, np.arange(length) % every == 0)

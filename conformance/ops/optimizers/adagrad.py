@@ -11,6 +11,7 @@ the tutorial prints it. Candidate: a ``torch.optim.Optimizer`` subclass with Ada
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -21,12 +22,12 @@ from conformance.core.divergences import STOCK_TORCH, ConditionalDivergence, Div
 from conformance.core.tolerances import ErrorBound
 from conformance.core.dtypes import OPMATH_ROUNDOFF
 from conformance.ops import draw as d
-from conformance.ops.base import COMPILED, FOR_LOOP, FOREACH, FUSED, REFUSES, GeneratedProperty, TorchPath
+from conformance.ops.base import COMPILED, FOR_LOOP, FOREACH, FUSED, REFUSES, GeneratedProperty, TorchPath, dtype_only
 from conformance.ops.coalesce import accumulation_differs, coalesce_sequential
 # the NumPy models: torch's defaults and checks, the reference, the known mistakes (names importers take from here)
 from conformance.ops.optimizers.adagrad_models import (DEFAULTS, MISTAKES, WEIGHT_DECAY_ERROR,  # noqa: F401
                                                        adagrad_hyperparameters, adagrad_reference)
-from conformance.ops.optimizers.base import OptimizerOp
+from conformance.ops.optimizers.base import OPTIMIZER_STRATEGIES, OptimizerOp
 from conformance.ops.optimizers.drive import optimizer_problem
 from conformance.ops.optimizers.inputs import negated, optimizer_inputs_schema, OptimizerInputs, ParamGroupsInputs
 from conformance.ops.optimizers.reference import single_step_param_bounds, trajectory_bounds
@@ -96,6 +97,7 @@ def invalid_inputs(draw, dtype: str = "float64") -> OptimizerInputs:
 
 class Adagrad(OptimizerOp):
     name = "adagrad"
+    strategies = replace(OPTIMIZER_STRATEGIES, hyperparameters=hyperparameters, invalid=dtype_only(invalid_inputs))
     lifecycle_hyperparameters = {"lr": 0.5, "lr_decay": 0.5}  # lr_decay reads each parameter's own step count
     title = "Adagrad"
     sparse_weight_decay_error = WEIGHT_DECAY_ERROR  # torch's RuntimeError, raised by the torch backends too
@@ -197,17 +199,11 @@ class Adagrad(OptimizerOp):
                     std_out = std.reshape(-1)
         return {"param": param, "state_sum": state, "step": np.float64(inputs.steps), "std": std_out}
 
-    def hyperparameters_strategy(self) -> Any:
-        return hyperparameters()
-
     def accepts_dense_steps(self, hyperparameters: dict) -> bool:
         return True
 
     def rounding_hyperparameters(self, draw) -> dict:
         return {"initial_accumulator_value": draw(st.sampled_from([0.0, 0.1, 1.0]))}
-
-    def invalid_inputs_strategy(self, dtype: str) -> Any:
-        return invalid_inputs(dtype)
 
     def initial_state(self, inputs: OptimizerInputs) -> dict[str, np.ndarray]:
         """The documented accumulator before the first step: initial_accumulator_value everywhere
@@ -219,7 +215,7 @@ class Adagrad(OptimizerOp):
     def properties(self) -> tuple[GeneratedProperty, ...]:
         return (*super().properties(), GeneratedProperty(
             "sparse-equals-dense", "Adagrad on sparse gradients equals dense Adagrad at every entry the gradients "
-            "specify", self.inputs_strategy))
+            "specify", self.drawing(self.strategies.inputs)))
 
     def error_bounds(self, inputs: OptimizerInputs, dtype: str, sensitivity) -> dict[str, Any]:
         bounds, b = trajectory_bounds(self.reference, inputs, dtype, sensitivity)

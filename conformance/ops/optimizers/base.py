@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from conformance.core.dtypes import DTYPES
 from conformance.core.layouts import CHANNELS_LAST, CONTIGUOUS, LAYOUT_KINDS, STRIDED, TRANSPOSED, Layout, layouts_strategy
 from conformance.core.types import RunContext, Unsupported
-from conformance.ops.base import COMPILED, FUSED, GeneratedProperty, Op
+from conformance.ops.base import COMPILED, FUSED, GeneratedProperty, Op, Strategies
 from conformance.ops.coalesce import coalesce_reference
 from conformance.ops.optimizers.contract import check_optimizer_outputs, watch_optimizer
 from conformance.ops.optimizers.drive import run_optimizer
@@ -28,10 +28,33 @@ from conformance.core.tensors import CooArray, encode_array, encode_coo, quantiz
 COMPILED_EXAMPLES = 3  # drawn examples per compiled-agrees item: each one compiles the step (seconds of C++)
 
 
+def paths_inputs(op: "OptimizerOp", dtype: str) -> Any:
+    """Drawn trajectories, or the same densified (torch's fused steps run dense gradients only): paths-agree."""
+    drawn = op.strategies.inputs(op, dtype)
+    return st.one_of(drawn, drawn.map(lambda inputs: densified(inputs, dtype)))
+
+
+def dense_inputs(op: "OptimizerOp", dtype: str) -> Any:
+    """Drawn trajectories densified (torch.compile does not trace sparse gradients): compiled-agrees, grad-scaling."""
+    return op.strategies.inputs(op, dtype).map(lambda inputs: densified(inputs, dtype))
+
+
+def paths_inputs_in_layouts(op: "OptimizerOp", dtype: str) -> Any:
+    """Trajectories as paths-agree draws them, each input in a drawn layout: layout-invariant."""
+    return st.tuples(paths_inputs(op, dtype), layouts_strategy(op.input_layouts))
+
+
+# what every optimizer draws; a record adds its own hyperparameters and invalid inputs (dataclasses.replace)
+OPTIMIZER_STRATEGIES = Strategies(
+    inputs=drawn_inputs, rounding=rounding_inputs, sizes=sized_inputs, layouts=paths_inputs_in_layouts,
+    param_groups=param_groups, resume_points=resume_points, lifecycles=lifecycles, complex=complex_trajectories,
+    long_trajectories=long_trajectories, paths=paths_inputs, dense=dense_inputs)
+
+
 class OptimizerOp(Op):
     """What the optimizer records share: generated inputs and properties, benchmark trajectories
-    and the half-precision model's frame; each optimizer gives its hyperparameters
-    (:meth:`hyperparameters_strategy`), its documented errors (:meth:`invalid_inputs_strategy`)
+    and the half-precision model's frame; each optimizer gives its hyperparameters and its documented
+    errors (``strategies``: :data:`OPTIMIZER_STRATEGIES` with its ``hyperparameters`` and ``invalid``)
     and its replay of torch's steps (:meth:`replay_in_dtype`)."""
 
     title: str = ""  # the optimizer's class name, as summaries write it
@@ -57,6 +80,7 @@ class OptimizerOp(Op):
 
     # the trajectory's error bounds widen by torch's algorithm replayed in the dtype (ill-conditioned steps)
     rounding_sensitive = True
+    strategies = OPTIMIZER_STRATEGIES  # each optimizer adds its hyperparameters and invalid inputs
 
     @property
     def is_optimizer(self) -> bool:
@@ -108,10 +132,6 @@ class OptimizerOp(Op):
         with torch's messages): what the torch backends' runners step with."""
         raise NotImplementedError
 
-    def hyperparameters_strategy(self) -> Any:
-        """A Hypothesis strategy of valid hyperparameters for sparse gradients."""
-        raise NotImplementedError
-
     def accepts_dense_steps(self, hyperparameters: dict) -> bool:
         """Whether a trajectory with these hyperparameters may mix dense gradients in."""
         return False
@@ -119,18 +139,6 @@ class OptimizerOp(Op):
     def rounding_hyperparameters(self, draw) -> dict:
         """Hyperparameters besides ``lr`` for the rounds-correctly inputs."""
         return {}
-
-    def inputs_strategy(self, dtype: str, **options) -> Any:
-        return drawn_inputs(self, dtype, **options)
-
-    def param_groups_strategy(self, dtype: str) -> Any:
-        return param_groups(self, dtype)
-
-    def resume_points_strategy(self, dtype: str) -> Any:
-        return resume_points(self, dtype)
-
-    def rounding_inputs_strategy(self, dtype: str) -> Any:
-        return rounding_inputs(self, dtype)
 
     def encode_inputs(self, inputs: OptimizerInputs) -> dict:
         if isinstance(inputs, LifecycleInputs):  # (what a failure shows; no spec case takes a lifecycle yet)
@@ -222,30 +230,30 @@ class OptimizerOp(Op):
         listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
         return (
             GeneratedProperty("agrees-with-reference", f"{self.title} trajectories match the NumPy reference",
-                              self.inputs_strategy),
+                              self.drawing(self.strategies.inputs)),
             GeneratedProperty("unspecified-unchanged", f"entries a step's gradient does not specify keep {listed} "
-                              "bit-for-bit", self.inputs_strategy),
-            GeneratedProperty("rejects-invalid", self.invalid_summary, self.invalid_inputs_strategy),
+                              "bit-for-bit", self.drawing(self.strategies.inputs)),
+            GeneratedProperty("rejects-invalid", self.invalid_summary, self.drawing(self.strategies.invalid)),
             GeneratedProperty("param-groups", "one optimizer over two param groups (different shapes and "
                               "hyperparameters, a parameter without a gradient) moves each parameter as an optimizer "
-                              "of its own would", self.param_groups_strategy),
+                              "of its own would", self.drawing(self.strategies.param_groups)),
             GeneratedProperty("state-dict-resume", "state_dict() saved mid-trajectory (torch.save/torch.load) and "
                               "loaded into a fresh optimizer continues exactly as the uninterrupted run",
-                              self.resume_points_strategy),
+                              self.drawing(self.strategies.resume_points)),
             GeneratedProperty("lifecycle", "one optimizer over parameters that miss gradients on some steps, are "
                               "frozen, 0-d or zero-size, join by add_param_group mid-run, with lr changed between "
                               "steps or a 0-d tensor and a weights_only state_dict round trip, moves each parameter "
-                              "as an optimizer of its own stepped where it has a gradient", self.lifecycle_strategy,
+                              "as an optimizer of its own stepped where it has a gradient", self.drawing(self.strategies.lifecycles),
                               examples=self.lifecycle_examples),
             GeneratedProperty("complex-agrees", f"{self.title} on complex parameters (complex64 for float32 items, "
                               "complex128 for float64) equals itself on their torch.view_as_real, as torch documents "
-                              "(or refuses them as torch does)", self.complex_strategy, dtypes=("float32", "float64"),
+                              "(or refuses them as torch does)", self.drawing(self.strategies.complex), dtypes=("float32", "float64"),
                               examples=self.complex_examples),
             GeneratedProperty("rounds-correctly", "a float16/bfloat16 parameter moved by a fraction of an ulp to a "
-                              "few ulps is correctly rounded", self.rounding_inputs_strategy),
+                              "few ulps is correctly rounded", self.drawing(self.strategies.rounding)),
             GeneratedProperty("long-trajectory", f"{self.title} over {LONG_STEPS[0]}-{LONG_STEPS[1]} steps matches the "
                               "NumPy reference within a tolerance that grows with the steps (a hyperparameter rounded "
-                              "once per step drifts)", self.long_trajectories_strategy, dtypes=("float32", "float64"),
+                              "once per step drifts)", self.drawing(self.strategies.long_trajectories), dtypes=("float32", "float64"),
                               examples=self.long_trajectory_examples, max_examples=LONG_EXAMPLES),
         )
 
@@ -261,24 +269,19 @@ class OptimizerOp(Op):
         if paths:
             twins.append(GeneratedProperty(
                 "paths-agree", f"torch's {' and '.join(paths)} {self.title} steps equal its for-loop step on "
-                "the same trajectories (sparse, mixed and all-dense)", self.paths_inputs_strategy))
+                "the same trajectories (sparse, mixed and all-dense)", self.drawing(self.strategies.paths)))
         if self.torch_path(FUSED) is not None:
             twins.append(GeneratedProperty(
                 "grad-scaling", f"torch's fused {self.title} step takes torch.amp.GradScaler's grad_scale and "
                 "found_inf: scaled gradients step as unscaled ones, and a step with found_inf set changes neither "
-                "the parameter nor any state (first or last)", self.compiled_inputs_strategy,
+                "the parameter nor any state (first or last)", self.drawing(self.strategies.dense),
                 examples=self.grad_scaling_examples))
         if self.torch_path(COMPILED) is not None:
             twins.append(GeneratedProperty(
                 "compiled-agrees", f"torch's {self.title} step under torch.compile (Inductor) equals the same step "
-                "run eagerly on the same dense-gradient trajectories", self.compiled_inputs_strategy,
+                "run eagerly on the same dense-gradient trajectories", self.drawing(self.strategies.dense),
                 dtypes=("float32", "float64"), max_examples=COMPILED_EXAMPLES))
         return (*super().all_properties(), *twins)
-
-    def layout_inputs_strategy(self, dtype: str) -> Any:
-        """Trajectories as paths-agree draws them (sparse, mixed, and the same densified: torch's fused
-        steps run dense gradients only), each input in a drawn layout."""
-        return st.tuples(self.paths_inputs_strategy(dtype), layouts_strategy(self.input_layouts))
 
     def layout_examples(self, dtype: str) -> list[tuple[OptimizerInputs, dict]]:
         """Two steps on a 2 x 3 parameter, dense gradients where the optimizer takes them (sparse ones
@@ -312,9 +315,6 @@ class OptimizerOp(Op):
         grads = [np.array([[0.5, -1.0, 2.0], [1.0, 0.25, -0.5]]), np.array([[-1.0, 2.0, 0.5], [0.25, 1.0, -2.0]])]
         return [OptimizerInputs(param, grads, dict(self.lifecycle_hyperparameters))]
 
-    def complex_strategy(self, dtype: str) -> Any:
-        return complex_trajectories(self, dtype)
-
     def complex_examples(self, dtype: str) -> list[OptimizerInputs]:
         """Two steps on a 2-entry complex parameter (1 - 2j, 0.5 + 3j), gradients with both parts nonzero
         (|g|^2 and re^2, im^2 accumulate differently): dense where the optimizer takes them, sparse otherwise."""
@@ -324,9 +324,6 @@ class OptimizerOp(Op):
         if self.layout_dense_gradients:
             return [OptimizerInputs(param, dense, hyper)]
         return [OptimizerInputs(param, [CooArray(np.array([[0, 1]], dtype=np.int64), g, (2, 2)) for g in dense], hyper)]
-
-    def sizes_strategy(self, dtype: str) -> Any:
-        return sized_inputs(self, dtype)
 
     def sizes_examples(self, dtype: str) -> list[OptimizerInputs]:
         """Two steps on parameters of 17 and 257 entries (a vector width and a block size, each plus one), every
@@ -349,9 +346,6 @@ class OptimizerOp(Op):
 
     def spec_can_hold(self, inputs: Any) -> bool:
         return not isinstance(inputs, LifecycleInputs)  # a lifecycle is not a spec case (yet)
-
-    def lifecycle_strategy(self, dtype: str) -> Any:
-        return lifecycles(self, dtype)
 
     def lifecycle_examples(self, dtype: str) -> list[LifecycleInputs]:
         """One life per event, so that the first that fails names its event: beside a 2 x 3 parameter stepping
@@ -386,16 +380,6 @@ class OptimizerOp(Op):
                 LifecycleInputs([first], hyper, scaled), LifecycleInputs([first], hyper, still, tensor_lr=True),
                 LifecycleInputs([first, frozen, empty], hyper, still),
                 LifecycleInputs([first, missing], hyper, still, resume_after=1)]
-
-    def paths_inputs_strategy(self, dtype: str) -> Any:
-        drawn = self.inputs_strategy(dtype)
-        return st.one_of(drawn, drawn.map(lambda inputs: densified(inputs, dtype)))
-
-    def compiled_inputs_strategy(self, dtype: str) -> Any:
-        return self.inputs_strategy(dtype).map(lambda inputs: densified(inputs, dtype))
-
-    def long_trajectories_strategy(self, dtype: str) -> Any:
-        return long_trajectories(self, dtype)
 
     def long_trajectory_examples(self, dtype: str) -> list[OptimizerInputs]:
         """One trajectory of :attr:`long_trajectory_steps` steps per :attr:`long_trajectory_hyperparameters`:

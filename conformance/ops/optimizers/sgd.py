@@ -14,6 +14,7 @@ Candidate: a ``torch.optim.Optimizer`` subclass with SGD's constructor.
 from __future__ import annotations
 
 from types import MappingProxyType
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -27,8 +28,8 @@ from conformance.core.diagnosis import STEP_DOES_NOTHING
 from conformance.core.types import Mistake
 from conformance.ops import draw as d
 from conformance.ops.coalesce import accumulation_differs
-from conformance.ops.base import COMPILED, FOREACH, FUSED, REFUSES, GeneratedProperty, TorchPath
-from conformance.ops.optimizers.base import OptimizerOp
+from conformance.ops.base import COMPILED, FOREACH, FUSED, REFUSES, GeneratedProperty, TorchPath, dtype_only
+from conformance.ops.optimizers.base import OPTIMIZER_STRATEGIES, OptimizerOp
 from conformance.ops.optimizers.drive import optimizer_problem
 from conformance.ops.optimizers.inputs import negated, optimizer_inputs_schema, OptimizerInputs
 from conformance.ops.optimizers.reference import dense_grad_and_mask, single_step_param_bounds, trajectory_bounds
@@ -209,6 +210,7 @@ def invalid_inputs(draw, dtype: str = "float64") -> OptimizerInputs:
 
 class SGD(OptimizerOp):
     name = "sgd"
+    strategies = replace(OPTIMIZER_STRATEGIES, hyperparameters=hyperparameters, invalid=dtype_only(invalid_inputs))
     layout_hyperparameters = {"lr": 0.5, "momentum": 0.5}
     lifecycle_hyperparameters = {"lr": 0.5, "momentum": 0.5}  # the momentum buffer is where fused SGD went wrong
     title = "SGD"
@@ -268,14 +270,8 @@ class SGD(OptimizerOp):
     def reference_tolerance_scale(self, inputs: OptimizerInputs) -> float:
         return 4.0 * max(1, inputs.steps)
 
-    def hyperparameters_strategy(self) -> Any:
-        return hyperparameters()
-
     def accepts_dense_steps(self, hyperparameters: dict) -> bool:
         return not hyperparameters.get("momentum")  # a sparse buffer cannot take a dense gradient
-
-    def invalid_inputs_strategy(self, dtype: str) -> Any:
-        return invalid_inputs(dtype)
 
     def properties(self) -> tuple[GeneratedProperty, ...]:
         without_momentum = GeneratedProperty(
@@ -283,7 +279,7 @@ class SGD(OptimizerOp):
             "bit-for-bit", lambda dtype: drawn_inputs(self, dtype, hyperparameters=hyperparameters(momentum=False)))
         return (*(p if p.name != "unspecified-unchanged" else without_momentum for p in super().properties()),
                 GeneratedProperty("sparse-equals-dense", "SGD on sparse gradients equals dense SGD at every entry "
-                                  "the gradients specify", self.inputs_strategy))
+                                  "the gradients specify", self.drawing(self.strategies.inputs)))
 
     def replay_in_dtype(self, inputs: OptimizerInputs, dtype: str, flags: set, accumulate: str) -> dict[str, np.ndarray]:
         """torch's steps with its sparse tensors kept uncoalesced, as torch keeps them: the buffer's

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from types import MappingProxyType
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -25,8 +26,9 @@ from conformance.core.diagnosis import STEP_DOES_NOTHING
 from conformance.core.types import Mistake
 from conformance.ops import draw as d
 from conformance.core.tensors import CooArray, rounder, TENSOR
+from conformance.ops.base import dtype_only
 from conformance.ops.coalesce import accumulation_differs, coalesce_sequential
-from conformance.ops.optimizers.base import OptimizerOp
+from conformance.ops.optimizers.base import OPTIMIZER_STRATEGIES, OptimizerOp
 from conformance.ops.optimizers.drive import optimizer_problem
 from conformance.ops.optimizers.inputs import negated, optimizer_inputs_schema, OptimizerInputs
 from conformance.ops.optimizers.reference import dense_grad_and_mask, single_step_param_bounds, trajectory_bounds
@@ -199,6 +201,7 @@ MISTAKES = (
 
 class SparseAdam(OptimizerOp):
     name = "sparse_adam"
+    strategies = replace(OPTIMIZER_STRATEGIES, hyperparameters=hyperparameters, invalid=dtype_only(invalid_inputs))
     layout_hyperparameters = {"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75)}
     layout_dense_gradients = False  # SparseAdam refuses dense gradients
     lifecycle_hyperparameters = {"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75)}
@@ -247,12 +250,6 @@ class SparseAdam(OptimizerOp):
 
     def candidate_problem(self, candidate: Any) -> str | None:
         return optimizer_problem(candidate)
-
-    def hyperparameters_strategy(self) -> Any:
-        return hyperparameters()
-
-    def invalid_inputs_strategy(self, dtype: str) -> Any:
-        return invalid_inputs(dtype)
 
     def reference_tolerance_scale(self, inputs: OptimizerInputs) -> float:
         return 8.0 * max(1, inputs.steps)

@@ -1,5 +1,5 @@
 """The Hypothesis strategies every optimizer op shares: trajectories with valid hyperparameters
-(the op's own ``hyperparameters_strategy``), param groups, resume points, rounding inputs, and the
+(the op's own ``strategies.hyperparameters``), param groups, resume points, rounding inputs, and the
 pieces the records' invalid-input strategies are made of."""
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from conformance.core.tensors import CooArray
 def drawn_inputs(draw, op: "OptimizerOp", dtype: str = "float64", *, max_steps: int = 4,
                  hyperparameters: Any = None) -> OptimizerInputs:
     """A parameter (1-3 dims), a gradient trajectory and valid hyperparameters for ``op`` (drawn
-    from ``hyperparameters`` when given, else from ``op.hyperparameters_strategy()``)."""
+    from ``hyperparameters`` when given, else from ``op.strategies.hyperparameters()``)."""
     d.check_dtype(dtype)
     size = draw(d.shapes(1, 3, 1, 4, max_numel=24))
     sparse_dim = draw(st.integers(1, len(size)))
     param = d.dense_values(draw, size, d.representable_floats(dtype, d.PARAM_MAGNITUDES[dtype]))
-    hyper = draw(hyperparameters if hyperparameters is not None else op.hyperparameters_strategy())
+    hyper = draw(hyperparameters if hyperparameters is not None else op.strategies.hyperparameters())
     grads = draw(d.trajectories(dtype, size, sparse_dim, max_steps=max_steps,
                                 dense_steps=op.accepts_dense_steps(hyper)))
     return OptimizerInputs(param, grads, hyper)
@@ -110,7 +110,7 @@ def lifecycles(draw, op: "OptimizerOp", dtype: str = "float64") -> "LifecycleInp
     lr scaled between steps, lr as a 0-d tensor, a state_dict round trip. Every event shrinks toward absent."""
     d.check_dtype(dtype)
     steps = draw(st.integers(2, 4))
-    hyper = draw(op.hyperparameters_strategy())
+    hyper = draw(op.strategies.hyperparameters())
     sparse = not op.layout_dense_gradients
     shapes = [s for s in LIFECYCLE_SHAPES if not sparse or len(s) >= 1]
     values = d.representable_floats(dtype, d.PARAM_MAGNITUDES[dtype])
@@ -145,7 +145,7 @@ def complex_trajectories(draw, op: "OptimizerOp", dtype: str = "float64") -> Opt
     d.check_dtype(dtype)
     shape = draw(d.shapes(1, 2, 1, 3, max_numel=6))
     size = (*shape, 2)
-    hyper = draw(op.hyperparameters_strategy())
+    hyper = draw(op.strategies.hyperparameters())
     param = d.dense_values(draw, size, d.representable_floats(dtype, d.PARAM_MAGNITUDES[dtype]))
     grads = []
     for _ in range(draw(st.integers(1, 3))):
@@ -173,7 +173,7 @@ def sized_inputs(draw, op: "OptimizerOp", dtype: str = "float64") -> OptimizerIn
     of 257 or 300 for a hybrid sparse gradient), 1-2 steps of patterned gradients: dense ones, or sparse ones
     specifying every k-th row."""
     d.check_dtype(dtype)
-    hyper = draw(op.hyperparameters_strategy())
+    hyper = draw(op.strategies.hyperparameters())
     dense = op.layout_dense_gradients and op.accepts_dense_steps(hyper) and draw(st.booleans())
     if dense or draw(st.booleans()):
         shape: tuple[int, ...] = (draw(st.sampled_from(SIZE_BOUNDARIES)),)

@@ -228,3 +228,39 @@ def test_mkdocs_build_strict(tmp_path):
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "site" / "candidates" / "index.html").is_file()
+
+
+TIMING = re.compile(r"(?<![\w.-])\d+(?:\.\d+)?(?:[-\u2013]\d+(?:\.\d+)?)? ?(?:s|ms|min|minutes|seconds)\b")
+WHEN = re.compile(r"20\d\d-\d\d-\d\d|\bat [0-9a-f]{7}\b")  # a date, or the commit it was measured at
+SETTING = re.compile(r"timeout|limit|budget|default|at most|within|grace|--[a-z]|bound|deadline|watchdog|every|"
+                     r"sleep|waits?\b|cap", re.I)
+
+
+def undated_timings(page: Path) -> list[str]:
+    """The paragraphs of ``page`` (outside fenced blocks) that state a duration with no date or commit in them
+    or in their section's heading, and no word of a setting (a timeout, a limit, a budget...)."""
+    text = FENCE.sub("", page.read_text(encoding="utf-8"))
+    found = []
+    for section in re.split(r"\n(?=#{1,6} )", text):
+        heading = section.split("\n", 1)[0] if section.startswith("#") else ""
+        for paragraph in re.split(r"\n\s*\n", section):
+            if TIMING.search(paragraph) and not WHEN.search(paragraph) and not WHEN.search(heading) \
+                    and not SETTING.search(paragraph):
+                found.append(f"{page.relative_to(REPO).as_posix()}: {TIMING.search(paragraph).group(0)!r} in "
+                             f"{' '.join(paragraph.split())[:120]!r}")
+    return found
+
+
+def test_every_duration_the_docs_state_says_when_it_was_measured():
+    """Machines differ 2-3x from day to day: a duration in README.md or docs/ is a measurement with its date
+    (or the commit it was measured at) in its paragraph or its section's heading, unless it is a setting."""
+    found = [line for page in PAGES for line in undated_timings(page)]
+    assert not found, "durations with no date:\n" + "\n".join(found)
+
+
+def test_an_undated_duration_is_found(tmp_path, monkeypatch):
+    page = tmp_path / "page.md"
+    page.write_text("# Speed\n\nThe main job took 85.5 s on the 2-core VM.\n\n## Later (2026-11-28)\n\nIt took 90 s.\n")
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert [line.split(":")[0] for line in undated_timings(page)] == ["page.md"]
+    assert "85.5 s" in undated_timings(page)[0]

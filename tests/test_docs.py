@@ -264,3 +264,16 @@ def test_an_undated_duration_is_found(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
     assert [line.split(":")[0] for line in undated_timings(page)] == ["page.md"]
     assert "85.5 s" in undated_timings(page)[0]
+
+
+REPO_PATH = re.compile(r"`((?:conformance|tests|specs|examples|benchmarks|docs|\.github|\.ci)/[\w./-]+)(?![\w<*{])")
+NOT_OURS = {"specs/openapi.yaml": "docs/running.md: a file of a user's project, in an example"}
+
+
+def test_every_file_of_this_repository_the_docs_name_exists():
+    """A path the README or docs/ name in code (`conformance/...`, `tests/...`, `specs/...`) is a file or folder of
+    the checkout: a module renamed or a test moved fails here, not in a reader's hands."""
+    missing = sorted({f"{page.relative_to(REPO).as_posix()}: {path}" for page in PAGES
+                      for path in (m.group(1).rstrip(".,:;") for m in REPO_PATH.finditer(page.read_text("utf-8")))
+                      if path not in NOT_OURS and not (REPO / path).exists()})
+    assert not missing, "named in the docs, not in the checkout:\n" + "\n".join(missing)

@@ -231,6 +231,9 @@ def test_a_torch_release_range_that_does_not_parse_is_an_invalid_spec(tmp_path):
     ("{indices: channels_last}", "layouts.indices", "takes contiguous, strided, transposed"),
     ("{values: {strided: {offset: -1}}}", "layouts.values", "offset"),
     ("{values: sideways}", "layouts.values", "sideways"),
+    # a storage of 10**11 entries was an allocation error in every item; now the spec names the field
+    ("{values: {strided: {offset: 100000000000, step: 2}}}", "layouts.values.strided.offset", "maximum of 1000000"),
+    ("{values: {strided: {step: 99999999999}}}", "layouts.values.strided.step", "maximum of 1000"),
 ])
 def test_a_case_naming_a_layout_it_cannot_take_is_an_error_naming_the_role(tmp_path, layouts, field, says):
     error = error_of(write(tmp_path, GOOD_CASE.replace("    inputs:", f"    layouts: {layouts}\n    inputs:")))

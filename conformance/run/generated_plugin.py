@@ -329,22 +329,28 @@ class GeneratedItem(ConformanceItem):
             self.record.pop("torch_reproducers")
         return [str(path) for path in written]
 
+    def _in_spec_notation(self, example: Any) -> list[str]:
+        """The op inputs ``example`` stands for, as spec cases (indented lines of YAML)."""
+        from conformance.cases.counterexamples import to_yaml  # lazy: see configure
+
+        op = OPS[self.prop.op]
+        shown = [to_yaml({"case": name or "inputs", "inputs": op.encode_inputs(inputs)})
+                 for name, inputs in self.prop.to_cases(example, self.dtype)]
+        return ["  " + line for text in shown for line in text.rstrip().splitlines()]
+
     def _timed_out(self, gen: GeneratedConfig, timed_out: ExampleTimedOut) -> None:
         """The item's timeout fired inside an example: the error names that example (spec notation)
         and saves it, so that ``replay`` runs it first."""
-        from conformance.cases.counterexamples import save_failing_example, to_yaml  # lazy: see configure
+        from conformance.cases.counterexamples import save_failing_example  # lazy: see configure
 
         lines = [str(timed_out.timeout).strip(),
                  f"generated property {self.prop.id}, backend {self.backend.name}, device {self.device}, "
                  f"dtype {self.dtype}: the timeout fired inside an example, after {timed_out.examples_run} "
                  f"example(s) had passed"]
         if timed_out.example is not None:
-            op = OPS[self.prop.op]
             try:
-                shown = [to_yaml({"case": name or "inputs", "inputs": op.encode_inputs(inputs)})
-                         for name, inputs in self.prop.to_cases(timed_out.example, self.dtype)]
                 lines += ["", "the example that was running (spec notation):",
-                          *("  " + line for text in shown for line in text.rstrip().splitlines())]
+                          *self._in_spec_notation(timed_out.example)]
                 save_failing_example(gen.counterexamples, self.name, timed_out.example)
                 lines += ["", f"replay (runs this example first): {self.record.get('rerun') or command_for(self)}"]
             except Exception as exc:  # noqa: BLE001 - never lose the timeout itself
@@ -353,7 +359,7 @@ class GeneratedItem(ConformanceItem):
 
     def _fail(self, gen: GeneratedConfig, result) -> None:
         # lazy: see configure
-        from conformance.cases.counterexamples import save_failing_example, to_yaml, write_counterexample
+        from conformance.cases.counterexamples import save_failing_example, write_counterexample
 
         failure = result.failure
         replay = self.record.get("rerun") or command_for(self)
@@ -369,11 +375,8 @@ class GeneratedItem(ConformanceItem):
                                                              limit=-4)).rstrip()]
         example = result.failing_example
         if example is not None:
-            op = OPS[self.prop.op]
-            shown = [to_yaml({"case": name or "inputs", "inputs": op.encode_inputs(inputs)})
-                     for name, inputs in self.prop.to_cases(example, self.dtype)]
-            lines += ["", f"{'shrunk' if gen.shrink else 'failing'} example (spec notation):", *("  " + line for text in shown
-                                                                for line in text.rstrip().splitlines())]
+            lines += ["", f"{'shrunk' if gen.shrink else 'failing'} example (spec notation):",
+                      *self._in_spec_notation(example)]
             try:
                 save_failing_example(gen.counterexamples, self.name, example)
             except Exception as exc:  # noqa: BLE001 - never lose the failure itself

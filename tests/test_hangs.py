@@ -364,7 +364,8 @@ def test_a_timeout_inside_a_generated_example_names_the_example_and_saves_it_for
     assert params is not None, message
     entries = torch.tensor(eval(params.group(1).replace("\n", " ")))  # noqa: S307 - the spec notation's list
     assert entries.numel() >= 6, entries  # the example shown is one that hangs
-    assert "replay (runs this example first): python -m conformance replay" in message, message
+    replay = message.split("replay (runs this example first): ", 1)[1].splitlines()[0]
+    assert replay.startswith("python -m conformance replay") and replay.endswith("--timeout 6"), replay
     assert list((counterexamples / ".failing").iterdir()), "the example was not saved for replay"
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conformance.entry_points.check import specs_dir
+from conformance.entry_points.replay import replay_args
 from conformance.results.rerun import ReplayError, command, command_from_record, parse_item, portable_id
 from conformance_runs import OWN_COALESCE_SPEC, wrong_adagrad_source
 
@@ -68,6 +69,22 @@ def test_the_command_carries_what_changes_the_item():
         "python -m conformance replay 'specs::generated::adagrad-agrees-with-reference[candidate-cpu-float16]' "
         "--impl adagrad=my.py:A --seed 7 --profile thorough --no-shrink")
     assert command_from_record({**record, "rerun": "as recorded"}, run) == "as recorded"
+
+
+def test_a_run_with_a_timeout_of_its_own_replays_under_it():
+    """An item that timed out under ``--conformance-timeout 5`` (or ran 10 s: an error at 5, a pass at the
+    default 60) replays under the same 5 s; the default, or pytest-timeout's own --timeout, is not repeated."""
+    item = "specs/a.yaml::c[candidate-cpu-float32]"
+    assert command(item, impl="adagrad=m.py:A", timeout=5.0).endswith("--impl adagrad=m.py:A --timeout 5")
+    record = {"kind": "case", "spec": "specs/a.yaml", "case": "c", "op": "adagrad", "backend": "candidate",
+              "device": "cpu", "dtype": "float32", "nodeid": item}
+    options = {"conformance_impl": ["adagrad=m.py:A"]}
+    assert command_from_record(record, {"options": {**options, "conformance_timeout": 2.5}}).endswith("--timeout 2.5")
+    for other in ({"conformance_timeout": 60.0}, {"conformance_timeout": 5.0, "timeout": 30.0}, {}):
+        assert "--timeout" not in command_from_record(record, {"options": {**options, **other}}), other
+    args = replay_args(parse_item("specs/adagrad.yaml::tutorial-step-1[candidate-cpu-float32]"),
+                       impls=["adagrad=m.py:A"], timeout=5.0)
+    assert args[args.index("--conformance-timeout") + 1] == "5", args
 
 
 def _replay(cwd: Path, *args: str) -> subprocess.CompletedProcess:

@@ -8,6 +8,7 @@ import argparse
 # Hypothesis examples per generated item, at most: a generated item's timeout grows with its examples
 # (conformance.run.generated_plugin), and past about 1e9 s no timer of the platform can hold it
 MAX_EXAMPLES = 1_000_000
+DEFAULT_TIMEOUT = 60.0  # seconds an item may run (--conformance-timeout); a replay names the run's when not this
 
 
 def whole_number(text: str, maximum: int | None = None) -> int:

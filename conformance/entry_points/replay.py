@@ -46,7 +46,7 @@ from conformance.results.rerun import ItemId, ReplayError, ReplayOptions, parse_
 
 def replay_args(item: ItemId, *, impls: Iterable[str] = (), seed: int | None = None, profile: str | None = None,
                    examples: int | None = None, shrink: bool = True, benchmark: bool = False,
-                   extra: Iterable[str] = ()) -> list[str]:
+                   timeout: float | None = None, extra: Iterable[str] = ()) -> list[str]:
     """The ``python -m pytest`` command line that replays ``item``."""
     specs = suite_specs()
     ours = item.generated or specs in item.path.resolve().parents
@@ -70,7 +70,7 @@ def replay_args(item: ItemId, *, impls: Iterable[str] = (), seed: int | None = N
         command += ["--conformance-backend", item.backend, "--conformance-device", item.device,
                     "--conformance-dtype", item.dtype]
     command += ReplayOptions(impls=tuple(impls), seed=seed, profile=profile, examples=examples, shrink=shrink,
-                             benchmark=benchmark).pytest_flags()
+                             benchmark=benchmark, timeout=timeout).pytest_flags()
     if not benchmark:  # pytest-benchmark would make its storage folder (.benchmarks/) where the user stands
         command += ["-p", "no:benchmark"]
     return command + list(extra)
@@ -95,6 +95,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help="where the run kept a generated item's failing example (default: reports/counterexamples "
                              "here, else in a file candidate's folder or one above it; the printed command "
                              "names it when the run kept it elsewhere)")
+    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                        help="the run's per-item timeout (--conformance-timeout), when it was not the default "
+                             "(the printed command names it)")
     parser.add_argument("--pytest-args", default="", metavar="ARGS",
                         help="more pytest options, one string (e.g. \"--conformance-results reports/replay.json\")")
     parser.set_defaults(func=run)
@@ -108,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
             raise ReplayError(f"{args.item!r} runs a candidate: give it with --impl OP=module:attr, as in the run")
         command = replay_args(item, impls=args.impl, seed=args.seed, profile=args.profile,
                                  examples=args.examples, shrink=not args.no_shrink, benchmark=args.benchmark,
-                                 extra=shlex.split(args.pytest_args or ""))
+                                 timeout=args.timeout, extra=shlex.split(args.pytest_args or ""))
     except ReplayError as exc:
         print(f"conformance replay: {exc}", file=sys.stderr)
         return 4  # pytest's usage error: no such item

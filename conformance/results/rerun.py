@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from conformance.core.arguments import DEFAULT_TIMEOUT
 from conformance.core.profiles import DEFAULT_PROFILE
 from conformance.core.target import CandidateTarget
 from conformance.core.record import CANDIDATE, ItemRecord
@@ -129,12 +130,14 @@ class ReplayOptions:
     shrink: bool = True
     benchmark: bool = False
     counterexamples: str | None = None
+    timeout: float | None = None  # the run's --conformance-timeout, where not the default
 
     # field, replay's flag, pytest's option (valued fields first, then the switches)
     VALUED = (("impls", "--impl", "--conformance-impl"), ("seed", "--seed", "--conformance-seed"),
               ("profile", "--profile", "--conformance-hypothesis-profile"),
               ("examples", "--examples", "--conformance-examples"),
-              ("counterexamples", "--counterexamples", "--conformance-counterexamples"))
+              ("counterexamples", "--counterexamples", "--conformance-counterexamples"),
+              ("timeout", "--timeout", "--conformance-timeout"))
     NO_SHRINK = ("--no-shrink", "--conformance-no-shrink")
     BENCHMARK = ("--benchmark", "--conformance-benchmark")
 
@@ -143,7 +146,7 @@ class ReplayOptions:
         for field, *names in self.VALUED:
             value = getattr(self, field)
             for one in value if isinstance(value, tuple) else (() if value is None else (value,)):
-                flags += [names[spelling], str(one)]
+                flags += [names[spelling], f"{one:g}" if isinstance(one, float) else str(one)]
         if not self.shrink:
             flags.append(self.NO_SHRINK[spelling])
         if self.benchmark:
@@ -159,11 +162,12 @@ class ReplayOptions:
 
 def command(item_id: str, *, impl: str | None = None, seed: int | None = None, profile: str | None = None,
             examples: int | None = None, shrink: bool = True, benchmark: bool = False,
-            counterexamples: str | None = None) -> str:
+            counterexamples: str | None = None, timeout: float | None = None) -> str:
     """The one re-run command line of an item (``counterexamples``: where the run kept a generated
-    item's failing example, when not ``./reports/counterexamples``)."""
+    item's failing example, when not ``./reports/counterexamples``; ``timeout``: the run's per-item
+    timeout, when not the default: an item that timed out under it replays under it)."""
     options = ReplayOptions(impls=(impl,) if impl else (), seed=seed, profile=profile, examples=examples,
-                            shrink=shrink, benchmark=benchmark, counterexamples=counterexamples)
+                            shrink=shrink, benchmark=benchmark, counterexamples=counterexamples, timeout=timeout)
     return shlex.join(["python", "-m", "conformance", "replay", item_id, *options.replay_flags()])
 
 
@@ -182,10 +186,13 @@ def command_from_record(record: ItemRecord, run: dict | None = None) -> str:
     if record.get("backend") == CANDIDATE:
         targets = [CandidateTarget.parse_or_none(value) for value in options.get("conformance_impl") or []]
         impl = next((str(target) for target in targets if target and target.op == record.get("op")), None)
+    timeout = options.get("conformance_timeout")
+    timeout = float(timeout) if isinstance(timeout, (int, float)) and timeout != DEFAULT_TIMEOUT \
+        and not options.get("timeout") else None
     if not record.get("generated"):
-        return command(item_id, impl=impl, benchmark=record.get("kind") == "benchmark")
+        return command(item_id, impl=impl, benchmark=record.get("kind") == "benchmark", timeout=timeout)
     profile = record.get("profile") or options.get("conformance_hypothesis_profile")
-    return command(item_id, impl=impl, seed=record.get("seed", options.get("conformance_seed")),
+    return command(item_id, impl=impl, timeout=timeout, seed=record.get("seed", options.get("conformance_seed")),
                    profile=profile if profile and profile != DEFAULT_PROFILE else None,
                    examples=options.get("conformance_examples"),
                    shrink=not options.get("conformance_no_shrink"),

@@ -31,11 +31,10 @@ from pathlib import Path
 
 import pytest
 
-from conformance.core.arguments import MAX_EXAMPLES, examples_count, whole_number
+from conformance.core.arguments import DEFAULT_TIMEOUT, MAX_EXAMPLES, examples_count, whole_number
 from conformance.core.profiles import PROFILES
 from conformance.results.shards import OPTION as SHARD_OPTION
 
-DEFAULT_TIMEOUT = 60.0
 BENCHMARK_TIMEOUT_FACTOR = 10
 DEFAULT_WRITE_EVERY = 10.0
 

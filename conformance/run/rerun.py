@@ -11,15 +11,17 @@ from pathlib import Path
 
 import pytest
 
+from conformance.core.arguments import DEFAULT_TIMEOUT
 from conformance.core.profiles import DEFAULT_PROFILE, PROFILES
 from conformance.core.record import CANDIDATE, ItemRecord
 from conformance.results.rerun import GENERATED, ItemId, ReplayError, command, parse_item, portable_id
-from conformance.run.state import GENERATED as GENERATED_CONFIG, candidate_targets
+from conformance.run.state import GENERATED as GENERATED_CONFIG, candidate_targets, timeout_user_set
 
 
 def command_for(item: pytest.Item) -> str | None:
     """The re-run command of a collected item, with the options of its run that change what it
-    does: the candidate of its op, and for a generated item the seed, profile and examples."""
+    does: the candidate of its op, its timeout where not the default, and for a generated item the seed,
+    profile and examples."""
     record: ItemRecord | None = getattr(item, "record", None)
     if not isinstance(record, dict):
         return None
@@ -30,17 +32,19 @@ def command_for(item: pytest.Item) -> str | None:
     if record.get("backend") == CANDIDATE and record.get("op"):
         target = candidate_targets(config).get(record["op"])
         impl = str(target.absolute(config.invocation_params.dir)) if target else None
+    seconds = float(config.getoption("conformance_timeout", DEFAULT_TIMEOUT) or 0)
+    timeout = seconds if seconds != DEFAULT_TIMEOUT and not timeout_user_set(config) else None
     if not generated:
-        return command(item_id, impl=impl, benchmark=record.get("kind") == "benchmark")
+        return command(item_id, impl=impl, benchmark=record.get("kind") == "benchmark", timeout=timeout)
     gen = config.stash.get(GENERATED_CONFIG, None)
     if gen is None:
-        return command(item_id, impl=impl)
+        return command(item_id, impl=impl, timeout=timeout)
     here = Path(config.invocation_params.dir)
     kept = None if Path(gen.counterexamples) == here / "reports" / "counterexamples" else _shown(gen.counterexamples, here)
     return command(item_id, impl=impl, seed=gen.seed,
                    profile=gen.profile if gen.profile != DEFAULT_PROFILE else None,
                    examples=gen.examples if gen.examples != PROFILES[gen.profile]["examples"] else None,
-                   shrink=gen.shrink, counterexamples=kept)
+                   shrink=gen.shrink, counterexamples=kept, timeout=timeout)
 
 
 def _shown(path: Path, here: Path) -> str:

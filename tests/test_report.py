@@ -92,7 +92,7 @@ def test_report_merges_runs_of_two_torch_versions(tmp_path, capsys):
     assert len(failed) == 1 and data["items"][failed[0]]["nodeid"] == flipped
     item = data["items"][failed[0]]
     assert item["pairs"] == [{"expected": "[1.0, 2.0]", "got": "[1.0, 2.5]"}]
-    assert item["repro"] == f"python -m conformance replay '{flipped}'"
+    assert item["repro"] == f"python -m conformance replay '{flipped}' --timeout 0"  # the run's: none
 
     # the diff between the runs: the flipped item regressed
     assert page.find("div", id="diff-0-1", **{"class": "diff"})
@@ -130,7 +130,8 @@ def test_repro_commands_carry_the_runs_options():
     command = repro_command(record, results.run)
     assert command == record["rerun"] == (
         f"python -m conformance replay 'specs/adagrad.yaml::{record['case']}[candidate-cpu-{record['dtype']}]' "
-        f"--impl adagrad={REPO / MUTANTS}:SquareBeforeSumAdagrad")  # absolute: it runs from any directory
+        f"--impl adagrad={REPO / MUTANTS}:SquareBeforeSumAdagrad --timeout 0")  # absolute: it runs from any
+    # directory; the run had no per-item timeout (--conformance-timeout 0), and neither has its replay
 
 
 def test_run_labels_are_unique():

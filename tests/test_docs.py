@@ -277,3 +277,53 @@ def test_every_file_of_this_repository_the_docs_name_exists():
                       for path in (m.group(1).rstrip(".,:;") for m in REPO_PATH.finditer(page.read_text("utf-8")))
                       if path not in NOT_OURS and not (REPO / path).exists()})
     assert not missing, "named in the docs, not in the checkout:\n" + "\n".join(missing)
+
+
+def _section(page: str, heading: str) -> str:
+    """The text of ``page`` (relative to the checkout) from ``heading`` to the next heading of any level."""
+    text = (REPO / page).read_text(encoding="utf-8")
+    start = text.index(heading + "\n")
+    following = re.search(r"^#{1,6} ", text[start + len(heading):], re.M)
+    return text[start:start + len(heading) + following.start()] if following else text[start:]
+
+
+def test_the_option_lists_of_the_docs_name_every_option_and_no_other():
+    """docs/running.md's "Options" block lists every ``--conformance-*`` option the plugin registers (the
+    README calls it "all options"), with the ops, dtypes and devices they take; docs/candidates.md names
+    every option of ``conformance check``. Neither import torch: a fraction of a second."""
+    from conformance.entry_points.check_args import build_parser, declared_op_names
+    from conformance.run import options
+
+    class _Group:
+        def __init__(self):
+            self.names: list[str] = []
+
+        def addoption(self, *names, **_):
+            self.names.extend(names)
+
+    class _Parser:
+        def __init__(self):
+            self.group = _Group()
+
+        def getgroup(self, *_, **__):
+            return self.group
+
+        def addini(self, *_, **__):
+            pass
+
+    parser = _Parser()
+    options.pytest_addoption(parser)
+    block = FENCE.search(_section("docs/running.md", "## Options")).group("body")
+    listed = {line.split()[0]: line for line in block.splitlines() if line.startswith("--")}
+    assert set(listed) == set(parser.group.names), (
+        f"docs/running.md's options: missing {sorted(set(parser.group.names) - set(listed))}, "
+        f"not options {sorted(set(listed) - set(parser.group.names))}")
+    for option, names in (("--conformance-op", sorted(declared_op_names())),
+                          ("--conformance-dtype", list(options.DTYPE_NAMES)),
+                          ("--conformance-device", list(options.DEVICE_NAMES))):
+        assert ", ".join(names) in listed[option], (option, names)
+
+    check = {o for action in build_parser()._actions for o in action.option_strings if o.startswith("--")} - {"--help"}
+    paragraph = _section("docs/candidates.md", "# Gating a candidate implementation").split("| verdict |")[0]
+    unnamed = sorted(o for o in check if f"`{o}" not in paragraph)
+    assert not unnamed, f"docs/candidates.md's first paragraph does not name check's {unnamed}"

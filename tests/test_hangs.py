@@ -381,3 +381,5 @@ def test_a_timeout_hypothesis_wrapped_in_a_flaky_failure_is_the_items_timeout_no
     in_example = ExampleTimedOut(timeout, example={"param": [1.0]})
     assert _timeout_in(FlakyFailure("flaky", [ValueError("x"), in_example])) is in_example
     assert _timeout_in(FlakyFailure("flaky", [ValueError("a real nondeterministic failure")])) is None
+    unwrapped = BaseExceptionGroup("flaky", [timeout])  # holding the timeout as it is, not wrapped: found too
+    assert _timeout_in(unwrapped) is timeout

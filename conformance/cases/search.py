@@ -385,8 +385,7 @@ def _search(prop: Property, dtype: str, generated_case: Callable[[Any], None], r
 def _timeout_in(flaky: BaseException) -> BaseException | None:
     """The item's timeout among the failures of Hypothesis' ``Flaky`` (it wraps a BaseException in an
     exception of its own, the original as its cause): the example's (ExampleTimedOut) first."""
-    found = [getattr(e, "__cause__", None) if not isinstance(e, (ExampleTimedOut, Exception)) or
-             type(e).__name__ == "_WrappedBaseException" else e for e in getattr(flaky, "exceptions", ())]
+    found = [e.__cause__ if type(e).__name__ == "_WrappedBaseException" else e for e in getattr(flaky, "exceptions", ())]
     return next((e for e in found if isinstance(e, ExampleTimedOut)), None) or \
         next((e for e in found if e is not None and _is_pytest_timeout(e)), None)
 

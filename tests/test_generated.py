@@ -432,6 +432,36 @@ def test_examples_one_worker_drew_are_replayed_by_another_through_the_run_s_fold
     assert DrawnExamples(directory=tmp_path).get(key) is None
 
 
+def test_a_saved_failing_example_that_is_not_an_example_of_the_item_is_not_run_and_says_why(tmp_path, capsys):
+    """A replay's saved failing example of another op (or an older suite's input objects) is left out
+    with a warning naming the file, as an unreadable one is: judged, it was the harness's own
+    AttributeError as the item's error (a traceback), or a failure of the implementation ('still
+    fails'); replay's last line says the saved example was not run, not that there was none."""
+    from conformance.cases.counterexamples import failing_example_path, load_failing_example, save_failing_example
+    from conformance.entry_points import replay
+
+    prop = _property("coalesce-agrees-with-reference")
+    item = "coalesce-agrees-with-reference[coo-cpu-float64]"
+    example = prop.examples("float64")[0]
+    save_failing_example(tmp_path, item, example)
+    loaded, why = load_failing_example(tmp_path, item, prop, "float64")
+    assert why is None and repr(loaded) == repr([example])
+    for foreign in (42, _property("masked_mean-agrees-with-reference").examples("float64")[0]):
+        save_failing_example(tmp_path, item, foreign)
+        loaded, why = load_failing_example(tmp_path, item, prop, "float64")
+        assert loaded == [] and "is not an example of coalesce-agrees-with-reference (AttributeError: " in why
+        assert str(failing_example_path(tmp_path, item)) in why and why.endswith("; not run")
+    failing_example_path(tmp_path, item).unlink()
+    failing_example_path(tmp_path, item).mkdir()
+    assert load_failing_example(tmp_path, item, prop, "float64") == (
+        [], f"the saved failing example {failing_example_path(tmp_path, item)} is not a file; not run")
+    results = tmp_path / "replay.json"
+    results.write_text(json.dumps({"records": [{"spec": "generated", "outcome": "passed", "examples": 7}]}))
+    assert replay._judged(replay.parse_item(f"specs::generated::{item}"), 0, results, tmp_path) == 0
+    said = capsys.readouterr().out
+    assert "was not run (the warning above says why)" in said and "no saved failing example" not in said
+
+
 @pytest.mark.slow
 def test_the_whole_suite_is_imported_before_anything_is_drawn():
     """Hypothesis draws literals of every local module in sys.modules (the suite itself in a clone

@@ -200,7 +200,8 @@ def _judged(item: ItemId, code: int, results: Path, kept: Path) -> int:
         return code
     saved = failing_example_path(kept, item.name)
     said = {"passes now": f"the saved failing example ({saved}) passes now",
-            None: f"no saved failing example at {saved} (run replay from the directory of the run)"}
+            None: f"the saved failing example {saved} was not run (the warning above says why)" if saved.exists()
+            else f"no saved failing example at {saved} (run replay from the directory of the run)"}
     ran = f"{record.get('examples', 0)} examples ran"
     if record.get("budget_reached"):
         print(f"conformance replay: NOT REPRODUCED -- {said[record.get('saved_example')]}, and the search stopped at "

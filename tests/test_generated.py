@@ -462,6 +462,34 @@ def test_a_saved_failing_example_that_is_not_an_example_of_the_item_is_not_run_a
     assert "was not run (the warning above says why)" in said and "no saved failing example" not in said
 
 
+@pytest.mark.parametrize("raised", ["SystemExit(3)", "GeneratorExit", "BaseException('plain')"])
+def test_a_base_exception_the_candidate_raises_inside_an_example_is_that_example_s_failure(tmp_path, raised):
+    """Hypothesis stops at a BaseException that is not an Exception without shrinking or naming the
+    example, and the diagnosis (which runs the candidate again) let it through: the item was an error
+    'SystemExit: 3' with pytest's traceback and no example, no saved example, no replay. It is the
+    example's failure, its cause the candidate's exception; the counterexample spec reproduces it."""
+    from conformance.backends.candidate import CandidateBackend, load_object
+    from conformance.cases import search
+    from conformance.cases.counterexamples import write_counterexample
+
+    (tmp_path / "raising.py").write_text(
+        "import torch\n"
+        "class Raising(torch.optim.Adagrad):\n"
+        "    def step(self, closure=None):\n"
+        f"        raise {raised}\n")
+    backend = CandidateBackend("candidate", {"adagrad": load_object(CandidateTarget.parse(
+        f"adagrad={tmp_path / 'raising.py'}:Raising"))})
+    prop = _property("adagrad-agrees-with-reference")
+    result = search.run_property(prop, backend, "cpu", "float64", settings=_ci_settings(), base_seed=0)
+    assert isinstance(result.failure, search.ImplementationRaised), result.failure
+    name = raised.partition("(")[0]
+    assert str(result.failure).startswith(f"the implementation raised {name}")
+    assert type(result.failure.__cause__).__name__ == name and result.failing_example is not None
+    written = write_counterexample(tmp_path, prop, backend, "cpu", "float64", result.failing_example, result.failure,
+                                   seed=0, replay="replay")
+    assert written.reproduced and all(f"fails ({name}" in line for line in written.reproduced), written.reproduced
+
+
 @pytest.mark.slow
 def test_the_whole_suite_is_imported_before_anything_is_drawn():
     """Hypothesis draws literals of every local module in sys.modules (the suite itself in a clone

@@ -28,6 +28,7 @@ import yaml
 from conformance.backends.base import Backend
 from conformance.backends.reference import GOLDEN_SOURCE
 from conformance.cases.reproduce import encode_example
+from conformance.cases.search import as_failure
 from conformance.cases.trial import DivergenceObserved, Property, Trial, safe_name
 from conformance.core import tolerances
 from conformance.core.types import Unsupported
@@ -299,7 +300,9 @@ def write_counterexample(directory: Path, prop: Property, backend: Backend, devi
     for case in spec.cases:
         try:
             run_item(case, backend, device, dtype)
-        except Exception as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - a SystemExit of the implementation too (as_failure)
+            if not isinstance(exc, Exception) and as_failure(exc) is exc:
+                raise
             line = (str(exc).strip().splitlines() or [""])[0]
             result.reproduced.append(f"{case.id}: fails ({type(exc).__name__}: {line})")
         else:

@@ -39,6 +39,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
+from conformance.core.arguments import seconds
 from conformance.core.record import CANDIDATE
 from conformance.core.target import CandidateTarget
 from conformance.results.rerun import ItemId, ReplayError, ReplayOptions, parse_item, suite_specs
@@ -95,7 +96,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help="where the run kept a generated item's failing example (default: reports/counterexamples "
                              "here, else in a file candidate's folder or one above it; the printed command "
                              "names it when the run kept it elsewhere)")
-    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+    parser.add_argument("--timeout", type=seconds(False), default=None, metavar="SECONDS",
                         help="the run's per-item timeout (--conformance-timeout), when it was not the default "
                              "(the printed command names it)")
     parser.add_argument("--pytest-args", default="", metavar="ARGS",

@@ -352,6 +352,28 @@ def test_an_absurd_timeout_is_refused_when_options_are_parsed(capsys):
     assert "--conformance-timeout: '1e10': must be at most 604800 seconds (a week)" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command, option, value, said", [
+    (["check", "adagrad=torch.optim:Adagrad"], "--import-timeout", "1e300", "'1e300': must be at most 604800 seconds"),
+    (["check", "adagrad=torch.optim:Adagrad"], "--run-timeout", "1e300", "'1e300': must be at most 604800 seconds"),
+    (["check", "adagrad=torch.optim:Adagrad"], "--import-timeout", "nan", "'nan': must be a finite number of seconds > 0"),
+    (["replay", "specs/adagrad.yaml::tutorial-step-1[coo-cpu-float64]"], "--timeout", "-5",
+     "'-5': must be a finite number of seconds >= 0"),
+    (["replay", "specs/adagrad.yaml::tutorial-step-1[coo-cpu-float64]"], "--timeout", "1e10",
+     "'1e10': must be at most 604800 seconds"),
+])
+def test_check_s_and_replay_s_seconds_are_bounded_as_the_plugin_s(capsys, command, option, value, said):
+    """check --import-timeout 1e300 overflowed poll() in the import probe (a traceback), --run-timeout
+    1e300 the timer's thread; replay --timeout -5 started pytest, whose error named
+    --conformance-timeout, not the option given. One type for all: a usage error naming the option."""
+    from conformance.entry_points.cli import main
+
+    with pytest.raises(SystemExit) as raised:
+        main([*command, option, value])
+    assert raised.value.code != 0
+    err = capsys.readouterr().err
+    assert f"argument {option}: {said}" in err and "Traceback" not in err
+
+
 @pytest.mark.slow
 def test_check_calls_a_candidate_that_supports_nothing_unsupported_not_pass(tmp_path):
     proc, results = run_check(tmp_path, "UnsupportedEverywhereAdagrad", "-k misbehave")

@@ -432,6 +432,64 @@ def test_examples_one_worker_drew_are_replayed_by_another_through_the_run_s_fold
     assert DrawnExamples(directory=tmp_path).get(key) is None
 
 
+def test_a_saved_failing_example_that_is_not_an_example_of_the_item_is_not_run_and_says_why(tmp_path, capsys):
+    """A replay's saved failing example of another op (or an older suite's input objects) is left out
+    with a warning naming the file, as an unreadable one is: judged, it was the harness's own
+    AttributeError as the item's error (a traceback), or a failure of the implementation ('still
+    fails'); replay's last line says the saved example was not run, not that there was none."""
+    from conformance.cases.counterexamples import failing_example_path, load_failing_example, save_failing_example
+    from conformance.entry_points import replay
+
+    prop = _property("coalesce-agrees-with-reference")
+    item = "coalesce-agrees-with-reference[coo-cpu-float64]"
+    example = prop.examples("float64")[0]
+    save_failing_example(tmp_path, item, example)
+    loaded, why = load_failing_example(tmp_path, item, prop, "float64")
+    assert why is None and repr(loaded) == repr([example])
+    for foreign in (42, _property("masked_mean-agrees-with-reference").examples("float64")[0]):
+        save_failing_example(tmp_path, item, foreign)
+        loaded, why = load_failing_example(tmp_path, item, prop, "float64")
+        assert loaded == [] and "is not an example of coalesce-agrees-with-reference (AttributeError: " in why
+        assert str(failing_example_path(tmp_path, item)) in why and why.endswith("; not run")
+    failing_example_path(tmp_path, item).unlink()
+    failing_example_path(tmp_path, item).mkdir()
+    assert load_failing_example(tmp_path, item, prop, "float64") == (
+        [], f"the saved failing example {failing_example_path(tmp_path, item)} is not a file; not run")
+    results = tmp_path / "replay.json"
+    results.write_text(json.dumps({"records": [{"spec": "generated", "outcome": "passed", "examples": 7}]}))
+    assert replay._judged(replay.parse_item(f"specs::generated::{item}"), 0, results, tmp_path) == 0
+    said = capsys.readouterr().out
+    assert "was not run (the warning above says why)" in said and "no saved failing example" not in said
+
+
+@pytest.mark.parametrize("raised", ["SystemExit(3)", "GeneratorExit", "BaseException('plain')"])
+def test_a_base_exception_the_candidate_raises_inside_an_example_is_that_example_s_failure(tmp_path, raised):
+    """Hypothesis stops at a BaseException that is not an Exception without shrinking or naming the
+    example, and the diagnosis (which runs the candidate again) let it through: the item was an error
+    'SystemExit: 3' with pytest's traceback and no example, no saved example, no replay. It is the
+    example's failure, its cause the candidate's exception; the counterexample spec reproduces it."""
+    from conformance.backends.candidate import CandidateBackend, load_object
+    from conformance.cases import search
+    from conformance.cases.counterexamples import write_counterexample
+
+    (tmp_path / "raising.py").write_text(
+        "import torch\n"
+        "class Raising(torch.optim.Adagrad):\n"
+        "    def step(self, closure=None):\n"
+        f"        raise {raised}\n")
+    backend = CandidateBackend("candidate", {"adagrad": load_object(CandidateTarget.parse(
+        f"adagrad={tmp_path / 'raising.py'}:Raising"))})
+    prop = _property("adagrad-agrees-with-reference")
+    result = search.run_property(prop, backend, "cpu", "float64", settings=_ci_settings(), base_seed=0)
+    assert isinstance(result.failure, search.ImplementationRaised), result.failure
+    name = raised.partition("(")[0]
+    assert str(result.failure).startswith(f"the implementation raised {name}")
+    assert type(result.failure.__cause__).__name__ == name and result.failing_example is not None
+    written = write_counterexample(tmp_path, prop, backend, "cpu", "float64", result.failing_example, result.failure,
+                                   seed=0, replay="replay")
+    assert written.reproduced and all(f"fails ({name}" in line for line in written.reproduced), written.reproduced
+
+
 @pytest.mark.slow
 def test_the_whole_suite_is_imported_before_anything_is_drawn():
     """Hypothesis draws literals of every local module in sys.modules (the suite itself in a clone

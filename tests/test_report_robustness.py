@@ -215,6 +215,30 @@ def test_labels_messages_and_values_shown_are_capped(tmp_path):
     assert len(json.loads(path.read_text())["records"][0]["message"]) == 200_000  # the file keeps it all
 
 
+def test_a_value_nested_900_deep_is_shown_to_a_bound_not_a_recursion_error(tmp_path, capsys):
+    """JSON reads a list nested 900 deep (under the parser's bound), and the schema leaves a case's
+    inputs and source, a record's divergence and any extra field free: the report showed a
+    RecursionError traceback (exit 1, no page); it shows DEPTH_LIMIT levels and says the rest is in
+    the results file."""
+    from conformance.results.report.common import DEPTH_LIMIT
+    from test_results_files import document, record
+
+    deep: object = 1.0
+    for _ in range(900):
+        deep = [deep]
+    records = [record("c0")]
+    records[0].update(outcome="failed", message="m", divergence={"a": deep}, extra=deep)
+    data = document(records)
+    data["cases"] = {f"{records[0]['spec']}::c0": {"inputs": {"param": deep}, "source": {"a": deep}}}
+    path = tmp_path / "deep.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    out = tmp_path / "index.html"
+    assert main(["report", str(path), "-o", str(out)]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+    shown = json.dumps(json.loads(Page(out.read_text(encoding="utf-8")).data_text), ensure_ascii=False)
+    assert shown.count(f"… (nested deeper than {DEPTH_LIMIT} levels in the results file)") == 2, shown[:2000]
+
+
 def test_report_and_merge_refuse_an_input_beyond_the_documented_size(tmp_path, capsys, monkeypatch):
     from conformance.results import store
     from test_results_files import document, record

@@ -28,6 +28,7 @@ import yaml
 from conformance.backends.base import Backend
 from conformance.backends.reference import GOLDEN_SOURCE
 from conformance.cases.reproduce import encode_example
+from conformance.cases.search import as_failure
 from conformance.cases.trial import DivergenceObserved, Property, Trial, safe_name
 from conformance.core import tolerances
 from conformance.core.types import Unsupported
@@ -87,15 +88,28 @@ def save_failing_example(directory: Path, item_name: str, example: Any) -> Path:
     return path
 
 
-def load_failing_example(directory: Path, item_name: str) -> tuple[list, str | None]:
-    """([the example], None), ([], None) when none was saved, or ([], why) when it cannot be read."""
+def load_failing_example(directory: Path, item_name: str, prop: Property | None = None,
+                         dtype: str = "float64") -> tuple[list, str | None]:
+    """([the example], None), ([], None) when none was saved, or ([], why) when it cannot be read or,
+    given ``prop``, is not an example of it (another op's, or an older suite's input objects): the
+    op's cases of it must encode in spec notation, as a failure shows them."""
     path = failing_example_path(directory, item_name)
-    if not path.is_file():
+    if not path.exists():
         return [], None
+    if not path.is_file():
+        return [], f"the saved failing example {path} is not a file; not run"
     try:
-        return [pickle.loads(path.read_bytes())], None  # noqa: S301 - the user's own run wrote it
+        example = pickle.loads(path.read_bytes())  # noqa: S301 - the user's own run wrote it
     except Exception as exc:  # noqa: BLE001 - written by another version of the suite: the search still runs
         return [], f"the saved failing example {path} cannot be read ({type(exc).__name__}: {exc})"
+    if prop is not None:
+        try:
+            for _, inputs in prop.to_cases(example, dtype):
+                OPS[prop.op].encode_inputs(inputs)
+        except Exception as exc:  # noqa: BLE001 - not judged: it would fail (or error) for the harness's reasons
+            return [], (f"the saved failing example {path} is not an example of {prop.id} "
+                        f"({first_line(exc)}); not run")
+    return [example], None
 
 
 # ---------------------------------------------------------------- YAML in spec notation (the op records encode)
@@ -286,7 +300,9 @@ def write_counterexample(directory: Path, prop: Property, backend: Backend, devi
     for case in spec.cases:
         try:
             run_item(case, backend, device, dtype)
-        except Exception as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - a SystemExit of the implementation too (as_failure)
+            if not isinstance(exc, Exception) and as_failure(exc) is exc:
+                raise
             line = (str(exc).strip().splitlines() or [""])[0]
             result.reproduced.append(f"{case.id}: fails ({type(exc).__name__}: {line})")
         else:

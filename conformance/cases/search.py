@@ -33,7 +33,7 @@ from conformance.core.compare import format_error
 from conformance.ops import OPS
 from conformance.core.types import ExampleTimedOut, Mismatch, Unsupported
 from conformance.judging.verdict import (Judgement, SameAsTorch, StockTorch, Verdict, agrees, differs,
-                                 distance, judge, torch_opinion)
+                                 distance, first_line, judge, torch_opinion)
 
 UNSUPPORTED_BUDGET = 25  # examples drawn before an item on which none can run is reported unsupported
 
@@ -51,6 +51,22 @@ class _BudgetReached(BaseException):
 class Nondeterministic(Mismatch):
     """The backend failed an example once and passed it when Hypothesis ran it again (Hypothesis'
     ``Flaky``): a nondeterministic implementation, reported as such -- never an internal error."""
+
+
+class ImplementationRaised(Exception):
+    """A BaseException that is not an Exception (SystemExit, GeneratorExit, a class of its own) raised
+    inside an example by the code under test: Hypothesis stops at such an exception without shrinking
+    or reporting the example, so the search sees this failure instead (the original as its cause)."""
+
+
+def as_failure(exc: BaseException) -> BaseException:
+    """``exc`` as the failure of an example: itself, unless it is a BaseException of the code under
+    test that is not an Exception (not a Ctrl-C, not pytest's or Hypothesis' own): ImplementationRaised."""
+    if isinstance(exc, (Exception, KeyboardInterrupt, _NothingRuns, _BudgetReached)):
+        return exc
+    if (type(exc).__module__ or "").partition(".")[0] in ("_pytest", "pytest", "hypothesis"):
+        return exc
+    return ImplementationRaised(f"the implementation raised {first_line(exc)} (not an Exception) inside this example")
 
 
 def _is_pytest_timeout(exc: BaseException) -> bool:
@@ -162,8 +178,13 @@ def _name_the_mistake(result: PropertyResult, prop: Property, trial: Trial, exam
     the failure; nothing where the property judges a refusal, not values (``Property.judges_values``)."""
     if not prop.judges_values:
         return
-    result.looks_like = diagnosis.looks_like_example(trial.op, prop.to_cases(example, trial.dtype), trial.run,
-                                                     trial.dtype)
+    try:
+        result.looks_like = diagnosis.looks_like_example(trial.op, prop.to_cases(example, trial.dtype), trial.run,
+                                                         trial.dtype)
+    except BaseException as exc:  # the diagnosis runs the implementation again: its SystemExit names nothing
+        if as_failure(exc) is exc:
+            raise
+        return
     if result.looks_like is not None:
         result.failure = diagnosis.annotated(result.failure, result.looks_like)
 
@@ -288,8 +309,11 @@ def _example_check(prop: Property, trial: Trial, torch_trial: Trial | None, resu
             if _is_pytest_timeout(exc):
                 raise ExampleTimedOut(exc, example, result.examples) from None
             result.examples += 1
-            _failed(result, example, exc, on_failure)
-            raise
+            failure = as_failure(exc)
+            _failed(result, example, failure, on_failure)
+            if failure is exc:
+                raise
+            raise failure from exc
         else:
             result.examples += 1
             if torch_trial is not None and three_way(prop, trial, torch_trial, example, None).verdict \

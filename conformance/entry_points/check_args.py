@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from conformance.core.arguments import MAX_EXAMPLES, examples_count, whole_number
+from conformance.core.arguments import MAX_EXAMPLES, examples_count, seconds, whole_number
 from conformance.core.target import CandidateTarget, TargetError, parse_targets
 from conformance.entry_points import reproducers
 from conformance.entry_points.check_verdict import USAGE
@@ -96,14 +96,7 @@ def _usage_error(parser: argparse.ArgumentParser):
     return error
 
 
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not (value > 0 and value != float("inf")):  # NaN fails too
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
-    return value
+_positive_seconds = seconds(True)  # at most a week: --import-timeout 1e300 overflowed poll() in a traceback
 
 
 def _workers(text: str) -> str:

@@ -39,6 +39,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
+from conformance.core.arguments import seconds
 from conformance.core.record import CANDIDATE
 from conformance.core.target import CandidateTarget
 from conformance.results.rerun import ItemId, ReplayError, ReplayOptions, parse_item, suite_specs
@@ -95,7 +96,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help="where the run kept a generated item's failing example (default: reports/counterexamples "
                              "here, else in a file candidate's folder or one above it; the printed command "
                              "names it when the run kept it elsewhere)")
-    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+    parser.add_argument("--timeout", type=seconds(False), default=None, metavar="SECONDS",
                         help="the run's per-item timeout (--conformance-timeout), when it was not the default "
                              "(the printed command names it)")
     parser.add_argument("--pytest-args", default="", metavar="ARGS",
@@ -200,7 +201,8 @@ def _judged(item: ItemId, code: int, results: Path, kept: Path) -> int:
         return code
     saved = failing_example_path(kept, item.name)
     said = {"passes now": f"the saved failing example ({saved}) passes now",
-            None: f"no saved failing example at {saved} (run replay from the directory of the run)"}
+            None: f"the saved failing example {saved} was not run (the warning above says why)" if saved.exists()
+            else f"no saved failing example at {saved} (run replay from the directory of the run)"}
     ran = f"{record.get('examples', 0)} examples ran"
     if record.get("budget_reached"):
         print(f"conformance replay: NOT REPRODUCED -- {said[record.get('saved_example')]}, and the search stopped at "

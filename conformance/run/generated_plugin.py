@@ -272,7 +272,7 @@ class GeneratedItem(ConformanceItem):
         if self.config.getoption("conformance_item", None):  # a replay: the saved failing example first
             from conformance.cases.counterexamples import load_failing_example  # lazy: see configure
 
-            saved, unreadable = load_failing_example(gen.counterexamples, self.name)
+            saved, unreadable = load_failing_example(gen.counterexamples, self.name, self.prop, self.dtype)
             if unreadable:
                 self.warn(pytest.PytestWarning(unreadable))
         examples = gen.examples_for(self.backend, self.device)

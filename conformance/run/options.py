@@ -24,7 +24,6 @@ PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before py
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import shlex
 from pathlib import Path
@@ -32,33 +31,12 @@ from pathlib import Path
 import pytest
 
 from conformance.core.arguments import DEFAULT_TIMEOUT, MAX_EXAMPLES, examples_count, whole_number
+from conformance.core.arguments import seconds as _seconds  # one wording with check and replay
 from conformance.core.profiles import PROFILES
 from conformance.results.shards import OPTION as SHARD_OPTION
 
 BENCHMARK_TIMEOUT_FACTOR = 10
 DEFAULT_WRITE_EVERY = 10.0
-
-
-MAX_SECONDS = 7 * 24 * 3600  # a week: beyond it the timers (setitimer, faulthandler's watchdog) overflow
-
-
-def _seconds(minimum_exclusive: bool):
-    """An argparse type: a finite number of seconds, > 0 or >= 0, at most a week (pytest reports a
-    bad one as a usage error)."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-        if not math.isfinite(value) or value < 0 or (minimum_exclusive and value == 0):
-            raise argparse.ArgumentTypeError(
-                f"{text!r}: must be a finite number of seconds {'> 0' if minimum_exclusive else '>= 0'}")
-        if value > MAX_SECONDS:
-            raise argparse.ArgumentTypeError(f"{text!r}: must be at most {MAX_SECONDS} seconds (a week)")
-        return value
-
-    return parse
 
 
 # ---------------------------------------------------------------- whether a run is the suite's

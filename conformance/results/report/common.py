@@ -16,20 +16,25 @@ TEXT_LIMIT = 10_000  # characters of one message, value or name shown (the resul
 LABEL_LIMIT = 300  # characters of a run's label, repeated on every chip of its run
 ITEMS_LIMIT = 10_000  # elements of one list shown (a tensor's values)
 TOOLTIP_LIMIT = 300  # characters of a reason repeated in a chip's tooltip (the drawer has it whole)
+DEPTH_LIMIT = 40  # levels of lists and objects shown of one value (a spec's tensors nest a few)
 
 
-def capped(value: Any, limit: int = TEXT_LIMIT) -> Any:
-    """``value`` with every string cut to ``limit`` characters and every list to ITEMS_LIMIT
-    elements, each cut saying how much more the results file has: what a results file holds never
-    makes the page grow beyond a bound per item (a 50 MB label, a million-element value)."""
+def capped(value: Any, limit: int = TEXT_LIMIT, depth: int = 0) -> Any:
+    """``value`` with every string cut to ``limit`` characters, every list to ITEMS_LIMIT
+    elements and every list or object nested DEPTH_LIMIT deep to a note, each cut saying how much
+    more the results file has: what a results file holds never makes the page grow beyond a bound
+    per item (a 50 MB label, a million-element value), nor the report recurse without bound (a
+    value nested 900 deep, which JSON reads)."""
     if isinstance(value, str):
         if len(value) <= limit:
             return value
         return value[:limit] + f"… ({len(value) - limit:,} more characters in the results file)"
+    if isinstance(value, (dict, list, tuple)) and depth >= DEPTH_LIMIT:
+        return f"… (nested deeper than {DEPTH_LIMIT} levels in the results file)"
     if isinstance(value, dict):
-        return {capped(k, limit): capped(v, limit) for k, v in value.items()}
+        return {capped(k, limit, depth + 1): capped(v, limit, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        shown = [capped(v, limit) for v in value[:ITEMS_LIMIT]]
+        shown = [capped(v, limit, depth + 1) for v in value[:ITEMS_LIMIT]]
         if len(value) > ITEMS_LIMIT:
             shown.append(f"… ({len(value) - ITEMS_LIMIT:,} more items in the results file)")
         return shown

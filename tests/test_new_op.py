@@ -1,4 +1,4 @@
-"""A sixth optimizer op, added the documented way (docs/architecture.md, "Adding an op"): in a copy
+"""A sixth op (a fourth optimizer), added the documented way (docs/architecture.md, "Adding an op"): in a copy
 of the package, one record module under ``conformance/ops/optimizers/``, one ``specs/<op>.yaml``
 with golden values derived by hand, and one runner entry in the backend that supports it besides
 stock torch (``dense``; ``coo`` runs it through its record, with no entry). pytest on that spec
@@ -206,7 +206,7 @@ def _changed(copy: Path) -> set[str]:
 
 
 @pytest.mark.slow  # child interpreters on a copy of the package
-def test_a_sixth_optimizer_touches_its_record_its_spec_and_a_runner(tmp_path):
+def test_a_fourth_optimizer_touches_its_record_its_spec_and_a_runner(tmp_path):
     shutil.copytree(ROOT / "conformance", tmp_path / "conformance", symlinks=True,
                     ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "specs", tmp_path / "specs")

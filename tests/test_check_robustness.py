@@ -257,6 +257,29 @@ def test_pytest_exit_from_a_candidate_is_that_items_error():
     assert records["after[candidate-cpu-float64]"]["outcome"] == "passed"
 
 
+def test_a_keyboard_interrupt_the_candidate_raises_itself_is_that_items_error():
+    """It ended the whole run ("interrupted"; a crashed worker under xdist): no signal came, so it is the
+    candidate's own exception, as a SystemExit is."""
+    code, path = run_inprocess("own-keyboard-interrupt", str(SMALL_SPEC), "--conformance-examples", "0",
+                               "--conformance-impl", f"adagrad={FAULTS}:KeyboardInterruptAdagrad")
+    document_ = load(path)
+    assert code == 1 and document_["run"]["status"] == "complete"
+    records = by_case(document_)
+    raising = records["misbehave-here[candidate-cpu-float64]"]
+    assert raising["outcome"] == "error", raising
+    assert "raised KeyboardInterrupt(\"the candidate's own\") during this item, and no SIGINT" in raising["message"]
+    assert records["after[candidate-cpu-float64]"]["outcome"] == "passed"
+
+
+def test_a_sigint_while_the_candidate_runs_still_ends_the_run():
+    code, path = run_inprocess("sigint-in-candidate", str(SMALL_SPEC), "--conformance-examples", "0",
+                               "--conformance-impl", f"adagrad={FAULTS}:SigintAdagrad")
+    document_ = load(path)
+    assert code == 2 and document_["run"]["status"] == "interrupted", document_["run"]
+    assert document_["run"]["interrupted_by"] == "SIGINT"
+    assert "after[candidate-cpu-float64]" not in by_case(document_)  # nothing ran after it
+
+
 def test_an_exception_whose_str_raises_or_is_not_a_string_is_that_items_error():
     code, path = run_inprocess("hostile-str", str(SMALL_SPEC), "--conformance-examples", "0",
                                "--conformance-impl", f"adagrad={FAULTS}:HostileStrAdagrad")

@@ -462,7 +462,8 @@ def test_a_saved_failing_example_that_is_not_an_example_of_the_item_is_not_run_a
     assert "was not run (the warning above says why)" in said and "no saved failing example" not in said
 
 
-@pytest.mark.parametrize("raised", ["SystemExit(3)", "GeneratorExit", "BaseException('plain')"])
+@pytest.mark.parametrize("raised", ["SystemExit(3)", "GeneratorExit", "BaseException('plain')",
+                                    "KeyboardInterrupt('its own')"])
 def test_a_base_exception_the_candidate_raises_inside_an_example_is_that_example_s_failure(tmp_path, raised):
     """Hypothesis stops at a BaseException that is not an Exception without shrinking or naming the
     example, and the diagnosis (which runs the candidate again) let it through: the item was an error
@@ -471,6 +472,7 @@ def test_a_base_exception_the_candidate_raises_inside_an_example_is_that_example
     from conformance.backends.candidate import CandidateBackend, load_object
     from conformance.cases import search
     from conformance.cases.counterexamples import write_counterexample
+    from conformance.core.interrupts import SignalWatch
 
     (tmp_path / "raising.py").write_text(
         "import torch\n"
@@ -480,14 +482,34 @@ def test_a_base_exception_the_candidate_raises_inside_an_example_is_that_example
     backend = CandidateBackend("candidate", {"adagrad": load_object(CandidateTarget.parse(
         f"adagrad={tmp_path / 'raising.py'}:Raising"))})
     prop = _property("adagrad-agrees-with-reference")
-    result = search.run_property(prop, backend, "cpu", "float64", settings=_ci_settings(), base_seed=0)
+    with SignalWatch():  # as while an item runs: a KeyboardInterrupt no SIGINT raised is the candidate's
+        result = search.run_property(prop, backend, "cpu", "float64", settings=_ci_settings(), base_seed=0)
+        written = write_counterexample(tmp_path, prop, backend, "cpu", "float64", result.failing_example,
+                                       result.failure, seed=0, replay="replay")
     assert isinstance(result.failure, search.ImplementationRaised), result.failure
     name = raised.partition("(")[0]
     assert str(result.failure).startswith(f"the implementation raised {name}")
     assert type(result.failure.__cause__).__name__ == name and result.failing_example is not None
-    written = write_counterexample(tmp_path, prop, backend, "cpu", "float64", result.failing_example, result.failure,
-                                   seed=0, replay="replay")
     assert written.reproduced and all(f"fails ({name}" in line for line in written.reproduced), written.reproduced
+
+
+def test_a_keyboard_interrupt_is_the_run_s_unless_no_signal_raised_it():
+    """Only while a SignalWatch is SIGINT's handler (an item running) can a candidate's own
+    KeyboardInterrupt be told from a Ctrl-C; a real SIGINT then raises SignalInterrupt, the run's."""
+    import signal
+
+    from conformance.cases import search
+    from conformance.core.interrupts import SignalInterrupt, SignalWatch
+
+    before = signal.getsignal(signal.SIGINT)
+    plain = KeyboardInterrupt()
+    assert search.as_failure(plain) is plain  # no watch: a Ctrl-C, as far as anyone can tell
+    with SignalWatch():
+        assert isinstance(search.as_failure(KeyboardInterrupt("its own")), search.ImplementationRaised)
+        with pytest.raises(SignalInterrupt) as raised:
+            signal.raise_signal(signal.SIGINT)
+        assert search.as_failure(raised.value) is raised.value
+    assert signal.getsignal(signal.SIGINT) is before
 
 
 @pytest.mark.slow

@@ -30,6 +30,7 @@ from conformance.cases.hypothesis_test import hypothesis_test
 from conformance.cases.narrowing import Narrowing, declared_unsupported_options
 from conformance.cases.trial import SAME_AS_TORCH, DivergenceObserved, Property, Trial, same_as_torch
 from conformance.core.compare import format_error
+from conformance.core.interrupts import raised_by_code
 from conformance.ops import OPS
 from conformance.core.types import ExampleTimedOut, Mismatch, Unsupported
 from conformance.judging.verdict import (Judgement, SameAsTorch, StockTorch, Verdict, agrees, differs,
@@ -61,9 +62,12 @@ class ImplementationRaised(Exception):
 
 def as_failure(exc: BaseException) -> BaseException:
     """``exc`` as the failure of an example: itself, unless it is a BaseException of the code under
-    test that is not an Exception (not a Ctrl-C, not pytest's or Hypothesis' own): ImplementationRaised."""
-    if isinstance(exc, (Exception, KeyboardInterrupt, _NothingRuns, _BudgetReached)):
+    test that is not an Exception (a KeyboardInterrupt it raised itself, not a Ctrl-C; not pytest's or
+    Hypothesis' own): ImplementationRaised."""
+    if isinstance(exc, (Exception, _NothingRuns, _BudgetReached)):
         return exc
+    if isinstance(exc, KeyboardInterrupt) and not raised_by_code(exc):
+        return exc  # a SIGINT: the run's end
     if (type(exc).__module__ or "").partition(".")[0] in ("_pytest", "pytest", "hypothesis"):
         return exc
     return ImplementationRaised(f"the implementation raised {first_line(exc)} (not an Exception) inside this example")

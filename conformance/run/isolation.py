@@ -13,10 +13,15 @@ from typing import Any
 
 import pytest
 
+from conformance.core.interrupts import SignalWatch, raised_by_code
 from conformance.core.types import safe_text
 
 class CandidateExit(Exception):
     """``pytest.exit()`` called from an implementation's code: that item's error, not the run's end."""
+
+
+class CandidateInterrupt(Exception):
+    """A ``KeyboardInterrupt`` the implementation raised itself (no signal came): that item's error."""
 
 
 _STRAY_THREADS: list[threading.Thread] = []
@@ -37,13 +42,21 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    """An item's implementation may not end the run (``pytest.exit``), and threads it leaves running
-    (non-daemon) are noted so that they cannot keep the process from exiting."""
+    """An item's implementation may not end the run (``pytest.exit``, a ``KeyboardInterrupt`` it raises
+    itself: conformance.core.interrupts), and threads it leaves running (non-daemon) are noted so that they cannot keep the process from exiting."""
     if not isinstance(getattr(item, "record", None), dict):
         return (yield)
     before = set(threading.enumerate())
     try:
-        return (yield)
+        with SignalWatch():
+            try:
+                return (yield)
+            except KeyboardInterrupt as exc:
+                if not raised_by_code(exc):
+                    raise  # a SIGINT or SIGTERM: the run's end
+                raise CandidateInterrupt(f"the implementation raised {type(exc).__name__}({safe_text(exc)!r}) "
+                                         "during this item, and no SIGINT reached the run; an item cannot end "
+                                         "the run") from exc
     except pytest.exit.Exception as exc:
         raise CandidateExit(f"the implementation called pytest.exit({safe_text(exc.msg)!r}, "
                             f"returncode={exc.returncode!r}) during this item; an item cannot end the run") from None

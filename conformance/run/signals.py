@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from conformance.core.interrupts import SignalInterrupt
 from conformance.run.state import is_conformance_run, is_controller
 
 def stop_run(config: pytest.Config, session: pytest.Session | None, reason: str) -> None:
@@ -56,7 +57,7 @@ class Signals:
         self.received, self.repeats = name, 0
         if self.session is not None and not self.session.shouldstop:
             self.session.shouldstop = f"interrupted by {name}"
-        raise KeyboardInterrupt(name)
+        raise SignalInterrupt(name)
 
     def install(self, session: pytest.Session) -> None:
         self.received, self.session = None, session

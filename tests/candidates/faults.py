@@ -113,6 +113,24 @@ class PytestExitAdagrad(torch.optim.Adagrad):
         return super().step(closure)
 
 
+class KeyboardInterruptAdagrad(torch.optim.Adagrad):
+    """Raises ``KeyboardInterrupt`` itself (no signal): that item's error, not the run's end."""
+
+    def step(self, closure=None):
+        if _here(self):
+            raise KeyboardInterrupt("the candidate's own")
+        return super().step(closure)
+
+
+class SigintAdagrad(torch.optim.Adagrad):
+    """Sends SIGINT to its own process (a Ctrl-C as it arrives): the run ends, interrupted by SIGINT."""
+
+    def step(self, closure=None):
+        if _here(self):
+            signal.raise_signal(signal.SIGINT)
+        return super().step(closure)
+
+
 class StrayThreadAdagrad(torch.optim.Adagrad):
     """Correct, but leaves a non-daemon thread that never ends (a worker pool it never shuts down)."""
 

@@ -247,7 +247,7 @@ def test_an_abort_is_recorded_with_its_signal(tmp_path):
 # ------------------------------------------------------------------ in one process: what a candidate may not do
 
 def test_pytest_exit_from_a_candidate_is_that_items_error():
-    code, path = run_inprocess("pytest-exit", str(SMALL_SPEC), "--conformance-examples", "0",
+    code, path = run_inprocess("pytest-exit", str(SMALL_SPEC), "--conformance-examples", "0", "--conformance-backend", "candidate",
                                "--conformance-impl", f"adagrad={FAULTS}:PytestExitAdagrad")
     document_ = load(path)
     assert code == 1 and document_["run"]["status"] == "complete"
@@ -260,7 +260,7 @@ def test_pytest_exit_from_a_candidate_is_that_items_error():
 def test_a_keyboard_interrupt_the_candidate_raises_itself_is_that_items_error():
     """It ended the whole run ("interrupted"; a crashed worker under xdist): no signal came, so it is the
     candidate's own exception, as a SystemExit is."""
-    code, path = run_inprocess("own-keyboard-interrupt", str(SMALL_SPEC), "--conformance-examples", "0",
+    code, path = run_inprocess("own-keyboard-interrupt", str(SMALL_SPEC), "--conformance-examples", "0", "--conformance-backend", "candidate",
                                "--conformance-impl", f"adagrad={FAULTS}:KeyboardInterruptAdagrad")
     document_ = load(path)
     assert code == 1 and document_["run"]["status"] == "complete"
@@ -272,7 +272,7 @@ def test_a_keyboard_interrupt_the_candidate_raises_itself_is_that_items_error():
 
 
 def test_a_sigint_while_the_candidate_runs_still_ends_the_run():
-    code, path = run_inprocess("sigint-in-candidate", str(SMALL_SPEC), "--conformance-examples", "0",
+    code, path = run_inprocess("sigint-in-candidate", str(SMALL_SPEC), "--conformance-examples", "0", "--conformance-backend", "candidate",
                                "--conformance-impl", f"adagrad={FAULTS}:SigintAdagrad")
     document_ = load(path)
     assert code == 2 and document_["run"]["status"] == "interrupted", document_["run"]
@@ -281,7 +281,7 @@ def test_a_sigint_while_the_candidate_runs_still_ends_the_run():
 
 
 def test_an_exception_whose_str_raises_or_is_not_a_string_is_that_items_error():
-    code, path = run_inprocess("hostile-str", str(SMALL_SPEC), "--conformance-examples", "0",
+    code, path = run_inprocess("hostile-str", str(SMALL_SPEC), "--conformance-examples", "0", "--conformance-backend", "candidate",
                                "--conformance-impl", f"adagrad={FAULTS}:HostileStrAdagrad")
     records = by_case(load(path))
     assert code == 1

@@ -491,6 +491,11 @@ def test_a_base_exception_the_candidate_raises_inside_an_example_is_that_example
     assert str(result.failure).startswith(f"the implementation raised {name}")
     assert type(result.failure.__cause__).__name__ == name and result.failing_example is not None
     assert written.reproduced and all(f"fails ({name}" in line for line in written.reproduced), written.reproduced
+    # the counterexample script's judgement, outside any item (no SignalWatch of the run's): it still fails
+    from conformance.cases import reproduce
+    assert reproduce.main(property_id=prop.id, backend="candidate", device="cpu", dtype="float64",
+                          impl=f"{tmp_path / 'raising.py'}:Raising", root=str(tmp_path),
+                          example=reproduce.encode_example(result.failing_example)) == reproduce.FAILS
 
 
 def test_a_keyboard_interrupt_is_the_run_s_unless_no_signal_raised_it():

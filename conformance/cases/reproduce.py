@@ -23,6 +23,7 @@ from typing import Any
 
 from conformance.backends import builtin_backends
 from conformance.backends.candidate import CandidateBackend, CandidateError, load_object
+from conformance.core.interrupts import SignalWatch
 from conformance.core.record import CANDIDATE
 from conformance.core.target import CandidateTarget, TargetError
 from conformance.core.types import Unsupported
@@ -66,7 +67,8 @@ def main(*, property_id: str, backend: str, device: str, dtype: str, impl: str |
         print(f"cannot load the implementation under test: {exc}")
         return CANNOT_LOAD
     try:
-        result = judge_example(prop, chosen, device, dtype, decode_example(example))
+        with SignalWatch():  # a KeyboardInterrupt the implementation raises is its failure, as in the run
+            result = judge_example(prop, chosen, device, dtype, decode_example(example))
     except Unsupported as exc:
         print(f"unsupported: {exc}")
         return UNSUPPORTED

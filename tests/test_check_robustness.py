@@ -257,7 +257,18 @@ def test_pytest_exit_from_a_candidate_is_that_items_error():
     assert records["after[candidate-cpu-float64]"]["outcome"] == "passed"
 
 
-def test_a_keyboard_interrupt_the_candidate_raises_itself_is_that_items_error():
+@pytest.fixture
+def sigint_handler(request):
+    """SIGINT's handler for the test (Python's own, as in a terminal, or ignored, as a run started in
+    the background of a script inherits it), restored after it."""
+    previous = signal.signal(signal.SIGINT, request.param)
+    yield request.param
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.parametrize("sigint_handler", [signal.default_int_handler, signal.SIG_IGN], indirect=True,
+                         ids=["terminal", "ignored"])
+def test_a_keyboard_interrupt_the_candidate_raises_itself_is_that_items_error(sigint_handler):
     """It ended the whole run ("interrupted"; a crashed worker under xdist): no signal came, so it is the
     candidate's own exception, as a SystemExit is."""
     code, path = run_inprocess("own-keyboard-interrupt", str(SMALL_SPEC), "--conformance-examples", "0", "--conformance-backend", "candidate",
@@ -271,7 +282,8 @@ def test_a_keyboard_interrupt_the_candidate_raises_itself_is_that_items_error():
     assert records["after[candidate-cpu-float64]"]["outcome"] == "passed"
 
 
-def test_a_sigint_while_the_candidate_runs_still_ends_the_run():
+@pytest.mark.parametrize("sigint_handler", [signal.default_int_handler], indirect=True, ids=["terminal"])
+def test_a_sigint_while_the_candidate_runs_still_ends_the_run(sigint_handler):
     code, path = run_inprocess("sigint-in-candidate", str(SMALL_SPEC), "--conformance-examples", "0", "--conformance-backend", "candidate",
                                "--conformance-impl", f"adagrad={FAULTS}:SigintAdagrad")
     document_ = load(path)

@@ -506,15 +506,22 @@ def test_a_keyboard_interrupt_is_the_run_s_unless_no_signal_raised_it():
     from conformance.cases import search
     from conformance.core.interrupts import SignalInterrupt, SignalWatch
 
-    before = signal.getsignal(signal.SIGINT)
-    plain = KeyboardInterrupt()
-    assert search.as_failure(plain) is plain  # no watch: a Ctrl-C, as far as anyone can tell
-    with SignalWatch():
-        assert isinstance(search.as_failure(KeyboardInterrupt("its own")), search.ImplementationRaised)
-        with pytest.raises(SignalInterrupt) as raised:
-            signal.raise_signal(signal.SIGINT)
-        assert search.as_failure(raised.value) is raised.value
-    assert signal.getsignal(signal.SIGINT) is before
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
+    try:
+        plain = KeyboardInterrupt()
+        assert search.as_failure(plain) is plain  # no watch: a Ctrl-C, as far as anyone can tell
+        with SignalWatch():
+            assert isinstance(search.as_failure(KeyboardInterrupt("its own")), search.ImplementationRaised)
+            with pytest.raises(SignalInterrupt) as raised:
+                signal.raise_signal(signal.SIGINT)
+            assert search.as_failure(raised.value) is raised.value
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a run started in the background: no SIGINT raises one
+        with SignalWatch():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # left as it is
+            assert isinstance(search.as_failure(KeyboardInterrupt("its own")), search.ImplementationRaised)
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 @pytest.mark.slow

@@ -3,7 +3,8 @@
 While an item runs (``conformance.run.isolation``), :class:`SignalWatch` is SIGINT's handler: a real
 SIGINT raises :class:`SignalInterrupt` (a ``KeyboardInterrupt``, so it still ends the run), and a plain
 ``KeyboardInterrupt`` raised meanwhile can only be the implementation's own: that item's (or that
-example's) failure, not the run's end (:func:`raised_by_code`).
+example's) failure, not the run's end (:func:`raised_by_code`). So too while SIGINT is ignored (a run
+started in the background of a script) or has no Python handler: no signal raises one then.
 """
 
 from __future__ import annotations
@@ -51,7 +52,11 @@ class SignalWatch:
 
 
 def raised_by_code(exc: BaseException) -> bool:
-    """Whether ``exc`` is a ``KeyboardInterrupt`` the running code raised itself, not a signal's: only
-    while a :class:`SignalWatch` is SIGINT's handler can the two be told apart (else it is the run's)."""
-    return (isinstance(exc, KeyboardInterrupt) and not isinstance(exc, SignalInterrupt)
-            and isinstance(signal.getsignal(signal.SIGINT), SignalWatch))
+    """Whether ``exc`` is a ``KeyboardInterrupt`` the running code raised itself, not a signal's: while a
+    :class:`SignalWatch` is SIGINT's handler, or while SIGINT raises nothing (ignored, as a run started in
+    the background of a script inherits it, or left to kill the process); under Python's own handler
+    the two cannot be told apart, and it is the run's."""
+    if not isinstance(exc, KeyboardInterrupt) or isinstance(exc, SignalInterrupt):
+        return False
+    handler = signal.getsignal(signal.SIGINT)
+    return isinstance(handler, SignalWatch) or handler in (signal.SIG_IGN, signal.SIG_DFL)

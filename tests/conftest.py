@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 
@@ -47,3 +48,12 @@ def warm_imports():
 
     run_inprocess("warm", "specs", "--conformance-op", "coalesce,adagrad", "--conformance-examples", "1", "-x", "-q",
                   "-k", "float32 and (basic or tutorial or agrees-with-reference)")
+
+
+@pytest.fixture
+def sigint_handler(request):
+    """SIGINT's handler for the test, ``request.param`` (Python's own, as in a terminal, or ignored, as a
+    run started in the background of a script inherits it), restored after it."""
+    previous = signal.signal(signal.SIGINT, request.param)
+    yield request.param
+    signal.signal(signal.SIGINT, previous)

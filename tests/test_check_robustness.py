@@ -257,20 +257,11 @@ def test_pytest_exit_from_a_candidate_is_that_items_error():
     assert records["after[candidate-cpu-float64]"]["outcome"] == "passed"
 
 
-@pytest.fixture
-def sigint_handler(request):
-    """SIGINT's handler for the test (Python's own, as in a terminal, or ignored, as a run started in
-    the background of a script inherits it), restored after it."""
-    previous = signal.signal(signal.SIGINT, request.param)
-    yield request.param
-    signal.signal(signal.SIGINT, previous)
-
-
 @pytest.mark.parametrize("sigint_handler", [signal.default_int_handler, signal.SIG_IGN], indirect=True,
                          ids=["terminal", "ignored"])
 def test_a_keyboard_interrupt_the_candidate_raises_itself_is_that_items_error(sigint_handler):
     """It ended the whole run ("interrupted"; a crashed worker under xdist): no signal came, so it is the
-    candidate's own exception, as a SystemExit is."""
+    candidate's own exception, as a SystemExit is (a real Ctrl-C: tests/test_results.py)."""
     code, path = run_inprocess("own-keyboard-interrupt", str(SMALL_SPEC), "--conformance-examples", "0", "--conformance-backend", "candidate",
                                "--conformance-impl", f"adagrad={FAULTS}:KeyboardInterruptAdagrad")
     document_ = load(path)
@@ -280,16 +271,6 @@ def test_a_keyboard_interrupt_the_candidate_raises_itself_is_that_items_error(si
     assert raising["outcome"] == "error", raising
     assert "raised KeyboardInterrupt(\"the candidate's own\") during this item, and no SIGINT" in raising["message"]
     assert records["after[candidate-cpu-float64]"]["outcome"] == "passed"
-
-
-@pytest.mark.parametrize("sigint_handler", [signal.default_int_handler], indirect=True, ids=["terminal"])
-def test_a_sigint_while_the_candidate_runs_still_ends_the_run(sigint_handler):
-    code, path = run_inprocess("sigint-in-candidate", str(SMALL_SPEC), "--conformance-examples", "0", "--conformance-backend", "candidate",
-                               "--conformance-impl", f"adagrad={FAULTS}:SigintAdagrad")
-    document_ = load(path)
-    assert code == 2 and document_["run"]["status"] == "interrupted", document_["run"]
-    assert document_["run"]["interrupted_by"] == "SIGINT"
-    assert "after[candidate-cpu-float64]" not in by_case(document_)  # nothing ran after it
 
 
 def test_an_exception_whose_str_raises_or_is_not_a_string_is_that_items_error():

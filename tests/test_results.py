@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -142,12 +143,13 @@ def test_a_hanging_candidate_is_stopped_by_the_per_item_timeout():
     assert records["after[candidate-cpu-float64]"]["outcome"] == "passed"  # the run went on
 
 
-def test_an_interrupted_run_still_writes_what_it_learned():
+@pytest.mark.parametrize("sigint_handler", [signal.default_int_handler], indirect=True, ids=["terminal"])
+def test_an_interrupted_run_still_writes_what_it_learned(sigint_handler):
     code, path = run_inprocess("interrupt", str(SMALL_SPEC), "--conformance-impl",
                                f"adagrad={ROBUST}:InterruptedAdagrad")
     assert code == int(pytest.ExitCode.INTERRUPTED)
     results = load_results(path)
-    assert results.run["status"] == "interrupted"
+    assert results.run["status"] == "interrupted" and results.run["interrupted_by"] == "SIGINT"
     assert [r["case"] for r in results.records] == ["before"]
     assert [n.split("::")[1] for n in results.run["not_run"]] == [
         "after[candidate-cpu-float64]", "misbehave-here[candidate-cpu-float64]"]

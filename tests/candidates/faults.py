@@ -122,15 +122,6 @@ class KeyboardInterruptAdagrad(torch.optim.Adagrad):
         return super().step(closure)
 
 
-class SigintAdagrad(torch.optim.Adagrad):
-    """Sends SIGINT to its own process (a Ctrl-C as it arrives): the run ends, interrupted by SIGINT."""
-
-    def step(self, closure=None):
-        if _here(self):
-            signal.raise_signal(signal.SIGINT)
-        return super().step(closure)
-
-
 class StrayThreadAdagrad(torch.optim.Adagrad):
     """Correct, but leaves a non-daemon thread that never ends (a worker pool it never shuts down)."""
 

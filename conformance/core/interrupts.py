@@ -27,7 +27,7 @@ class SignalWatch:
         self.installed = False
 
     def __call__(self, signum: int, frame: Any) -> None:
-        if not callable(self.previous) or self.previous is signal.default_int_handler:
+        if self.previous is signal.default_int_handler:  # installed only over a callable handler
             raise SignalInterrupt(signal.Signals(signum).name)
         try:
             self.previous(signum, frame)  # the run's handler (it may return: a repeated signal)

@@ -43,7 +43,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
     """An item's implementation may not end the run (``pytest.exit``, a ``KeyboardInterrupt`` it raises
-    itself: conformance.core.interrupts), and threads it leaves running (non-daemon) are noted so that they cannot keep the process from exiting."""
+    itself: conformance.core.interrupts), and threads it leaves running (non-daemon) are noted so that
+    they cannot keep the process from exiting."""
     if not isinstance(getattr(item, "record", None), dict):
         return (yield)
     before = set(threading.enumerate())

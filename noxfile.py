@@ -6,6 +6,8 @@ torch_xla on the ``xla`` device) and ``tests`` runs the harness's own tests.
     nox -s "conformance(torch-2.9.0-xla)"    # one of them
     nox -s tests
     nox -s examples                          # the example candidates' pinned verdicts (not a default)
+    nox -s newest                            # the fast tier on the newest releases (reports, never fails)
+    nox -s lock                              # refresh constraints.txt with those releases
 
 Each conformance session writes, under reports/:
   junit-torch-<V>.xml      pytest's JUnit XML of the spec run
@@ -23,6 +25,8 @@ Environment:
   CONFORMANCE_TORCH_VERSIONS         comma-separated torch versions instead of the list below
                                      (a version with a torch_xla release below gets it too)
   CONFORMANCE_NOX_KERNEL_TESTS=0     skip the kernel tests in the conformance sessions
+  CONFORMANCE_NOX_INSTALL_ONLY=1     install the session's venv and stop (status "installed"): .ci/run
+                                     installs the examples' and XLA's venvs so while the tiers run
   PIP_CONSTRAINT=/dev/null           lift a pip constraint file that caps torch: with pip.conf's
                                      `constraint` holding torch<=2.14.1 (the development VM's), torch
                                      2.15.0's install fails ("install failed" in its status file, pip
@@ -109,22 +113,71 @@ def _pip(session: nox.Session, *args: str) -> None:
 
 
 def _install(session: nox.Session, torch_version: str) -> None:
-    """torch (from the configured index), torch_xla when paired, then this package and its test extras."""
+    """torch (from the configured index), torch_xla when paired, then this package and its test extras
+    at the versions constraints.txt pins (less those this torch pins itself: :func:`_constraints_for`)."""
     if _installed(session, "torch") != torch_version:
         _pip(session, f"torch=={torch_version}", *_index_args())
     xla = TORCH_XLA.get(torch_version)
     if xla and _installed(session, "torch_xla") != xla:
         _pip(session, f"torch_xla=={xla}")
     # torch is already satisfied, so the project's "torch>=..." leaves it alone. Skipped when this
-    # venv already has this checkout installed with the same pyproject.toml.
+    # venv already has this checkout installed with the same pyproject.toml and constraints.txt.
     stamp = Path(session.virtualenv.location) / ".conformance-install-stamp"
-    wanted = f"{ROOT}\n{hashlib.sha256((ROOT / 'pyproject.toml').read_bytes()).hexdigest()}\n"
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + CONSTRAINTS.read_bytes()).hexdigest()
+    wanted = f"{ROOT}\n{digest}\n"
     if not (stamp.is_file() and stamp.read_text() == wanted):
-        _pip(session, "-e", f"{ROOT}[test]")
+        _pip(session, "-c", str(_constraints_for(session)), "-e", f"{ROOT}[test]")
         stamp.write_text(wanted)
     got = _installed(session, "torch")
     if got != torch_version:
         raise InstallFailed(f"asked for torch {torch_version}, the venv has {got}")
+
+
+# what the README's commands and CI install beside torch, pinned (nox -s lock refreshes it)
+CONSTRAINTS = ROOT / "constraints.txt"
+CONSTRAINTS_HEADER = """\
+# What the README's commands, .ci/run and the nox sessions install beside torch, pinned (pip's
+# constraints: a package listed here is installed at this version when anything asks for it; torch
+# itself is pinned by each command). Refreshed by `nox -s lock` (a fresh venv, `pip install
+# torch==2.13.0 -e ".[test]"` with no constraints, `pip freeze`); `nox -s newest` tries the newest
+# releases against the fast tier and reports what broke, without touching this file
+# (docs/running.md#pinned-installs).
+"""
+
+
+def _pinned(text: str) -> dict[str, str]:
+    """Normalised name -> its ``name==version`` line, of a constraints file or ``pip freeze``'s output."""
+    pins = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "==" in line and not line.startswith("-"):
+            name = line.split("==", 1)[0].strip()
+            pins[name.lower().replace("_", "-").replace(".", "-")] = line
+    return pins
+
+
+def _constraints_for(session: nox.Session) -> Path:
+    """constraints.txt less the packages the venv's torch requires (a torch other than the one it was
+    made with pins its own triton, sympy...: a pin of ours would fight it), written into the venv."""
+    code = ("import importlib.metadata as m, re; print('\\n'.join(re.split(r'[ ;<>=!~\\[(]', r, 1)[0] "
+            "for r in m.requires('torch') or []))")
+    result = subprocess.run([_venv_python(session), "-c", code], capture_output=True, text=True)
+    torchs = set(_pinned("\n".join(f"{name}==0" for name in result.stdout.split())))
+    kept = [line for name, line in _pinned(CONSTRAINTS.read_text()).items() if name not in torchs]
+    path = Path(session.virtualenv.location) / "conformance-constraints.txt"
+    path.write_text("\n".join(kept) + "\n")
+    return path
+
+
+def _install_only(session: nox.Session, status_path: Path, status: dict) -> bool:
+    """Under CONFORMANCE_NOX_INSTALL_ONLY=1: the venv is installed; say so in the status file and stop."""
+    if os.environ.get("CONFORMANCE_NOX_INSTALL_ONLY", "0") in ("", "0"):
+        return False
+    status.update(status="installed")
+    REPORTS.mkdir(exist_ok=True)
+    status_path.write_text(json.dumps(status, indent=2) + "\n")
+    session.log(f"installed only (CONFORMANCE_NOX_INSTALL_ONLY): {status_path.relative_to(ROOT)}")
+    return True
 
 
 def _write_status(version: str, status: dict) -> Path:
@@ -187,6 +240,8 @@ def _conformance(session: nox.Session, torch_version: str) -> None:
         session.error(f"install failed for torch {torch_version} (recorded in {path.relative_to(ROOT)}):\n{exc}")
     status.update(torch=_installed(session, "torch"), torch_xla=_installed(session, "torch_xla"),
                   install_seconds=round(time.monotonic() - started, 1))
+    if _install_only(session, REPORTS / f"status-torch-{torch_version}.json", status):
+        return
     env = {"PJRT_DEVICE": os.environ.get("PJRT_DEVICE", "CPU")} if torch_version in TORCH_XLA else {}
 
     REPORTS.mkdir(exist_ok=True)
@@ -276,6 +331,8 @@ def examples(session: nox.Session) -> None:
         (REPORTS / "status-examples.json").write_text(json.dumps(status, indent=2) + "\n")
         session.error(f"install failed for the examples (recorded in reports/status-examples.json):\n{exc}")
     status["install_seconds"] = round(time.monotonic() - started, 1)
+    if _install_only(session, REPORTS / "status-examples.json", status):
+        return
     ran = time.monotonic()
     code = _pytest(session, ["examples/tests", "-p", "no:cacheprovider", *session.posargs], {})
     status.update(status="passed" if code == 0 else "failed", pytest_exit_code=code,
@@ -285,3 +342,49 @@ def examples(session: nox.Session) -> None:
     session.log(f"status: reports/status-examples.json: {status['status']} (pytest exit {code})")
     if code != 0:
         session.error(f"the examples' pinned verdicts failed (pytest exit {code})")
+
+
+def _install_newest(session: nox.Session) -> dict[str, str]:
+    """torch (the version the suite is developed on) and the newest releases of everything else this
+    package and its test extras need, with no constraints; returns ``pip freeze``'s pins, torch left out."""
+    if _installed(session, "torch") != TESTS_TORCH:
+        _pip(session, f"torch=={TESTS_TORCH}", *_index_args())
+    _pip(session, "--upgrade", "--upgrade-strategy", "eager", "-e", f"{ROOT}[test]")
+    freeze = subprocess.run([_venv_python(session), "-m", "pip", "freeze", "--exclude-editable"],
+                            capture_output=True, text=True, check=True).stdout
+    return {name: line for name, line in _pinned(freeze).items() if name != "torch"}
+
+
+@nox.session
+def lock(session: nox.Session) -> None:
+    """Refresh constraints.txt: the newest releases of what the package and its test extras need, beside
+    torch, as pip freeze gives them (run nox -s newest first to see whether the tests pass on them)."""
+    pins = _install_newest(session)
+    CONSTRAINTS.write_text(CONSTRAINTS_HEADER + "\n".join(sorted(pins.values(), key=str.lower)) + "\n")
+    session.log(f"constraints.txt: {len(pins)} pins")
+
+
+@nox.session
+def newest(session: nox.Session) -> None:
+    """The fast tier on the newest releases of every dependency (not constraints.txt's pins): what moved
+    and whether the tests still pass, in reports/status-newest.json. A failure here is news about a
+    release, not about a change: the session reports it and exits 0."""
+    started = time.monotonic()
+    pins = _install_newest(session)
+    locked = _pinned(CONSTRAINTS.read_text())
+    moved = {name: {"pinned": locked[name].split("==", 1)[1] if name in locked else None,
+                    "newest": line.split("==", 1)[1]}
+             for name, line in sorted(pins.items()) if locked.get(name) != line}
+    junit = REPORTS / "junit-newest.xml"
+    code = _pytest(session, ["-p", "no:cacheprovider", f"--junitxml={junit}", *session.posargs], {})
+    status = {"status": "passed" if code == 0 else "failed", "pytest_exit_code": code, "moved": moved,
+              "junit": str(junit.relative_to(ROOT)), "seconds": round(time.monotonic() - started, 1)}
+    REPORTS.mkdir(exist_ok=True)
+    (REPORTS / "status-newest.json").write_text(json.dumps(status, indent=2) + "\n")
+    for name, versions in moved.items():
+        session.log(f"moved: {name} {versions['pinned']} -> {versions['newest']}")
+    if code != 0:
+        session.warn(f"the fast tier FAILED on the newest releases (pytest exit {code}; {len(moved)} moved from "
+                     f"constraints.txt, listed above): see {junit.relative_to(ROOT)} before running nox -s lock")
+    else:
+        session.log(f"the fast tier passed on the newest releases ({len(moved)} moved from constraints.txt)")

@@ -215,7 +215,7 @@ def test_the_readme_is_short_and_points_at_pages_that_exist():
     for page in re.findall(r"`(docs/[\w./-]+\.md)`", README):
         assert (REPO / page).is_file() or page == "docs/architecture.md", page
     # the two commands, and the command that gives a pull request's pass/fail
-    assert README.count("pip install torch==2.13.0 -e \".[test]\" && ") == 2
+    assert README.count("pip install torch==2.13.0 -c constraints.txt -e \".[test]\" && ") == 2
     assert "python -m conformance check adagrad=" in README and "exits 0 when your" in README
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 import tomllib
 from pathlib import Path
@@ -35,11 +36,33 @@ def test_this_process_loaded_the_plugin_rewritten_with_its_bytecode_cached():
     source = Path(plugin.__file__)
     cached = list((source.parent / "__pycache__").glob(f"{source.stem}.*-pytest-*.pyc"))
     assert cached, f"no rewritten bytecode of {source.name} in {source.parent / '__pycache__'}"
-    # pytest's header: magic, flags, then the source's mtime and size it was rewritten from
-    header = cached[0].read_bytes()[:16]
+    assert pyc_is_current(cached[0].read_bytes()[:16], source), f"{cached[0]} is not {source.name}'s"
+
+
+def pyc_is_current(header: bytes, source: Path) -> bool:
+    """Whether a pyc's 16-byte header (PEP 552) is of ``source`` as it is now, in either form pytest
+    writes: up to 9.1 the flags 0 and the source's mtime and size; from 9.2 the flags 3 (a checked hash)
+    and the first 8 bytes of ``importlib.util.source_hash`` of the source."""
+    flags = int.from_bytes(header[4:8], "little")
+    if flags & 1:  # hash-based
+        return header[8:16] == importlib.util.source_hash(source.read_bytes())[:8]
     stat = source.stat()
-    assert int.from_bytes(header[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
-    assert int.from_bytes(header[12:16], "little") == stat.st_size & 0xFFFFFFFF
+    return (int.from_bytes(header[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
+            and int.from_bytes(header[12:16], "little") == stat.st_size & 0xFFFFFFFF)
+
+
+def test_a_pyc_header_of_either_form_is_read(tmp_path):
+    """Both header forms are recognised, and each refuses a header of another source."""
+    source = tmp_path / "m.py"
+    source.write_text("x = 1\n")
+    stat = source.stat()
+    magic = importlib.util.MAGIC_NUMBER
+    by_time = magic + (0).to_bytes(4, "little") + int(stat.st_mtime).to_bytes(4, "little") \
+        + stat.st_size.to_bytes(4, "little")
+    by_hash = magic + (3).to_bytes(4, "little") + importlib.util.source_hash(source.read_bytes())[:8]
+    assert pyc_is_current(by_time, source) and pyc_is_current(by_hash, source)
+    source.write_text("x = 22\n")  # another size and another hash
+    assert not pyc_is_current(by_time, source) and not pyc_is_current(by_hash, source)
 
 
 def test_the_pytest_check_starts_rewrites_no_assert(tmp_path):

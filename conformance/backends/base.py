@@ -95,6 +95,11 @@ class Backend:
         workers must order their items alike). Default: none."""
         return False
 
+    def warmed(self) -> None:
+        """Wait for the setup :meth:`warm_up` started, if it is still under way: called before an item of
+        this backend starts its timer, so that a build is never charged to an item's timeout. Default:
+        nothing to wait for."""
+
     def __repr__(self) -> str:
         return f"<Backend {self.name}: {sorted(self.runners)}>"
 

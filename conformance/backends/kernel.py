@@ -123,6 +123,12 @@ class KernelBackend(Backend):
         build_in_background()
         return True
 
+    def warmed(self) -> None:
+        if self.impl == "auto":
+            from conformance.kernels import wait_for_background_build  # lazy, as in warm_up
+
+            wait_for_background_build()
+
     def drive_optimizer(self, op: str, ctx: RunContext, use):
         self._check_can_run(ctx)
         with kernel_impl(self.impl):

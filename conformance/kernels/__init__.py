@@ -12,7 +12,8 @@ a later ``step()`` or by ``check_index_errors()``), and ``capturable=True`` make
 capturable in a CUDA graph; see docs/kernels-gpu.md.
 """
 
-from ._build import KernelBuildError, build_directory, build_in_background, load_cpu_kernels
+from ._build import (KernelBuildError, build_directory, build_in_background, load_cpu_kernels,
+                     wait_for_background_build)
 from ._functions import coalesce, masked_mean
 from ._ops import IMPL_ENV_VAR, resolve_impl
 from ._optim import Adagrad, SparseAdam
@@ -26,6 +27,7 @@ __all__ = [
     "build_directory",
     "build_in_background",
     "load_cpu_kernels",
+    "wait_for_background_build",
     "resolve_impl",
     "IMPL_ENV_VAR",
 ]

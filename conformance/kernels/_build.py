@@ -95,6 +95,9 @@ def _registered() -> bool:
     return True
 
 
+BUILD_THREAD = "conformance-kernels-build"
+
+
 def build_in_background() -> None:
     """Start :func:`load_cpu_kernels` in a daemon thread, so that compiling (15-20 s on a fresh
     machine) overlaps other work; the first caller that needs the kernels waits for it, and a
@@ -109,7 +112,15 @@ def build_in_background() -> None:
             pass
 
     # not a daemon: the interpreter waits for it at exit, rather than leave a half-built directory
-    threading.Thread(target=build, name="conformance-kernels-build", daemon=False).start()
+    threading.Thread(target=build, name=BUILD_THREAD, daemon=False).start()
+
+
+def wait_for_background_build() -> None:
+    """Wait for :func:`build_in_background`'s thread, if one is running; what it built, or the error it
+    met, is the kernels' first user's, as before."""
+    for thread in threading.enumerate():
+        if thread.name == BUILD_THREAD and thread is not threading.current_thread():
+            thread.join()
 
 
 def load_cpu_kernels(verbose: bool = False) -> None:

@@ -291,6 +291,16 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             warnings.warn(pytest.PytestWarning(f"conformance: {problem}"))
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outside pytest-timeout's and the watchdogs' wrappers
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    """A backend's one-time setup still under way (the C++ kernels' first build on a fresh machine, 15-20 s)
+    is waited for before its item's timer starts: never charged to the item's own timeout."""
+    backend = getattr(item, "backend", None)
+    if isinstance(item, ConformanceItem) and backend is not None:
+        backend.warmed()
+    return (yield)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield

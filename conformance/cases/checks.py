@@ -22,6 +22,7 @@ from conformance.core.divergences import Divergence, PathDivergence, lookup
 from conformance.core.dtypes import HALF_DTYPES
 from conformance.ops.base import Op
 # the machinery's own modules, not the package (which imports the records): one level less
+from conformance.ops.optimizers.configurations import describe
 from conformance.ops.optimizers.drive import run_optimizer, run_param_groups
 from conformance.ops.optimizers.inputs import OptimizerInputs, ParamGroupsInputs
 from conformance.ops.optimizers.reference import dense_grad_and_mask, densified
@@ -38,6 +39,16 @@ def check_agrees_with_reference(trial: Trial, inputs: Any) -> None:
 
 
 # optimizers
+
+def check_configuration(trial: Trial, inputs: OptimizerInputs) -> None:
+    """agrees-with-reference on one configuration of the op's space; a miss names the configuration
+    (``weight_decay=0.1, maximize=True, dense steps``)."""
+    try:
+        check_agrees_with_reference(trial, inputs)
+    except Mismatch as mismatch:
+        raise Mismatch(f"configuration {describe(trial.op, inputs)}: {mismatch}", mismatch.max_abs_error,
+                       mismatch.max_rel_error) from None
+
 
 def specified_mask(grad: CooArray | np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return dense_grad_and_mask(grad, shape)[1]

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from conformance.backends.base import COMPILED_AGREES, PATHS_AGREE
 from conformance.cases.checks import (PARAM_GROUPS, flat_outputs, grouped_runs,
-                                      is_torch_path, check_agrees_with_reference, check_deterministic,
+                                      is_torch_path, check_agrees_with_reference, check_configuration, check_deterministic,
                                       check_param_groups, check_paths_agree, check_rejects_invalid,
                                       check_sizes, check_sparse_equals_dense,
                                       check_state_dict_resume, check_unspecified_unchanged, observe_param_groups)
@@ -26,6 +26,7 @@ from conformance.cases.trial import Property, unbound
 from conformance.core.dtypes import HALF_DTYPES
 from conformance.ops import OPS
 from conformance.ops.base import LAYOUT_INVARIANT, SIZES
+from conformance.ops.optimizers.configurations import CONFIGURATIONS
 from conformance.ops.optimizers.inputs import OptimizerInputs, ParamGroupsInputs
 from conformance.ops.optimizers.reference import densified
 
@@ -58,6 +59,8 @@ CHECKS: Mapping[str, Property] = MappingProxyType({
     # the optimizers' long trajectories: the same check, on candidates only (a candidate is what may round a
     # hyperparameter once per step; the built-in backends are stock torch, whose items would cost the main job)
     "long-trajectory": unbound(check_agrees_with_reference, skips_oracle=True, candidates_only=True),
+    # the optimizers' configuration spaces, covered pairwise (conformance/ops/optimizers/configurations.py)
+    CONFIGURATIONS: unbound(check_configuration, skips_oracle=True),
     "rounds-correctly": unbound(check_rounds_correctly, skips_oracle=True, dtypes=HALF_DTYPES),
     "rejects-invalid": unbound(check_rejects_invalid, judges_values=False),
     # the suite's own backends are stock torch and its documented idioms: their determinism is torch's

@@ -28,6 +28,7 @@ from conformance.ops.coalesce import accumulation_differs, coalesce_sequential
 from conformance.ops.optimizers.adagrad_models import (DEFAULTS, MISTAKES, WEIGHT_DECAY_ERROR,  # noqa: F401
                                                        adagrad_hyperparameters, adagrad_reference)
 from conformance.ops.optimizers.base import OPTIMIZER_STRATEGIES, OptimizerOp
+from conformance.ops.optimizers.configurations import ConfigurationSpace
 from conformance.ops.optimizers.drive import optimizer_problem
 from conformance.ops.optimizers.inputs import negated, optimizer_inputs_schema, OptimizerInputs, ParamGroupsInputs
 from conformance.ops.optimizers.reference import single_step_param_bounds, trajectory_bounds
@@ -107,6 +108,9 @@ class Adagrad(OptimizerOp):
     explicit_hyperparameters = ({"lr": 0.5, "eps": 0.25},
                                 {"lr": 0.5, "eps": 0.25, "lr_decay": 0.25, "initial_accumulator_value": 0.5,
                                  "maximize": True})
+    configuration_space = ConfigurationSpace({
+        "lr": (1e-2, 0.5), "lr_decay": (0.0, 0.25), "weight_decay": (0.0, 0.1), "initial_accumulator_value": (0.0, 0.5),
+        "eps": (1e-10, 0.25), "maximize": (False, True)})
     long_trajectory_hyperparameters = ({"lr": 0.1, "lr_decay": 0.01},)
     # past 300 steps: a step counter or lr / (1 + (step - 1) * lr_decay) kept in low precision drifts there
     long_trajectory_steps = 320

@@ -15,6 +15,8 @@ from conformance.core.layouts import CHANNELS_LAST, CONTIGUOUS, LAYOUT_KINDS, ST
 from conformance.core.types import RunContext, Unsupported
 from conformance.ops.base import COMPILED, FUSED, GeneratedProperty, Op, Strategies
 from conformance.ops.coalesce import coalesce_reference
+from conformance.ops.optimizers.configurations import (CONFIGURATIONS, ConfigurationSpace, configuration_examples,
+                                                      configurations)
 from conformance.ops.optimizers.contract import check_optimizer_outputs, watch_optimizer
 from conformance.ops.optimizers.drive import run_optimizer
 from conformance.ops.optimizers.inputs import (LifecycleInputs, Member, OptimizerInputs, ParamGroupsInputs,
@@ -77,6 +79,10 @@ class OptimizerOp(Op):
     long_trajectory_steps: int = LONG_STEPS[1]
     # hyperparameters of the lifecycle property's explicit examples (lifecycle_examples)
     lifecycle_hyperparameters: dict = {"lr": 0.5}
+
+    # the hyperparameters worth testing and the step kinds, covered pairwise by the configurations property
+    # (conformance/ops/optimizers/configurations.py); None: the record has no configurations property
+    configuration_space: ConfigurationSpace | None = None
 
     # the trajectory's error bounds widen by torch's algorithm replayed in the dtype (ill-conditioned steps)
     rounding_sensitive = True
@@ -143,14 +149,14 @@ class OptimizerOp(Op):
     def encode_inputs(self, inputs: OptimizerInputs) -> dict:
         if isinstance(inputs, LifecycleInputs):  # (what a failure shows; no spec case takes a lifecycle yet)
             return {"lifecycle": inputs.events(),
-                    "members": [{"param": encode_array(m.param), "start": m.start, "frozen": m.frozen,
+                    "members": [{"param": encode_array(m.param), "start": m.start, "frozen": m.frozen, "dtype": m.dtype,
                                  "grads": [None if g is None else self.encode_inputs(
                                      OptimizerInputs(m.param, [g]))["grads"][0] for g in m.grads]}
                                 for m in inputs.members],
                     "hyperparameters": self.encode_inputs(OptimizerInputs(np.zeros(0), [], inputs.hyperparameters)).get(
                         "hyperparameters", {}),
                     "lr_scales": list(inputs.lr_scales), "tensor_lr": inputs.tensor_lr,
-                    "resume_after": inputs.resume_after}
+                    "lr_in_place": inputs.lr_in_place, "resume_after": inputs.resume_after}
         hyper = {}
         for key, value in inputs.hyperparameters.items():
             hyper[key] = [float(v) for v in value] if isinstance(value, (tuple, list)) else (
@@ -255,7 +261,21 @@ class OptimizerOp(Op):
                               "NumPy reference within a tolerance that grows with the steps (a hyperparameter rounded "
                               "once per step drifts)", self.drawing(self.strategies.long_trajectories), dtypes=("float32", "float64"),
                               examples=self.long_trajectory_examples, max_examples=LONG_EXAMPLES),
+            *self._configurations_property(),
         )
+
+    def _configurations_property(self) -> tuple[GeneratedProperty, ...]:
+        """configurations, where the record declares its space: the covering array's rows as explicit examples
+        (every pair of settings, every triple of hyperparameter values), then drawn configurations. float32 and
+        float64 (float16's eps of 1e-10 is 0: torch's recorded 0/0, which the other properties judge); not on the
+        compiled backend (each configuration compiles; compiled-agrees is its twin)."""
+        if self.configuration_space is None:
+            return ()
+        return (GeneratedProperty(CONFIGURATIONS, f"{self.title} in every pair of its settings (hyperparameters in "
+                                  "combination, sparse, dense, mixed and empty steps) matches the NumPy reference",
+                                  self.drawing(configurations), dtypes=("float32", "float64"),
+                                  skip_backends=(COMPILED,),
+                                  examples=lambda dtype: configuration_examples(self, dtype)),)
 
     def all_properties(self) -> tuple[GeneratedProperty, ...]:
         """Besides the rest, where the record declares :attr:`torch_paths`, their twins:

@@ -30,6 +30,7 @@ from conformance.ops import draw as d
 from conformance.ops.coalesce import accumulation_differs
 from conformance.ops.base import COMPILED, FOREACH, FUSED, REFUSES, GeneratedProperty, TorchPath, dtype_only
 from conformance.ops.optimizers.base import OPTIMIZER_STRATEGIES, OptimizerOp
+from conformance.ops.optimizers.configurations import ConfigurationSpace
 from conformance.ops.optimizers.drive import optimizer_problem
 from conformance.ops.optimizers.inputs import negated, optimizer_inputs_schema, OptimizerInputs
 from conformance.ops.optimizers.reference import dense_grad_and_mask, single_step_param_bounds, trajectory_bounds
@@ -211,6 +212,11 @@ def invalid_inputs(draw, dtype: str = "float64") -> OptimizerInputs:
 class SGD(OptimizerOp):
     name = "sgd"
     strategies = replace(OPTIMIZER_STRATEGIES, hyperparameters=hyperparameters, invalid=dtype_only(invalid_inputs))
+    # every setting people train with, in combination (torch's OptimizerInfo for SGD: momentum, dampening,
+    # nesterov, weight_decay, maximize); weight_decay meets dense steps only (torch refuses it on sparse ones)
+    configuration_space = ConfigurationSpace({
+        "lr": (1e-3, 0.5), "momentum": (0.0, 0.5, 0.9), "dampening": (0.0, 0.5), "nesterov": (False, True),
+        "weight_decay": (0.0, 0.1), "maximize": (False, True)})
     layout_hyperparameters = {"lr": 0.5, "momentum": 0.5}
     lifecycle_hyperparameters = {"lr": 0.5, "momentum": 0.5}  # the momentum buffer is where fused SGD went wrong
     title = "SGD"

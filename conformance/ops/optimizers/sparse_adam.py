@@ -29,6 +29,7 @@ from conformance.core.tensors import CooArray, rounder, TENSOR
 from conformance.ops.base import dtype_only
 from conformance.ops.coalesce import accumulation_differs, coalesce_sequential
 from conformance.ops.optimizers.base import OPTIMIZER_STRATEGIES, OptimizerOp
+from conformance.ops.optimizers.configurations import ConfigurationSpace
 from conformance.ops.optimizers.drive import optimizer_problem
 from conformance.ops.optimizers.inputs import negated, optimizer_inputs_schema, OptimizerInputs
 from conformance.ops.optimizers.reference import dense_grad_and_mask, single_step_param_bounds, trajectory_bounds
@@ -212,6 +213,10 @@ class SparseAdam(OptimizerOp):
     # a large eps (added to the root before or after bias correction), uneven betas; then maximize
     explicit_hyperparameters = ({"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75)},
                                 {"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75), "maximize": True})
+    # dense and mixed steps are refused (DENSE_GRADIENT_ERROR, judged by rejects-invalid): not among its step kinds
+    configuration_space = ConfigurationSpace({
+        "lr": (1e-3, 0.5), "betas": ((0.9, 0.999), (0.5, 0.75)), "eps": (1e-8, 0.25), "maximize": (False, True)},
+        step_kinds=("sparse", "empty"))
     long_trajectory_hyperparameters = ({"lr": 0.01, "betas": (0.9, 0.9999)},)
     stock_backend = "coo"
     # torch's implementations beside the for-loop step: none (torch 2.13's SparseAdam takes neither foreach

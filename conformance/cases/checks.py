@@ -22,7 +22,7 @@ from conformance.core.divergences import Divergence, PathDivergence, lookup
 from conformance.core.dtypes import HALF_DTYPES
 from conformance.ops.base import Op
 # the machinery's own modules, not the package (which imports the records): one level less
-from conformance.ops.optimizers.configurations import describe
+from conformance.ops.optimizers.configurations import describe, inputs_of, row_of, simpler_rows
 from conformance.ops.optimizers.drive import run_optimizer, run_param_groups
 from conformance.ops.optimizers.inputs import OptimizerInputs, ParamGroupsInputs
 from conformance.ops.optimizers.reference import dense_grad_and_mask, densified
@@ -41,13 +41,28 @@ def check_agrees_with_reference(trial: Trial, inputs: Any) -> None:
 # optimizers
 
 def check_configuration(trial: Trial, inputs: OptimizerInputs) -> None:
-    """agrees-with-reference on one configuration of the op's space; a miss names the configuration
+    """agrees-with-reference on one configuration of the op's space; a miss is shrunk to the simplest
+    configuration that still misses (one setting back to torch's default at a time) and names it
     (``weight_decay=0.1, maximize=True, dense steps``)."""
     try:
         check_agrees_with_reference(trial, inputs)
     except Mismatch as mismatch:
-        raise Mismatch(f"configuration {describe(trial.op, inputs)}: {mismatch}", mismatch.max_abs_error,
-                       mismatch.max_rel_error) from None
+        row, failure = row_of(trial.op, inputs), mismatch
+        while True:
+            for simpler in simpler_rows(trial.op, row):
+                try:
+                    check_agrees_with_reference(trial, inputs_of(simpler))
+                except Mismatch as still:
+                    row, failure = simpler, still
+                    break
+                except Exception:  # noqa: BLE001 - a simpler configuration that errs or is excused shrinks no further
+                    continue
+            else:
+                break
+        drawn = describe(trial.op, inputs)
+        named = describe(trial.op, inputs_of(row))
+        raise Mismatch(f"configuration {named}" + (f" (shrunk from {drawn})" if named != drawn else "") + f": {failure}",
+                       failure.max_abs_error, failure.max_rel_error) from None
 
 
 def specified_mask(grad: CooArray | np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

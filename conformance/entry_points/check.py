@@ -142,6 +142,10 @@ def run(args: argparse.Namespace) -> int:
         lines.insert(1, f"conformance check: the run took longer than --run-timeout {args.run_timeout:g} s and was "
                         "stopped")
     if document is not None and document["run"].get("id") == run_id:
+        # lazy: the op records import torch, which check's own start does not
+        from conformance.results.coverage_map import coverage_lines
+
+        lines += coverage_lines(document.get("records") or [], CANDIDATE)  # what the verdict covered, per op
         lines += _report_lines(results, report, verdict)
     print("\n".join(lines), flush=True)
     if args.markdown:

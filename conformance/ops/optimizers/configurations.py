@@ -164,3 +164,21 @@ def describe(op: "OptimizerOp", inputs: OptimizerInputs) -> str:
     settings = [f"{name}={inputs.hyperparameters[name]!r}" for name, values in space.hyperparameters.items()
                 if name in inputs.hyperparameters and inputs.hyperparameters[name] != values[0]]
     return ", ".join([*settings, f"{step_kind(inputs)} steps"])
+
+
+def row_of(op: "OptimizerOp", inputs: OptimizerInputs) -> dict[str, Any]:
+    """The configuration of an example: its hyperparameters (each factor's first value where it has none)
+    and its step kind."""
+    space = op.configuration_space
+    return {**{name: inputs.hyperparameters.get(name, values[0]) for name, values in space.hyperparameters.items()},
+            STEPS: step_kind(inputs)}
+
+
+def simpler_rows(op: "OptimizerOp", row: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """The configurations one setting simpler than ``row`` (a factor back to its first value) that torch
+    runs: what a failing configuration is shrunk through."""
+    for name, values in op.configuration_space.factors().items():
+        if row[name] != values[0]:
+            simpler = {**row, name: values[0]}
+            if refusal(op, simpler) is None:
+                yield simpler

@@ -154,3 +154,27 @@ def test_check_at_its_defaults_fails_interaction_candidates_from_an_empty_direct
     failed = {r["op"] for r in records if r["backend"] == "candidate" and r["case"].endswith("-configurations")
               and r["outcome"] == "failed" and "configuration " in (r["message"] or "")}
     assert failed == {"sgd", "adagrad", "sparse_adam"}, failed
+
+
+def test_the_coverage_map_says_what_ran_what_was_unsupported_and_what_torch_refuses():
+    from conformance.results.coverage_map import coverage_lines, coverage_map, coverage_rows
+
+    def record(case, outcome, message=None, backend="candidate"):
+        return {"generated": True, "op": "sgd", "case": f"sgd-{case}", "backend": backend, "outcome": outcome,
+                "message": message}
+
+    records = [record("configurations", "failed", "configuration ..."), record("lifecycle", "passed"),
+               record("complex-agrees", "unsupported", "unsupported: the candidate does not declare supports_complex"),
+               record("lifecycle", "passed", backend="coo"),
+               {"op": "sgd", "case": "basic", "backend": "candidate", "outcome": "passed"}]  # a spec case: not a property
+    entry = coverage_map(records, "candidate")["sgd"]
+    assert entry["ran"] == ["configurations", "lifecycle"]
+    assert entry["unsupported"] == {"complex-agrees": "the candidate does not declare supports_complex"}
+    sgd = OPS["sgd"]
+    assert entry["configurations"] == {"explicit": len(covering_rows(sgd)), "valid": len(valid_rows(sgd)),
+                                       "refused": len(uncoverable(sgd))}
+    lines = coverage_lines(records, "candidate")
+    assert lines[0].startswith("  covered: sgd: 2 properties ran; configurations: ") and "torch refuses" in lines[0]
+    assert lines[1] == "    unsupported: complex-agrees: the candidate does not declare supports_complex"
+    # the report's rows: the candidate always, another backend only where something was unsupported
+    assert [(r["op"], r["backend"]) for r in coverage_rows(records, ["coo", "candidate"])] == [("sgd", "candidate")]

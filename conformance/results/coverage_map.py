@@ -53,3 +53,15 @@ def coverage_lines(records: Iterable[ItemRecord], backend: str) -> list[str]:
         lines.append(f"  covered: {op}: {len(entry['ran'])} properties ran{configured}")
         lines += [f"    unsupported: {prop}: {why[:160]}" for prop, why in entry["unsupported"].items()]
     return lines
+
+
+def coverage_rows(records: list[ItemRecord], backends: Iterable[str]) -> list[dict]:
+    """The report's Coverage table: a row per op and backend, in ``backends``' order, for the candidate and
+    for any backend with a property unsupported (what a PASS did not cover), each with its op's
+    configurations."""
+    rows = []
+    for backend in backends:
+        for op, entry in coverage_map(records, backend).items():
+            if backend == "candidate" or entry["unsupported"]:
+                rows.append({"op": op, "backend": backend, **entry})
+    return sorted(rows, key=lambda row: row["op"])

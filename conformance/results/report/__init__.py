@@ -3,7 +3,9 @@
 ``conformance report RESULTS... -o reports/index.html`` renders ``template.html.j2`` with the
 report's CSS and JavaScript inlined and the item details embedded as JSON: it opens offline, from
 a file or an artifact store, with no CDN. Sections: the runs (torch, devices, machine, commit), the
-summary of outcomes per backend x op (each count a link to its rows), the matrix of spec/case x
+summary of outcomes per backend x op (each count a link to its rows), the coverage of the last run (per op: the
+configurations its covering array ran and those torch refuses; per backend, the generated properties it ran and
+those unsupported, with the reason), the matrix of spec/case x
 backend x device x run (a chip per dtype, coloured by outcome; a click shows the item's message,
 expected vs got, errors, timings and the command line that re-runs it), speed charts (inline SVG:
 each backend's median time relative to ``--speed-baseline``, default the NumPy reference), and the
@@ -28,6 +30,7 @@ from typing import Iterable
 import jinja2
 
 from conformance.core import outcomes
+from conformance.results.coverage_map import coverage_rows
 from conformance.results.report.charts import speed_charts
 from conformance.results.report.common import (DEVICE_ORDER, DTYPE_SHORT, ITEMS_LIMIT, LABEL_LIMIT, TEXT_LIMIT,
                                                backend_order, capped, http_url, run_tag)
@@ -103,6 +106,7 @@ def build_report(paths: Iterable[str | Path], out: str | Path, *, title: str | N
         summary=backend_op_summary(items, labels, backend_order(runs)), summary_outcomes=SUMMARY_OUTCOMES,
         charts=speed_charts(runs, labels, speed_baseline), speed_baseline=speed_baseline,
         diffs=all_diffs, default_diff=default_diff, generated=now(), total_items=len(items),
+        coverage=coverage_rows(runs[-1].records, backend_order(runs)) if runs else [],
     )
     write_output(out, page, "report")
     return ReportBuild(out, runs, problems)

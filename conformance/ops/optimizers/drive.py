@@ -114,9 +114,19 @@ def optimizer_problem(candidate: Any) -> str | None:
     return None
 
 
-def _lifecycle_lr(base: float, scale: float, tensor_lr: bool) -> Any:
+def _lifecycle_lr(base: float, scale: float, inputs: LifecycleInputs) -> Any:
+    """The lr of a group the run makes: ``base * scale``, as a new 0-d tensor where the life gives lr as one."""
     value = base * scale
-    return torch.tensor(value) if tensor_lr else value
+    return torch.tensor(value) if inputs.tensor_lr or inputs.lr_in_place else value
+
+
+def _schedule_lr(group: dict, base: float, scale: float, inputs: LifecycleInputs) -> None:
+    """Set a group's lr before a step as a scheduler does: a new value (a float or a new 0-d tensor), or, where
+    the life changes it in place, ``fill_`` on the group's own lr tensor (torch reads it at every step)."""
+    if inputs.lr_in_place:
+        group["lr"].fill_(base * scale)
+    else:
+        group["lr"] = _lifecycle_lr(base, scale, inputs)
 
 
 def whole_state(optimizer: torch.optim.Optimizer, param: torch.Tensor) -> dict[str, Any]:
@@ -133,60 +143,69 @@ def run_lifecycle(optimizer_class: type, inputs: LifecycleInputs, ctx: RunContex
                   ) -> list[dict[str, Any]]:
     """One optimizer through ``inputs``' life: the members of step 0 in the constructor, each later one by
     ``add_param_group`` before its first step, every group's lr set before each step (``base_lr`` times the
-    step's scale), each parameter's gradient or None, and after ``resume_after`` the state_dict through
-    ``torch.save``/``torch.load(weights_only=True)`` into a fresh optimizer over fresh copies. Returns each
-    member's parameter and whole state after the run, in order."""
+    step's scale; :func:`_schedule_lr`), each parameter's gradient or None, and after ``resume_after`` the
+    state_dict through ``torch.save``/``torch.load(weights_only=True)`` into a fresh optimizer over fresh
+    copies. Returns each member's parameter and whole state after the run, in order."""
     for member in inputs.members:
         require_accepted_gradients(optimizer_class, [g for g in member.grads if g is not None])
-    hyper = {**inputs.hyperparameters, "lr": _lifecycle_lr(base_lr, 1.0, inputs.tensor_lr)}
     contexts = [_member_context(ctx, m) for m in inputs.members]
     params = [to_torch(m.param, c.dtype, c.torch_device) for m, c in zip(inputs.members, contexts)]
-    initial = [p for m, p in zip(inputs.members, params) if m.start == 0]
-    optimizer = optimizer_class([{"params": initial}], **hyper)
+
+    def hyper() -> dict[str, Any]:  # a group's own lr object (a tensor changed in place is the group's)
+        return {**inputs.hyperparameters, "lr": _lifecycle_lr(base_lr, 1.0, inputs)}
+
+    optimizer = optimizer_class([{"params": [p for m, p in zip(inputs.members, params) if m.start == 0]}], **hyper())
     added: list[int] = []
     for step in range(inputs.steps):
         for index, member in enumerate(inputs.members):
             if member.start and member.start == step:
-                optimizer.add_param_group({"params": [params[index]], **hyper})
+                optimizer.add_param_group({"params": [params[index]], **hyper()})
                 added.append(index)
         for group in optimizer.param_groups:
-            group["lr"] = _lifecycle_lr(base_lr, inputs.lr_scales[step], inputs.tensor_lr)
+            _schedule_lr(group, base_lr, inputs.lr_scales[step], inputs)
         for member, param, member_ctx in zip(inputs.members, params, contexts):
             grad = None if member.frozen else member.grads[step]
             param.grad = None if grad is None else grad_to_torch(grad, member_ctx)
         optimizer.step()
         if inputs.resume_after == step + 1:
-            buffer = io.BytesIO()
-            torch.save(optimizer.state_dict(), buffer)
-            buffer.seek(0)
-            try:
-                saved = torch.load(buffer, weights_only=True)
-            except Exception as exc:  # noqa: BLE001 - what torch's weights_only unpickler refuses, named
-                raise Mismatch(f"the state_dict saved after step {step + 1} cannot be loaded with "
-                               f"torch.load(weights_only=True): {type(exc).__name__}: {str(exc).splitlines()[0]}") from exc
             params = [p.detach().clone() for p in params]
-            optimizer = optimizer_class([{"params": [params[i] for i, m in enumerate(inputs.members) if m.start == 0]}],
-                                        **hyper)
-            for index in added:
-                optimizer.add_param_group({"params": [params[index]], **hyper})
-            optimizer.load_state_dict(saved)
+            optimizer = _round_trip(optimizer, step + 1, lambda: optimizer_class(
+                [{"params": [params[i] for i, m in enumerate(inputs.members) if m.start == 0]}], **hyper()),
+                [{"params": [params[index]], **hyper()} for index in added])
     return [whole_state(optimizer, p) for p in params]
+
+
+def _round_trip(optimizer: torch.optim.Optimizer, step: int, make: Any, groups: list[dict]) -> torch.optim.Optimizer:
+    """A fresh optimizer (``make()``, then ``groups`` added by add_param_group) that loaded ``optimizer``'s
+    state_dict after ``torch.save``/``torch.load(weights_only=True)``; Mismatch where that load fails."""
+    buffer = io.BytesIO()
+    torch.save(optimizer.state_dict(), buffer)
+    buffer.seek(0)
+    try:
+        saved = torch.load(buffer, weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - what torch's weights_only unpickler refuses, named
+        raise Mismatch(f"the state_dict saved after step {step} cannot be loaded with "
+                       f"torch.load(weights_only=True): {type(exc).__name__}: {str(exc).splitlines()[0]}") from exc
+    fresh = make()
+    for group in groups:
+        fresh.add_param_group(group)
+    fresh.load_state_dict(saved)
+    return fresh
 
 
 def run_member_alone(optimizer_class: type, inputs: LifecycleInputs, index: int, ctx: RunContext,
                      base_lr: float) -> dict[str, Any]:
     """Member ``index`` in an optimizer of its own, stepped only where it has a gradient, with the lr in
-    effect at each of those steps: what the lifecycle run must leave it as."""
+    effect at each of those steps, set as the lifecycle run sets it: what that run must leave it as."""
     member = inputs.members[index]
     ctx = _member_context(ctx, member)
     param = to_torch(member.param, ctx.dtype, ctx.torch_device)
-    optimizer = optimizer_class([param], **{**inputs.hyperparameters,
-                                            "lr": _lifecycle_lr(base_lr, 1.0, inputs.tensor_lr)})
+    optimizer = optimizer_class([param], **{**inputs.hyperparameters, "lr": _lifecycle_lr(base_lr, 1.0, inputs)})
     for step in range(member.start, inputs.steps):
         grad = None if member.frozen else member.grads[step]
         if grad is None:
             continue
-        optimizer.param_groups[0]["lr"] = _lifecycle_lr(base_lr, inputs.lr_scales[step], inputs.tensor_lr)
+        _schedule_lr(optimizer.param_groups[0], base_lr, inputs.lr_scales[step], inputs)
         param.grad = grad_to_torch(grad, ctx)
         optimizer.step()
     return whole_state(optimizer, param)

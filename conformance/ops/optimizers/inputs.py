@@ -146,14 +146,17 @@ class LifecycleInputs:
     """A parameter's life in an optimizer as training jobs live it: several parameters of different shapes
     (0-d and zero-size too), gradients missing on some steps, frozen parameters, a group added mid-run, the
     learning rate changed between steps (``lr_scales[s]``: the constructor's lr times it before step s, as a
-    scheduler sets it), ``lr`` given as a 0-d tensor, and the state_dict saved after step ``resume_after``,
-    through ``torch.save``/``torch.load(weights_only=True)``, into a fresh optimizer."""
+    scheduler sets it), ``lr`` given as a 0-d tensor (a new one set before each step), or as a 0-d tensor that
+    ``group["lr"].fill_`` changes in place (``lr_in_place``: a scheduler on a tensor lr, DeepSpeed), and the
+    state_dict saved after step ``resume_after``, through ``torch.save``/``torch.load(weights_only=True)``, into a
+    fresh optimizer."""
 
     members: list[Member]
     hyperparameters: dict[str, Any]
     lr_scales: list[float]
     tensor_lr: bool = False
     resume_after: int | None = None
+    lr_in_place: bool = False  # lr a 0-d tensor, each group's own, changed with fill_ (implies a tensor lr)
 
     @property
     def steps(self) -> int:
@@ -180,7 +183,9 @@ class LifecycleInputs:
                             + (" and last in its group" if index == len(self.members) - 1 else ""))
         if any(scale != 1.0 for scale in self.lr_scales):
             said.append(f"lr changed between steps (x {', '.join(f'{s:g}' for s in self.lr_scales)})")
-        if self.tensor_lr:
+        if self.lr_in_place:
+            said.append("lr a 0-d tensor changed in place (group['lr'].fill_) before each step")
+        elif self.tensor_lr:
             said.append("lr a 0-d tensor")
         if self.resume_after is not None:
             said.append(f"state_dict saved after step {self.resume_after} and loaded with "

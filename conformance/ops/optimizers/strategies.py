@@ -106,17 +106,21 @@ LIFECYCLE_SHAPES = ((2, 3), (), (0,), (3,), (2, 2))  # 0-d and zero-size among t
 @st.composite
 def lifecycles(draw, op: "OptimizerOp", dtype: str = "float64") -> "LifecycleInputs":
     """1-3 parameters (shapes from LIFECYCLE_SHAPES; sparse-only optimizers: 1-D and 2-D ones), each but the
-    first possibly added mid-run and missing its gradient on some steps, maybe a frozen one last, 2-4 steps,
-    lr scaled between steps, lr as a 0-d tensor, a state_dict round trip. Every event shrinks toward absent."""
+    first possibly added mid-run, missing its gradient on some steps, of a second float dtype (float32 beside
+    float64 items, float64 beside float32, float32 beside half ones: torch's test_mixed_device_dtype), maybe a
+    frozen one last, 2-4 steps, lr scaled between steps, lr as a 0-d tensor (maybe changed in place with fill_),
+    a state_dict round trip. Every event shrinks toward absent."""
     d.check_dtype(dtype)
+    other = "float64" if dtype == "float32" else "float32"
     steps = draw(st.integers(2, 4))
     hyper = draw(op.strategies.hyperparameters())
     sparse = not op.layout_dense_gradients
     shapes = [s for s in LIFECYCLE_SHAPES if not sparse or len(s) >= 1]
-    values = d.representable_floats(dtype, d.PARAM_MAGNITUDES[dtype])
-    grad_values = d.representable_floats(dtype, d.GRADIENT_MAGNITUDES[dtype])
     members = []
     for index in range(draw(st.integers(1, 3))):
+        own = other if index and draw(st.booleans()) else None
+        values = d.representable_floats(own or dtype, d.PARAM_MAGNITUDES[own or dtype])
+        grad_values = d.representable_floats(own or dtype, d.GRADIENT_MAGNITUDES[own or dtype])
         shape = draw(st.sampled_from(shapes))
         start = 0 if index == 0 else draw(st.integers(0, steps - 1))
         grads: list = []
@@ -124,17 +128,19 @@ def lifecycles(draw, op: "OptimizerOp", dtype: str = "float64") -> "LifecycleInp
             if step < start or draw(st.booleans()) and index:  # the first parameter steps every time
                 grads.append(None)
             elif sparse:
-                grads.append(draw(d.coo_arrays(dtype, size=shape, sparse_dim=1, zero_sized=True, max_entries=4)))
+                grads.append(draw(d.coo_arrays(own or dtype, size=shape, sparse_dim=1, zero_sized=True, max_entries=4)))
             else:
                 grads.append(d.dense_values(draw, shape, grad_values))
-        members.append(Member(d.dense_values(draw, shape, values), grads, start))
+        members.append(Member(d.dense_values(draw, shape, values), grads, start, dtype=own))
     if draw(st.booleans()):
         shape = draw(st.sampled_from(shapes))
+        values = d.representable_floats(dtype, d.PARAM_MAGNITUDES[dtype])
         members.append(Member(d.dense_values(draw, shape, values), [None] * steps, frozen=True))
     scales = [1.0] + [draw(st.sampled_from([1.0, 0.5, 0.25, 2.0])) for _ in range(steps - 1)]
     tensor_lr = draw(st.booleans())
     resume_after = draw(st.one_of(st.none(), st.integers(1, steps - 1)))
-    return LifecycleInputs(members, hyper, scales, tensor_lr, resume_after)
+    lr_in_place = tensor_lr and draw(st.booleans())
+    return LifecycleInputs(members, hyper, scales, tensor_lr, resume_after, lr_in_place)
 
 
 @st.composite

@@ -12,6 +12,8 @@ from hypothesis import HealthCheck, Phase, find, settings
 
 from conformance.backends import builtin_backends
 from conformance.backends.candidate import CandidateBackend
+from conformance.cases.complex_dtypes import check_complex_agrees
+from conformance.cases.grad_scaling import check_grad_scaling
 from conformance.cases.lifecycles import check_lifecycle
 from conformance.cases.trial import Trial
 from conformance.core.types import Mismatch, RunContext
@@ -20,7 +22,8 @@ from conformance.ops.optimizers.drive import run_lifecycle, run_member_alone
 from conformance.ops.optimizers.inputs import LifecycleInputs, Member
 from conformance.ops.optimizers.strategies import lifecycles
 
-from candidates.lifecycle_candidates import DtypePartitionedAdagrad, LrReadOnceAdagrad
+from candidates.grad_scaling import ScalingAdagrad
+from candidates.lifecycle_candidates import DtypePartitionedAdagrad, LrReadOnceAdagrad, TableStateAdagrad
 
 # the first drawn life that has the events asked for, not shrunk (shrinking one takes tens of seconds)
 FIND = settings(max_examples=500, database=None, deadline=None, suppress_health_check=list(HealthCheck),
@@ -35,6 +38,23 @@ def _zero_entry_life(**events) -> LifecycleInputs:
     """Two dense steps on 3 entries, the middle one's gradient 0 at both, lr halved before step 2."""
     first = Member(np.array([1.0, -2.0, 0.5]), [np.array([0.5, 0.0, 2.0]), np.array([1.0, 0.0, -1.0])])
     return LifecycleInputs([first], {"lr": 0.5}, [1.0, 0.5], **events)
+
+
+def test_an_adapters_own_object_in_the_state_is_never_compared():
+    """state["table"] (no tensor) beside torch's entries: the lifecycle compares the contract's sum and step only
+    (it raised TypeError: float() argument must be ... not '_Table'), complex-agrees and grad-scaling what they
+    can read (tensors, arrays, numbers)."""
+    trial = _candidate(TableStateAdagrad)
+    for life in OPS["adagrad"].lifecycle_examples("float32"):
+        check_lifecycle(trial, life)
+    opt = TableStateAdagrad([torch.zeros(2, requires_grad=True)])
+    opt.param_groups[0]["params"][0].grad = torch.ones(2)
+    opt.step()
+    assert "table" in opt.state[opt.param_groups[0]["params"][0]]  # (it is there)
+    complex_table = type("ComplexTableAdagrad", (TableStateAdagrad,), {"supports_complex": True})
+    check_complex_agrees(_candidate(complex_table, "float64"), OPS["adagrad"].complex_examples("float64")[0])
+    scaling_table = type("ScalingTableAdagrad", (TableStateAdagrad, ScalingAdagrad), {})
+    check_grad_scaling(_candidate(scaling_table), OPS["adagrad"].grad_scaling_examples("float32")[0])
 
 
 def test_a_tensor_lr_changed_in_place_reaches_the_update_of_torchs_class_and_not_a_copy_made_once():

@@ -14,6 +14,7 @@ from conformance.core import tolerances
 from conformance.core.compare import compare_outputs
 from conformance.core.tensors import CooArray, to_numpy, torch_dtype
 from conformance.core.types import Mismatch, RunContext, Unsupported, exception_text
+from conformance.ops.optimizers.drive import READABLE
 from conformance.ops.optimizers.inputs import OptimizerInputs, grad_to_torch
 
 COMPLEX_AGREES = "complex-agrees"  # the property (an optimizer record declares it; divergences name it)
@@ -51,7 +52,7 @@ def _complex_run(optimizer_class, inputs: OptimizerInputs, ctx: RunContext) -> d
     for grad in grads:
         param.grad = grad
         optimizer.step()
-    state = {key: _dense(value) for key, value in optimizer.state.get(param, {}).items()}
+    state = _readable_state(optimizer, param)
     return {"param": torch.view_as_real(param.detach()),
             **{f"state[{key!r}]": torch.view_as_real(value) if torch.is_tensor(value) and value.is_complex() else value
                for key, value in state.items()}}
@@ -62,14 +63,19 @@ def _dense(value: Any) -> Any:
     return value.to_dense() if torch.is_tensor(value) and value.is_sparse else value
 
 
+def _readable_state(optimizer, param: torch.Tensor) -> dict[str, Any]:
+    """The parameter's state entries the suite can read (drive.READABLE: an adapter's own objects left out),
+    a sparse tensor made dense."""
+    return {key: _dense(value) for key, value in optimizer.state.get(param, {}).items() if isinstance(value, READABLE)}
+
+
 def _real_run(optimizer_class, inputs: OptimizerInputs, ctx: RunContext) -> dict[str, Any]:
     param = torch.from_numpy(inputs.param.copy()).to(ctx.dtype).to(ctx.torch_device)
     optimizer = optimizer_class([param], **inputs.hyperparameters)
     for grad in inputs.grads:
         param.grad = grad_to_torch(grad, ctx)
         optimizer.step()
-    return {"param": param.detach(),
-            **{f"state[{key!r}]": _dense(value) for key, value in optimizer.state.get(param, {}).items()}}
+    return {"param": param.detach(), **{f"state[{key!r}]": value for key, value in _readable_state(optimizer, param).items()}}
 
 
 def check_complex_agrees(trial: Trial, inputs: OptimizerInputs) -> None:

@@ -1,7 +1,8 @@
 """The property lifecycle (the lifecycle dimension of the optimizers' input space,
 :class:`~conformance.ops.optimizers.inputs.LifecycleInputs`): one optimizer over parameters that miss
-gradients, are frozen, 0-d or zero-size, join by add_param_group, with lr changed between steps and a
-state_dict round trip, moves each parameter as an optimizer of its own would."""
+gradients, are frozen, 0-d or zero-size, of a second dtype, join by add_param_group, with lr changed between
+steps (a new value, or a tensor's fill_) and a state_dict round trip, moves each parameter as an optimizer of its
+own would."""
 
 from __future__ import annotations
 
@@ -20,11 +21,12 @@ LIFECYCLE = "lifecycle"  # the property (an optimizer record declares it)
 
 def check_lifecycle(trial: Trial, inputs: LifecycleInputs) -> None:
     """One optimizer through a parameter lifecycle (:class:`LifecycleInputs`: missing gradients, frozen,
-    0-d and zero-size parameters, add_param_group mid-run, lr changed between steps or a 0-d tensor, a
-    weights_only state_dict round trip) leaves each parameter and its whole state bit for bit as an optimizer
-    of its own stepped only where that parameter has a gradient (the agreement tolerance off cpu); a frozen
-    parameter keeps its value. A candidate's own run (first parameter) with the lr changed also agrees with
-    stock torch's class on the same steps, within the generated tolerance. A failure names the events."""
+    0-d and zero-size parameters, parameters of a second dtype, add_param_group mid-run, lr changed between
+    steps, a 0-d tensor or one changed in place, a weights_only state_dict round trip) leaves each parameter and
+    the state entries its op's contract names (:func:`contract_entries`) bit for bit as an optimizer of its own
+    stepped only where that parameter has a gradient (the agreement tolerance off cpu); a frozen parameter keeps
+    its value. A candidate's own run (first parameter) with the lr changed also agrees with stock torch's class
+    (:func:`_assert_lr_schedule_followed`). A failure names the events."""
     op = trial.op
     ctx = RunContext(trial.device, torch_dtype(trial.dtype))
     base_lr = float(op.hyperparameters(inputs.hyperparameters)["lr"])
@@ -44,6 +46,7 @@ def check_lifecycle(trial: Trial, inputs: LifecycleInputs) -> None:
             trial.excuse_conditional(LIFECYCLE, inputs, f"lifecycle ({inputs.events()}): "
                                 f"{exception_text(exc).splitlines()[0]}", kind="error")
             raise
+        together, alone = [contract_entries(op, o) for o in together], [contract_entries(op, o) for o in alone]
         for index, (ours, theirs) in enumerate(zip(together, alone)):
             member = inputs.members[index]
             stepped = not member.frozen and any(g is not None for g in member.grads[member.start:])
@@ -63,8 +66,6 @@ def check_lifecycle(trial: Trial, inputs: LifecycleInputs) -> None:
                        mismatch.max_rel_error) from None
 
 
-
-
 def observe_lifecycle(trial: Trial, inputs: LifecycleInputs) -> dict[str, Any]:
     """The lifecycle run's parameters and states, flat (what the three-way verdict compares with torch's)."""
     ctx = RunContext(trial.device, torch_dtype(trial.dtype))
@@ -72,7 +73,15 @@ def observe_lifecycle(trial: Trial, inputs: LifecycleInputs) -> dict[str, Any]:
     together = trial.backend.drive_optimizer(trial.op.name, ctx,
                                              lambda cls: run_lifecycle(cls, inputs, ctx, base_lr))
     return {f"{name} of parameter {index}": value for index, outputs in enumerate(together)
-            for name, value in outputs.items() if hasattr(value, "shape")}
+            for name, value in contract_entries(trial.op, outputs).items() if hasattr(value, "shape")}
+
+
+def contract_entries(op: Any, outputs: dict[str, Any]) -> dict[str, Any]:
+    """Of a run's parameter and state (:func:`~conformance.ops.optimizers.drive.whole_state`), the parameter and
+    the state entries the op's contract names (``state_outputs``: Adagrad's sum and step; none for SGD, whose
+    momentum buffer shows in the parameter): never an entry the contract leaves to the implementation."""
+    named = {"param", *(f"state[{key!r}]" for key in op.state_outputs.values())}
+    return {name: value for name, value in outputs.items() if name in named}
 
 
 def _assert_lr_schedule_followed(trial: Trial, inputs: LifecycleInputs, ctx: RunContext, base_lr: float,

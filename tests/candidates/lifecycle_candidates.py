@@ -1,10 +1,44 @@
-"""Candidates for the lifecycle dimension (the property lifecycle), each torch's Adagrad but for one thing: a
-tensor lr read once (wrong), and work done once per dtype partition of a group (wrong). Beside
-tests/candidates/lifecycles.py."""
+"""Candidates for the lifecycle dimension (the property lifecycle), each torch's Adagrad but for one thing: an
+adapter's own object in the state (right: it must pass), a tensor lr read once (wrong), and work done once per
+dtype partition of a group (wrong). Beside tests/candidates/lifecycles.py."""
 
 from __future__ import annotations
 
 import torch
+
+
+class _Table:
+    """A library's own per-parameter object (a lookup table): nothing the suite can read as numbers."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.hits = 0
+
+
+class TableStateAdagrad(torch.optim.Adagrad):
+    """torch's Adagrad keeping an object of its own in each stepped parameter's state (``state["table"]``), left
+    out of its state_dict and remade on load, as an adapter over a library keeps the library's tables. Right."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = super().step(closure)
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    self.state[p].setdefault("table", _Table(p.numel())).hits += 1
+        return loss
+
+    def state_dict(self):
+        saved = super().state_dict()
+        return {**saved, "state": {key: {name: value for name, value in state.items() if name != "table"}
+                                   for key, state in saved["state"].items()}}
+
+    def load_state_dict(self, state_dict):
+        super().load_state_dict(state_dict)
+        for group in self.param_groups:
+            for p in group["params"]:
+                if self.state.get(p):
+                    self.state[p]["table"] = _Table(p.numel())
 
 
 class LrReadOnceAdagrad(torch.optim.Adagrad):

@@ -129,9 +129,15 @@ def _schedule_lr(group: dict, base: float, scale: float, inputs: LifecycleInputs
         group["lr"] = _lifecycle_lr(base, scale, inputs)
 
 
+READABLE = (torch.Tensor, np.ndarray, np.generic, int, float, bool)  # the state values the suite can compare
+
+
 def whole_state(optimizer: torch.optim.Optimizer, param: torch.Tensor) -> dict[str, Any]:
-    """``param`` and every entry of its state (none where the optimizer made none)."""
-    return {"param": param.detach(), **{f"state[{key!r}]": value for key, value in optimizer.state.get(param, {}).items()}}
+    """``param`` and every entry of its state the suite can read (tensors, arrays, numbers: an adapter's own
+    objects left out; none where the optimizer made no state)."""
+    state = optimizer.state.get(param, {})
+    return {"param": param.detach(),
+            **{f"state[{key!r}]": value for key, value in state.items() if isinstance(value, READABLE)}}
 
 
 def _member_context(ctx: RunContext, member) -> RunContext:

@@ -22,6 +22,7 @@ from conformance.ops.optimizers.drive import run_lifecycle, run_member_alone
 from conformance.ops.optimizers.inputs import LifecycleInputs, Member
 from conformance.ops.optimizers.strategies import lifecycles
 
+from candidates.double_adagrad import DoubleAdagrad
 from candidates.grad_scaling import ScalingAdagrad
 from candidates.lifecycle_candidates import DtypePartitionedAdagrad, LrReadOnceAdagrad, TableStateAdagrad
 
@@ -38,6 +39,23 @@ def _zero_entry_life(**events) -> LifecycleInputs:
     """Two dense steps on 3 entries, the middle one's gradient 0 at both, lr halved before step 2."""
     first = Member(np.array([1.0, -2.0, 0.5]), [np.array([0.5, 0.0, 2.0]), np.array([1.0, 0.0, -1.0])])
     return LifecycleInputs([first], {"lr": 0.5}, [1.0, 0.5], **events)
+
+
+def test_a_float64_computing_adagrad_passes_where_torchs_float16_step_divides_0_by_0():
+    """float16's eps of 1e-10 is 0, so torch's Adagrad gives 0/0 = NaN at a zero gradient entry (its recorded
+    float16-eps-underflow): the direct comparison with torch's class takes the float64 result there."""
+    life = _zero_entry_life()
+    theirs = run_member_alone(torch.optim.Adagrad, life, 0, RunContext("cpu", torch.float16), 0.5)
+    assert torch.isnan(theirs["param"][1]) and not torch.isnan(theirs["param"][0])
+    check_lifecycle(_candidate(DoubleAdagrad, "float16"), life)  # Mismatch "max abs error NaN" without the fix
+    check_lifecycle(_candidate(DoubleAdagrad, "float16"), _zero_entry_life(tensor_lr=True, lr_in_place=True))
+
+
+def test_a_candidate_that_matches_neither_torch_nor_the_documented_result_still_fails_in_float16():
+    with pytest.raises(Mismatch) as failed:
+        check_lifecycle(_candidate(LrReadOnceAdagrad, "float16"), _zero_entry_life(tensor_lr=True, lr_in_place=True))
+    assert "param differs from torch's Adagrad" in str(failed.value)
+    assert "nor does it agree with the same run in float64" in str(failed.value)
 
 
 def test_an_adapters_own_object_in_the_state_is_never_compared():

@@ -75,7 +75,8 @@ def _real_run(optimizer_class, inputs: OptimizerInputs, ctx: RunContext) -> dict
     for grad in inputs.grads:
         param.grad = grad_to_torch(grad, ctx)
         optimizer.step()
-    return {"param": param.detach(), **{f"state[{key!r}]": value for key, value in _readable_state(optimizer, param).items()}}
+    return {"param": param.detach(),
+            **{f"state[{key!r}]": value for key, value in _readable_state(optimizer, param).items()}}
 
 
 def check_complex_agrees(trial: Trial, inputs: OptimizerInputs) -> None:

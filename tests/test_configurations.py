@@ -178,3 +178,38 @@ def test_the_coverage_map_says_what_ran_what_was_unsupported_and_what_torch_refu
     assert lines[1] == "    unsupported: complex-agrees: the candidate does not declare supports_complex"
     # the report's rows: the candidate always, another backend only where something was unsupported
     assert [(r["op"], r["backend"]) for r in coverage_rows(records, ["coo", "candidate"])] == [("sgd", "candidate")]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_coalesce_on_complex_values_fails_a_real_accumulator_and_passes_torch(dtype):
+    from conformance.backends.candidate import CandidateBackend
+    from conformance.cases.trial import Trial
+    from conformance.core.tensors import CooArray
+    from conformance.core.types import Mismatch
+    from conformance.ops.coalesce import check_complex_coalesce
+
+    coo = CooArray(np.array([[1, 0, 1, 2]]), np.array([1.0, 2.0, -0.5, 4.0]), (3,))  # a duplicate at 1
+    check_complex_coalesce(Trial(OPS["coalesce"], CandidateBackend("candidate", {"coalesce": torch.Tensor.coalesce}),
+                                 "cpu", dtype), coo)
+    wrong = Trial(OPS["coalesce"], CandidateBackend("candidate", {"coalesce": interactions.real_accumulator_coalesce}),
+                  "cpu", dtype)
+    with pytest.raises(Mismatch, match=r"values\.imag differs from .* complex(64|128) values"):
+        check_complex_coalesce(wrong, coo)
+
+
+def test_every_op_covers_every_dimension_or_says_why_not():
+    """The input space's dimensions (conformance.ops.base.DIMENSIONS): each op has the property that covers
+    it, or a written reason in its declarations; a reason for a dimension the op does cover is stale."""
+    from conformance.ops.base import DIMENSIONS
+
+    problems = []
+    for name, op in OPS.items():
+        properties = {p.name for p in op.all_properties()}
+        for dimension, prop in DIMENSIONS.items():
+            covered, reason = prop in properties, op.dimensions_left_out.get(dimension, "").strip()
+            if not covered and not reason:
+                problems.append(f"{name} has no {prop} property and no reason for leaving out {dimension}")
+            if covered and reason:
+                problems.append(f"{name} covers {dimension} ({prop}) yet gives a reason for leaving it out")
+        problems += [f"{name}: unknown dimension {d!r}" for d in op.dimensions_left_out if d not in DIMENSIONS]
+    assert not problems, "\n".join(problems)

@@ -139,6 +139,9 @@ class KernelBackend(Backend):
             raise Unsupported(f"conformance.kernels has no kernels for the {ctx.device} device")
         if self.impl == "triton":
             _ensure_triton_can_run(ctx)
+        if (self.impl == "triton" or ctx.device != "cpu") and ctx.dtype.is_complex:
+            raise Unsupported(f"conformance.kernels' Triton kernels take real floating dtypes, not {ctx.dtype} "
+                              "(its C++ coalesce on cpu takes complex ones)")
 
     def _runner(self, op_name: str):
         op = OPS[op_name]

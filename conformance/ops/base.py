@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -20,6 +21,10 @@ from conformance.core.types import RunContext
 
 LAYOUT_INVARIANT = "layout-invariant"  # the property every op with input_layouts has (conformance/cases/input_layouts.py)
 SIZES = "sizes"  # the property of every op that declares strategies.sizes
+# the input space's dimensions, each by the property that covers it: an op has the property, or says in
+# Op.dimensions_left_out why not (tests/test_configurations.py)
+DIMENSIONS = MappingProxyType({"layouts": "layout-invariant", "sizes": SIZES, "complex": "complex-agrees",
+                               "lifecycles": "lifecycle", "configurations": "configurations"})
 LAYOUT_EXAMPLES = 4  # drawn examples per layout-invariant item beside its two explicit ones (the main job's minute)
 SIZES_EXAMPLES = 4  # drawn examples per sizes item beside the explicit ones: each is hundreds of entries
 # the sizes where kernels change behaviour: vector widths (16 floats of AVX-512, 16 halves of AVX2), block sizes
@@ -167,6 +172,8 @@ class Op:
     # the built-in backend that is stock torch's own way of doing this op: the column a candidate is
     # read against in reports, run beside it by `conformance check`
     stock_backend: str | None = None
+    # the input space's dimensions (DIMENSIONS) the op has no property for, each with the reason
+    dimensions_left_out: Mapping[str, str] = MappingProxyType({})
     # whether decode_expected reads an empty multi-dim output's {fill, shape} (else encode_expected leaves it out)
     decodes_empty_expected: bool = False
     # known mistakes in implementing the op (conformance.core.diagnosis.Mistake): what a failing output

@@ -7,6 +7,7 @@ Candidate: a callable taking and returning a sparse COO tensor.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -16,11 +17,11 @@ from hypothesis import strategies as st
 
 from conformance.core.types import Mismatch, Mistake, RunContext
 from conformance.core.layouts import CONTIGUOUS, LAYOUT_KINDS, STRIDED, TRANSPOSED
-from conformance.core.compare import assert_bits_equal, finite_abs_max
+from conformance.core.compare import assert_bits_equal, compare_outputs, finite_abs_max
 from conformance.core.dtypes import DTYPES, OPMATH_ROUNDOFF
 from conformance.core.tolerances import ErrorBound
 from conformance.ops import draw as d
-from conformance.ops.base import COMPILED, GeneratedProperty, Op, Strategies, TorchPath, dtype_only
+from conformance.ops.base import COMPILED, SIZE_BOUNDARIES, GeneratedProperty, Op, Strategies, TorchPath, dtype_only
 from conformance.ops.contract import changed, check_like, snapshot, violation
 from conformance.core.tensors import (COO, CooArray, decode_array, encode_coo, not_plain_tensor, random_coo, TENSOR,
                                       to_numpy)
@@ -123,6 +124,57 @@ def check_dense_sum(trial, coo: CooArray) -> None:
 
     trial.compare({"dense": dense_sum(result)}, {"dense": dense_sum(coo)}, tols, coo,
                   against="the dense sum of the input's entries", model=model)
+
+
+# complex values (torch's test_coalesce runs cdouble): the real dtype's complex twin
+COMPLEX_OF = MappingProxyType({"float32": torch.complex64, "float64": torch.complex128})
+
+
+def as_complex(coo: CooArray) -> CooArray:
+    """``coo`` with an imaginary part: each entry's value plus i times the entry's before it (``np.roll``),
+    so that duplicates differ in both parts."""
+    return CooArray(coo.indices, coo.values + 1j * np.roll(coo.values, 1, axis=0), coo.size)
+
+
+def check_complex_coalesce(trial, coo: CooArray) -> None:
+    """coalesce of complex values: the real input's indices, each value's real and imaginary parts the sums of
+    its duplicates' (the reference on each part), within the dtype's tolerance for the larger of the two."""
+    name = str(COMPLEX_OF[trial.dtype]).replace("torch.", "")
+    complex_coo = as_complex(coo)
+    outputs = trial.backend.run(trial.op.name, complex_coo, RunContext(trial.device, COMPLEX_OF[trial.dtype]))
+    trial.op.check_invariants(outputs, coo)
+    got = to_numpy(outputs["values"])
+    if not np.iscomplexobj(got):
+        raise Mismatch(f"{name}: coalesce returned {got.dtype} values for {name} ones: the imaginary parts are lost")
+    real = coalesce_reference(CooArray(coo.indices, complex_coo.values.real.copy(), coo.size))
+    imag = coalesce_reference(CooArray(coo.indices, complex_coo.values.imag.copy(), coo.size))
+    if not np.array_equal(to_numpy(outputs["indices"]), real["indices"]):
+        raise Mismatch(f"{name}: indices {to_numpy(outputs['indices']).tolist()}, the reference's "
+                       f"{real['indices'].tolist()}")
+    magnitudes = CooArray(coo.indices, np.abs(complex_coo.values.real) + np.abs(complex_coo.values.imag), coo.size)
+    tolerance = trial.tolerances(magnitudes)["values"]
+    compare_outputs({"values.real": got.real, "values.imag": got.imag},
+                    {"values.real": real["values"], "values.imag": imag["values"]},
+                    {"values.real": tolerance, "values.imag": tolerance},
+                    against=f"the NumPy reference on each part of the {name} values")
+
+
+@st.composite
+def sized_coo(draw, dtype: str) -> CooArray:
+    """An uncoalesced COO tensor past a kernel-size boundary (SIZE_BOUNDARIES): a hybrid one whose dense part
+    is a row of that width, 1-6 entries over 1-4 rows (duplicates summed row by row), or a 1-D one with that
+    many entries over 1-8 indices (long runs of duplicates). Values from 1-3 drawn ones, repeated."""
+    d.check_dtype(dtype)
+    width = draw(st.sampled_from(SIZE_BOUNDARIES))
+    chosen = np.array(draw(st.lists(d.representable_floats(dtype, d.Magnitudes(-2, 3)), min_size=1, max_size=3)))
+    if draw(st.booleans()):
+        rows, nnz = draw(st.integers(1, 4)), draw(st.integers(1, 6))
+        indices = np.array([draw(st.lists(st.integers(0, rows - 1), min_size=nnz, max_size=nnz))], dtype=np.int64)
+        values = chosen[np.arange(nnz * width) % len(chosen)].reshape(nnz, width)
+        return CooArray(indices, values, (rows, width))
+    slots = draw(st.integers(1, 8))
+    indices = ((np.arange(width) * draw(st.sampled_from([1, 3, 5]))) % slots).reshape(1, -1).astype(np.int64)
+    return CooArray(indices, chosen[np.arange(width) % len(chosen)], (slots,))
 
 
 # ---------------------------------------------------------------- known mistakes (conformance.core.diagnosis)
@@ -243,7 +295,12 @@ class Coalesce(Op):
     # torch's own paths of the op beside the stock one: "compiled" -- coalesce() under torch.compile
     # (conformance/backends/compiled.py), unsupported where Dynamo does not trace a sparse tensor
     torch_paths = (TorchPath(COMPILED, function=coalesced),)
-    strategies = Strategies(inputs=dtype_only(d.coo_arrays), rounding=dtype_only(rounding_inputs))
+    strategies = Strategies(inputs=dtype_only(d.coo_arrays), rounding=dtype_only(rounding_inputs),
+                            sizes=dtype_only(sized_coo))
+    # the input space's dimensions it leaves out, with the reason (tests/test_configurations.py holds every op to it)
+    dimensions_left_out = MappingProxyType({
+        "lifecycles": "a function of one tensor: no state across calls, nothing joins or leaves",
+        "configurations": "no hyperparameters: its space is the input's (layouts, sizes, complex values)"})
     inputs_schema = {
         "type": "object",
         "required": ["tensor"],
@@ -365,7 +422,14 @@ class Coalesce(Op):
                               "the dense sum of the input", inputs, check_dense_sum),
             GeneratedProperty("rounds-correctly", "float16/bfloat16 sums of duplicates are correctly rounded (many "
                               "equal duplicates, cancelling pairs)", self.drawing(self.strategies.rounding)),
+            GeneratedProperty("complex-agrees", "coalesce of complex values (complex64 for float32 items, complex128 "
+                              "for float64) sums each part of the duplicates as the reference does", inputs,
+                              check_complex_coalesce, dtypes=tuple(COMPLEX_OF), skip_backends=("reference",)),
         )
+
+    def describe_size(self, inputs: CooArray) -> str:
+        dense = f" of dense rows of {inputs.values.shape[1]}" if inputs.values.ndim > 1 else ""
+        return f"{inputs.indices.shape[1]} entries{dense} at {np.unique(inputs.indices.T, axis=0).shape[0]} indices"
 
     def reference_tolerance_scale(self, inputs: CooArray) -> float:
         # a sum of k duplicates may carry up to k roundings in low precision

@@ -12,16 +12,13 @@ from __future__ import annotations
 import functools
 import itertools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Protocol
 
 import numpy as np
 from hypothesis import strategies as st
 
 from conformance.core.tensors import CooArray
 from conformance.ops.optimizers.inputs import OptimizerInputs
-
-if TYPE_CHECKING:  # annotations only: any optimizer record
-    from conformance.ops.optimizers.base import OptimizerOp
 
 CONFIGURATIONS = "configurations"  # the property (an optimizer record that declares a space gets it)
 STEP_KINDS = ("sparse", "dense", "mixed", "empty")
@@ -51,6 +48,15 @@ class ConfigurationSpace:
         return {**self.hyperparameters, STEPS: self.step_kinds}
 
 
+class OptimizerOp(Protocol):
+    """What this module reads of an optimizer record (conformance.ops.optimizers.base.OptimizerOp, which
+    imports this module): its declared space and its NumPy reference."""
+
+    configuration_space: ConfigurationSpace
+
+    def reference(self, inputs: OptimizerInputs) -> dict[str, Any]: ...
+
+
 # ---------------------------------------------------------------- the trajectories of each step kind
 
 PARAM = (1.0, -2.0, 0.5, 3.0, -1.5)  # values exact in every dtype
@@ -77,7 +83,7 @@ def inputs_of(row: Mapping[str, Any]) -> OptimizerInputs:
     return OptimizerInputs(np.array(PARAM), trajectory(row[STEPS]), hyper)
 
 
-def refusal(op: "OptimizerOp", row: Mapping[str, Any]) -> str | None:
+def refusal(op: OptimizerOp, row: Mapping[str, Any]) -> str | None:
     """Why torch refuses this configuration (its documented error, as the op's NumPy reference raises it),
     or None where it runs."""
     try:
@@ -102,7 +108,7 @@ def strength_groups(space: ConfigurationSpace) -> list[tuple[str, ...]]:
     return [*itertools.combinations(factors, 2), *itertools.combinations(list(space.hyperparameters), 3)]
 
 
-def valid_rows(op: "OptimizerOp") -> list[dict[str, Any]]:
+def valid_rows(op: OptimizerOp) -> list[dict[str, Any]]:
     """Every configuration of the op's space that torch runs, in the product's order."""
     factors = op.configuration_space.factors()
     rows = [dict(zip(factors, values)) for values in itertools.product(*factors.values())]
@@ -110,7 +116,7 @@ def valid_rows(op: "OptimizerOp") -> list[dict[str, Any]]:
 
 
 @functools.lru_cache(maxsize=None)
-def covering_rows(op: "OptimizerOp") -> tuple[dict[str, Any], ...]:
+def covering_rows(op: OptimizerOp) -> tuple[dict[str, Any], ...]:
     """A covering array of the op's space (:func:`strength_groups`), from its valid configurations: greedily,
     the row that covers most combinations not yet covered, until every combination some valid row has is
     covered (deterministic: ties go to the earlier row)."""
@@ -126,7 +132,7 @@ def covering_rows(op: "OptimizerOp") -> tuple[dict[str, Any], ...]:
     return tuple(chosen)
 
 
-def uncoverable(op: "OptimizerOp") -> set[tuple]:
+def uncoverable(op: OptimizerOp) -> set[tuple]:
     """The combinations of settings no configuration torch runs has (each one a refusal of torch's)."""
     groups = strength_groups(op.configuration_space)
     factors = op.configuration_space.factors()
@@ -137,12 +143,12 @@ def uncoverable(op: "OptimizerOp") -> set[tuple]:
 
 # ---------------------------------------------------------------- the property
 
-def configuration_examples(op: "OptimizerOp", dtype: str) -> list[OptimizerInputs]:
+def configuration_examples(op: OptimizerOp, dtype: str) -> list[OptimizerInputs]:
     """The covering array's rows as explicit examples."""
     return [inputs_of(row) for row in covering_rows(op)]
 
 
-def configurations(op: "OptimizerOp", dtype: str) -> st.SearchStrategy:
+def configurations(op: OptimizerOp, dtype: str) -> st.SearchStrategy:
     """Configurations drawn from the op's space (each factor's values, shrinking toward the first: torch's
     defaults and sparse steps), those torch refuses left out."""
     factors = op.configuration_space.factors()
@@ -158,7 +164,7 @@ def step_kind(inputs: OptimizerInputs) -> str:
     return "dense" if not any(sparse) else "mixed"
 
 
-def describe(op: "OptimizerOp", inputs: OptimizerInputs) -> str:
+def describe(op: OptimizerOp, inputs: OptimizerInputs) -> str:
     """``weight_decay=0.1, maximize=True, dense steps``: the hyperparameters not at their first value."""
     space = op.configuration_space
     settings = [f"{name}={inputs.hyperparameters[name]!r}" for name, values in space.hyperparameters.items()
@@ -166,7 +172,7 @@ def describe(op: "OptimizerOp", inputs: OptimizerInputs) -> str:
     return ", ".join([*settings, f"{step_kind(inputs)} steps"])
 
 
-def row_of(op: "OptimizerOp", inputs: OptimizerInputs) -> dict[str, Any]:
+def row_of(op: OptimizerOp, inputs: OptimizerInputs) -> dict[str, Any]:
     """The configuration of an example: its hyperparameters (each factor's first value where it has none)
     and its step kind."""
     space = op.configuration_space
@@ -174,7 +180,7 @@ def row_of(op: "OptimizerOp", inputs: OptimizerInputs) -> dict[str, Any]:
             STEPS: step_kind(inputs)}
 
 
-def simpler_rows(op: "OptimizerOp", row: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+def simpler_rows(op: OptimizerOp, row: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     """The configurations one setting simpler than ``row`` (a factor back to its first value) that torch
     runs: what a failing configuration is shrunk through."""
     for name, values in op.configuration_space.factors().items():

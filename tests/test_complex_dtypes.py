@@ -51,16 +51,45 @@ def test_a_planted_complex_mistake_fails_and_names_the_dtype(op, candidate, dtyp
     assert str(failed.value).startswith(f"{name}: "), failed.value
 
 
-def test_a_candidate_written_for_real_parameters_is_not_judged_on_complex_ones_unless_it_declares_it():
+def test_complex_parameters_are_judged_by_behaviour_not_by_declaration():
+    """Issue 50, item 3: a candidate runs on complex parameters unless it says supports_complex = False; a
+    subclass of torch's optimizer that says nothing starts from torch's capability (held to it: a wrong result
+    fails); one that is not and says nothing, and refuses them, is unsupported with its error."""
     import torch
 
     from conformance.core.types import Unsupported
 
-    class RealOnlyAdagrad(torch.optim.Adagrad):
+    example = OPS["adagrad"].complex_examples("float32")[0]
+
+    def trial(candidate):
+        return Trial(OPS["adagrad"], CandidateBackend("candidate", {"adagrad": candidate}), "cpu", "float32")
+
+    class QuietSubclass(torch.optim.Adagrad):
         pass
 
-    trial = Trial(OPS["adagrad"], CandidateBackend("candidate", {"adagrad": RealOnlyAdagrad}), "cpu", "float32")
-    with pytest.raises(Unsupported, match="does not declare supports_complex = True"):
-        check_complex_agrees(trial, OPS["adagrad"].complex_examples("float32")[0])
-    RealOnlyAdagrad.supports_complex = True  # torch's own class: declared, judged, and right
-    check_complex_agrees(trial, OPS["adagrad"].complex_examples("float32")[0])
+    check_complex_agrees(trial(QuietSubclass), example)  # torch's own step: judged, and right
+
+    class QuietWrongSubclass(AbsSquaredAdagrad):  # the planted mistake, its declaration taken away
+        supports_complex = None
+
+    with pytest.raises(Mismatch, match="^complex64: "):
+        check_complex_agrees(trial(QuietWrongSubclass), example)
+
+    class SaysNo(torch.optim.Adagrad):
+        supports_complex = False
+
+    with pytest.raises(Unsupported, match="declares supports_complex = False"):
+        check_complex_agrees(trial(SaysNo), example)
+
+    class RealOnly(torch.optim.Optimizer):  # not torch's Adagrad, says nothing, refuses complex parameters
+        def __init__(self, params, **hyperparameters):
+            super().__init__(params, hyperparameters)
+
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.is_complex():
+                        raise TypeError("RealOnly takes real parameters")
+
+    with pytest.raises(Unsupported, match="refuses complex64 parameters: TypeError: RealOnly takes real"):
+        check_complex_agrees(trial(RealOnly), example)

@@ -217,7 +217,7 @@ def test_profiles_and_database_stay_out_of_the_repository(tmp_path):
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-3000:]
     assert "profile thorough, 3 examples per item, seed 1234" in output
-    assert "4 passed" in output  # coalesce's four properties on the dense backend (layout-invariant the fourth)
+    assert "6 passed" in output  # coalesce's six properties on the dense backend (layout-invariant, complex-agrees, sizes among them)
     assert not (tmp_path / ".hypothesis").exists()
     records = read_records(records).values()
     assert {r["hypothesis_database"] for r in records} == {str(tmp_path / "reports" / "hypothesis" / "examples")}

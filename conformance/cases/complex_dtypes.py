@@ -79,6 +79,19 @@ def _real_run(optimizer_class, inputs: OptimizerInputs, ctx: RunContext) -> dict
             **{f"state[{key!r}]": value for key, value in _readable_state(optimizer, param).items()}}
 
 
+def declares_complex(optimizer_class, op) -> bool | None:
+    """Whether a candidate takes complex parameters, by what it says (``supports_complex``, torch's
+    OptimizerInfo field); a subclass of torch's own optimizer that says nothing starts from torch's
+    capability (True); None where it said nothing. A candidate is run on complex parameters unless it says
+    False: a wrong result is never excused by a missing declaration, a refusal of one that said nothing is
+    ``unsupported`` with its error."""
+    declared = getattr(optimizer_class, SUPPORTS_COMPLEX, None)
+    if declared is not None:
+        return bool(declared)
+    torch_class = op.torch_implementation
+    return True if isinstance(optimizer_class, type) and issubclass(optimizer_class, torch_class) else None
+
+
 def check_complex_agrees(trial: Trial, inputs: OptimizerInputs) -> None:
     """torch's optimizers take a complex parameter as the pairs of reals torch.view_as_real shows
     (torch/optim/_functional: ``_view_as_real``; torch's test_complex): the optimizer over complex64/complex128
@@ -98,9 +111,9 @@ def check_complex_agrees(trial: Trial, inputs: OptimizerInputs) -> None:
         torch_refusal = refusal
 
     def runs(optimizer_class):
-        if trial.backend.judged_against_torch and not getattr(optimizer_class, SUPPORTS_COMPLEX, False):
-            raise Unsupported(f"the candidate does not declare {SUPPORTS_COMPLEX} = True (a class attribute, torch's "
-                              f"OptimizerInfo field): declare it to be judged on {name} parameters")
+        declared = declares_complex(optimizer_class, op) if trial.backend.judged_against_torch else True
+        if declared is False:
+            raise Unsupported(f"the candidate declares {SUPPORTS_COMPLEX} = False: not judged on {name} parameters")
         try:
             got = _complex_run(optimizer_class, inputs, ctx)
         except Unsupported:
@@ -108,6 +121,9 @@ def check_complex_agrees(trial: Trial, inputs: OptimizerInputs) -> None:
         except Exception as exc:  # noqa: BLE001
             if torch_refusal is not None and isinstance(exc, type(torch_refusal)):
                 return None, None
+            if declared is None:  # it never said it takes them: its refusal is "unsupported", with its error
+                raise Unsupported(f"refuses {name} parameters: {exception_text(exc).splitlines()[0]} (it does not "
+                                  f"declare {SUPPORTS_COMPLEX}; = True holds it to them, = False says so)") from exc
             raise Mismatch(f"{name}: raises {exception_text(exc)} on complex parameters, "
                            + (f"where torch raises {exception_text(torch_refusal)}" if torch_refusal is not None
                               else "which torch's optimizer takes as pairs of reals")) from exc

@@ -53,6 +53,10 @@ def test_optax_adagrad_pinned_verdicts():
         # the configurations' covering array finds the same eps placement, shrunk to "eps=0.25, sparse steps"
         # (2026-11-29); float32 and float64 are the property's dtypes
         **items("generated", "adagrad-configurations", ["float32", "float64"], "failed", "configuration eps=0.25"),
+        # the adapter subclasses torch's Adagrad, so it starts from torch's capabilities and is judged on complex
+        # parameters (issue 50): on them it differs from itself on their view_as_real, "looks like: eps inside the
+        # root" (dense steps, 2026-11-29)
+        **items("generated", "adagrad-complex-agrees", ["float32", "float64"], "failed", "param differs from the same"),
         **items("generated", "adagrad-sizes", HALF, "passed"),
     })
     for nodeid in items("adagrad", "large-eps-after-square-root", ALL, "failed"):  # the cause is named

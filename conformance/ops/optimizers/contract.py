@@ -55,9 +55,12 @@ def watch_optimizer(op: Any, candidate: Any):
         return optimizer
 
     build.sparse_gradients_only = getattr(candidate, "sparse_gradients_only", False)  # (declared on the class)
-    # (the property complex-agrees reads it; torch's own classes are torch's documented complex semantics)
-    build.supports_complex = getattr(candidate, "supports_complex", getattr(candidate, "__module__", "").startswith(
-        "torch.optim"))
+    # (the property complex-agrees reads it: declared, or torch's capability for a subclass of torch's own
+    # optimizer -- torch's documented complex semantics -- or None, said nothing: cases/complex_dtypes.py)
+    declared = getattr(candidate, "supports_complex", None)
+    torch_class = op.torch_implementation
+    build.supports_complex = True if declared is None and isinstance(candidate, type) and issubclass(
+        candidate, torch_class) else declared
     # (the property grad-scaling reads it: a step that takes optimizer.grad_scale/found_inf, as torch's fused ones)
     build.supports_grad_scaling = getattr(candidate, "supports_grad_scaling", False)
     return build

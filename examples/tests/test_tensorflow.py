@@ -48,6 +48,9 @@ def test_tensorflow_adagrad_pinned_verdicts():
         # step, as torch >= 2.12 does for one that joined by add_param_group)
         **items("generated", "adagrad-lifecycle", ALL, "passed"),
         **items("generated", "adagrad-sizes", ALL, "passed"),
+        # the configurations' first covering example has a duplicate index (sparse steps at torch's defaults):
+        # "looks like: one update per duplicate entry" (2026-11-29)
+        **items("generated", "adagrad-configurations", WIDE, "failed", "one update per duplicate entry"),
     })
     for nodeid in items("adagrad", "duplicates-summed-before-squaring", ALL, "failed"):  # the cause is named
         assert records[nodeid].get("looks_like", {}).get("name") == "one update per duplicate entry", \
@@ -91,7 +94,12 @@ def test_tensorflow_sparse_adam_pinned_verdicts():
         # gradient leaves out (not lazy) and on beta powers kept in float32 (1 - 0.99999 rounded: 8e-6
         # relative in float32). Two runs on seed 0 gave the same outcomes and messages (2026-11-28)
         **items("generated", "sparse_adam-lifecycle", HALF, "failed", "param differs from torch's SparseAdam"),
-        **items("generated", "sparse_adam-lifecycle", WIDE, "passed"),
+        item("generated", "sparse_adam-lifecycle", "float32"): "passed",
+        # float64: since the lifecycle draws in-place lrs and a second dtype (2026-11-29), seed 0 draws a life
+        # where a parameter joins by add_param_group and rows are left out on some steps: not lazy (2.6e-4 off)
+        item("generated", "sparse_adam-lifecycle", "float64"): ("failed", "param differs from torch's SparseAdam"),
+        # and the configurations, "looks like: non-lazy moments" (entries left out of a sparse step)
+        **items("generated", "sparse_adam-configurations", WIDE, "failed", "non-lazy moments"),
         **items("generated", "sparse_adam-sizes", ALL, "failed", "param differs from the NumPy reference"),
     })
 

@@ -129,6 +129,11 @@ def test_work_done_once_per_dtype_partition_fails_on_a_drawn_life_of_two_dtypes(
         check_lifecycle(_candidate(DtypePartitionedAdagrad), life)
 
 
+def in_slow_tier(params) -> bool:
+    """The fast tier keeps Adagrad's float64 lives of two dtypes; the rest (2-3 s each) run in the slow tier."""
+    return "backends" in params and (params["op"], params["dtype"]) != ("adagrad", "float64")
+
+
 @pytest.mark.parametrize("op, backends", [("adagrad", ("coo", "foreach", "fused")), ("sgd", ("coo", "foreach")),
                                           ("sparse_adam", ("coo",))])
 @pytest.mark.parametrize("dtype", ["float64", "bfloat16"])

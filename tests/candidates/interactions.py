@@ -13,9 +13,10 @@ def _dense_grads(group):
     return [p for p in group["params"] if p.grad is not None and not p.grad.is_sparse]
 
 
-class DocsOrderMaximizeSGD(torch.optim.SGD):
-    """maximize negates the decayed gradient, as the SGD docs read (-(g + wd * p)); torch negates the
-    gradient before adding the decay (-g + wd * p, pytorch#149476)."""
+class _DocsOrderMaximize:
+    """maximize negates the decayed gradient, as the docs read (-(g + wd * p)); torch negates the gradient
+    before adding the decay (-g + wd * p, pytorch#149476). Torch's own step, handed g + 2 wd p on dense
+    gradients where both are set: torch then computes -(g + 2 wd p) + wd p = -g - wd p."""
 
     EXPOSED_BY = {"weight_decay": 0.1, "maximize": True, "steps": "dense"}
 
@@ -24,13 +25,17 @@ class DocsOrderMaximizeSGD(torch.optim.SGD):
         saved = {}
         for group in self.param_groups:
             if group["maximize"] and group["weight_decay"]:
-                for p in _dense_grads(group):  # torch then computes -(g + 2 wd p) + wd p = -g - wd p
+                for p in _dense_grads(group):
                     saved[p] = p.grad
                     p.grad = p.grad + 2 * group["weight_decay"] * p
         loss = super().step(closure)
         for p, grad in saved.items():
             p.grad = grad
         return loss
+
+
+class DocsOrderMaximizeSGD(_DocsOrderMaximize, torch.optim.SGD):
+    """SGD's maximize in the documentation's order (pytorch#149476)."""
 
 
 class DampenedFirstBufferSGD(torch.optim.SGD):
@@ -77,23 +82,8 @@ class DecoupledDecayMomentumSGD(torch.optim.SGD):
         return loss
 
 
-class DocsOrderMaximizeAdagrad(torch.optim.Adagrad):
-    """Adagrad's maximize negates the decayed gradient (-(g + wd * p)); torch negates g first."""
-
-    EXPOSED_BY = {"weight_decay": 0.1, "maximize": True, "steps": "dense"}
-
-    @torch.no_grad()
-    def step(self, closure=None):
-        saved = {}
-        for group in self.param_groups:
-            if group["maximize"] and group["weight_decay"]:
-                for p in _dense_grads(group):
-                    saved[p] = p.grad
-                    p.grad = p.grad + 2 * group["weight_decay"] * p
-        loss = super().step(closure)
-        for p, grad in saved.items():
-            p.grad = grad
-        return loss
+class DocsOrderMaximizeAdagrad(_DocsOrderMaximize, torch.optim.Adagrad):
+    """Adagrad's maximize in the documentation's order (-(g + wd * p)); torch negates g first."""
 
 
 class _HandDenseAdagrad(torch.optim.Adagrad):

@@ -11,6 +11,10 @@ class DoubleAdagrad(torch.optim.Optimizer):
     """torch's Adagrad computed in float64: the accumulator kept in float64, the parameter rounded once per
     step. A parameter of a group added later gets its state at its first step, made as ``__init__`` makes it."""
 
+    # written for real parameters, and says so: .to(torch.float64) would drop a complex one's imaginary part, a
+    # wrong result that complex-agrees fails (issue 50: run on complex parameters unless declared otherwise)
+    supports_complex = False
+
     def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0,
                  eps=1e-10, maximize=False):
         checked = torch.optim.Adagrad(params, lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,

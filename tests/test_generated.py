@@ -262,7 +262,7 @@ def test_generated_items_on_xla_are_opt_in(pytester, monkeypatch, warm_imports):
     args = ["specs", "-p", "no:cacheprovider", "-rs", "--conformance-device", "xla", "--conformance-backend",
             "dense", "--conformance-op", "coalesce", "--conformance-dtype", "float32"]
     skipped = pytester.runpytest_inprocess(*args, *NO_GC_AT_EXIT)
-    skipped.assert_outcomes(skipped=4)  # coalesce's four properties on dense (layout-invariant the fourth)
+    skipped.assert_outcomes(skipped=6)  # coalesce's six float32 properties on dense (layout-invariant, complex-agrees, sizes among them)
     skipped.stdout.fnmatch_lines(["*generated cases on xla are opt-in (--conformance-generated-on-xla)*"])
     opted_in = pytester.runpytest_inprocess(*args, *NO_GC_AT_EXIT, "--conformance-generated-on-xla", "--conformance-examples", "1")
     assert "opt-in" not in opted_in.stdout.str()

@@ -80,11 +80,10 @@ def _real_run(optimizer_class, inputs: OptimizerInputs, ctx: RunContext) -> dict
 
 
 def declares_complex(optimizer_class, op) -> bool | None:
-    """Whether a candidate takes complex parameters, by what it says (``supports_complex``, torch's
-    OptimizerInfo field); a subclass of torch's own optimizer that says nothing starts from torch's
-    capability (True); None where it said nothing. A candidate is run on complex parameters unless it says
-    False: a wrong result is never excused by a missing declaration, a refusal of one that said nothing is
-    ``unsupported`` with its error."""
+    """Whether a candidate is judged on complex parameters: what it says (``supports_complex``, torch's
+    OptimizerInfo field), or, where it says nothing, torch's capability for a subclass of torch's own optimizer
+    (True: it is held to it, a wrong result fails) and None for any other (not judged: most hand-written
+    optimizers are written for real parameters, and their complex items are unsupported, naming the attribute)."""
     declared = getattr(optimizer_class, SUPPORTS_COMPLEX, None)
     if declared is not None:
         return bool(declared)
@@ -112,8 +111,12 @@ def check_complex_agrees(trial: Trial, inputs: OptimizerInputs) -> None:
 
     def runs(optimizer_class):
         declared = declares_complex(optimizer_class, op) if trial.backend.judged_against_torch else True
-        if declared is False:
-            raise Unsupported(f"the candidate declares {SUPPORTS_COMPLEX} = False: not judged on {name} parameters")
+        if not declared:
+            raise Unsupported(f"the candidate declares {SUPPORTS_COMPLEX} = False: not judged on {name} parameters"
+                              if declared is False else
+                              f"the candidate does not declare {SUPPORTS_COMPLEX} = True (a class attribute, torch's "
+                              f"OptimizerInfo field; a subclass of torch's optimizer starts from torch's True): "
+                              f"declare it to be judged on {name} parameters")
         try:
             got = _complex_run(optimizer_class, inputs, ctx)
         except Unsupported:
@@ -121,9 +124,6 @@ def check_complex_agrees(trial: Trial, inputs: OptimizerInputs) -> None:
         except Exception as exc:  # noqa: BLE001
             if torch_refusal is not None and isinstance(exc, type(torch_refusal)):
                 return None, None
-            if declared is None:  # it never said it takes them: its refusal is "unsupported", with its error
-                raise Unsupported(f"refuses {name} parameters: {exception_text(exc).splitlines()[0]} (it does not "
-                                  f"declare {SUPPORTS_COMPLEX}; = True holds it to them, = False says so)") from exc
             raise Mismatch(f"{name}: raises {exception_text(exc)} on complex parameters, "
                            + (f"where torch raises {exception_text(torch_refusal)}" if torch_refusal is not None
                               else "which torch's optimizer takes as pairs of reals")) from exc

@@ -11,8 +11,8 @@ class DoubleAdagrad(torch.optim.Optimizer):
     """torch's Adagrad computed in float64: the accumulator kept in float64, the parameter rounded once per
     step. A parameter of a group added later gets its state at its first step, made as ``__init__`` makes it."""
 
-    # written for real parameters, and says so: .to(torch.float64) would drop a complex one's imaginary part, a
-    # wrong result that complex-agrees fails (issue 50: run on complex parameters unless declared otherwise)
+    # written for real parameters, and says so (.to(torch.float64) would drop a complex one's imaginary part);
+    # an optimizer that says nothing and is not a subclass of torch's Adagrad is not judged on complex ones either
     supports_complex = False
 
     def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0,

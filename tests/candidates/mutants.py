@@ -35,6 +35,10 @@ DENSE_GRADIENT_ERROR = "SparseAdam does not support dense gradients, please cons
 class CleanAdagrad(torch.optim.Adagrad):
     """A correct re-implementation of torch's Adagrad (sparse and dense gradients): a control."""
 
+    # written for real parameters (|g|^2 as g * g, no view_as_real), and says so: as a subclass of torch's Adagrad
+    # it would otherwise start from torch's capability and be judged on complex ones (complex-agrees)
+    supports_complex = False
+
     def clr(self, group, step):
         return group["lr"] / (1 + (step - 1) * group["lr_decay"])
 

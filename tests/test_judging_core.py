@@ -208,6 +208,7 @@ def test_options_named_by_unsupported_are_learned():
 
 @pytest.mark.acceptance  # conformance check at its defaults: 100 examples, a worker per core
 def test_check_at_its_default_settings_runs_100_examples_per_property_of_a_restricted_candidate(tmp_path):
+    from conformance.cases.complex_dtypes import COMPLEX_AGREES
     from conformance.cases.properties import OPT_IN, PROPERTIES, opted_out
 
     import subprocess
@@ -224,7 +225,9 @@ def test_check_at_its_default_settings_runs_100_examples_per_property_of_a_restr
     candidate = [r for r in load(results)["records"] if r["backend"] == "candidate"]
     assert len(candidate) >= 7, candidate  # every generated adagrad property
     for record in candidate:
-        if record["case"] in (f"adagrad-{prop}" for prop in OPT_IN):  # not declared: not judged on them
+        # not declared: not judged on them -- but complex-agrees, which a subclass of torch's Adagrad starts from
+        # torch's capability (issue 50): judged, an xfail where torch's own sparse complex step misses it
+        if record["case"] in (f"adagrad-{prop}" for prop in OPT_IN if prop != COMPLEX_AGREES):
             assert opted_out(record), record
             continue
         # conforming: passed, or xfail where an example shows a known divergence of stock torch's

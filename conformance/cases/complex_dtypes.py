@@ -14,7 +14,7 @@ from conformance.core import tolerances
 from conformance.core.compare import compare_outputs
 from conformance.core.tensors import CooArray, to_numpy, torch_dtype
 from conformance.core.types import Mismatch, RunContext, Unsupported, exception_text
-from conformance.ops.optimizers.drive import READABLE
+from conformance.ops.optimizers.drive import READABLE, require_accepted_gradients
 from conformance.ops.optimizers.inputs import OptimizerInputs, grad_to_torch
 
 COMPLEX_AGREES = "complex-agrees"  # the property (an optimizer record declares it; divergences name it)
@@ -117,6 +117,7 @@ def check_complex_agrees(trial: Trial, inputs: OptimizerInputs) -> None:
                               f"the candidate does not declare {SUPPORTS_COMPLEX} = True (a class attribute, torch's "
                               f"OptimizerInfo field; a subclass of torch's optimizer starts from torch's True): "
                               f"declare it to be judged on {name} parameters")
+        require_accepted_gradients(optimizer_class, inputs.grads)  # a sparse-only optimizer's dense steps: unsupported
         try:
             got = _complex_run(optimizer_class, inputs, ctx)
         except Unsupported:

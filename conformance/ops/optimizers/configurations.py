@@ -108,11 +108,13 @@ def strength_groups(space: ConfigurationSpace) -> list[tuple[str, ...]]:
     return [*itertools.combinations(factors, 2), *itertools.combinations(list(space.hyperparameters), 3)]
 
 
-def valid_rows(op: OptimizerOp) -> list[dict[str, Any]]:
-    """Every configuration of the op's space that torch runs, in the product's order."""
+@functools.lru_cache(maxsize=None)
+def valid_rows(op: OptimizerOp) -> tuple[dict[str, Any], ...]:
+    """Every configuration of the op's space that torch runs, in the product's order (once per process: the
+    covering array, the coverage map and the report read it)."""
     factors = op.configuration_space.factors()
     rows = [dict(zip(factors, values)) for values in itertools.product(*factors.values())]
-    return [row for row in rows if refusal(op, row) is None]
+    return tuple(row for row in rows if refusal(op, row) is None)
 
 
 @functools.lru_cache(maxsize=None)

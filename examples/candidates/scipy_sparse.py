@@ -2,7 +2,7 @@
 
     --conformance-impl coalesce=examples.candidates.scipy_sparse:coalesce
 
-scipy.sparse holds float32/float64 (not float16 or bfloat16), has no hybrid (dense trailing
+scipy.sparse holds float32/float64 and complex64/complex128 (not float16 or bfloat16), has no hybrid (dense trailing
 dimensions) COO arrays and needs at least one sparse dimension: those inputs raise Unsupported.
 """
 
@@ -16,7 +16,7 @@ import torch
 from conformance import Unsupported
 from examples.candidates._convert import from_numpy, to_numpy
 
-SUPPORTED = {torch.float32, torch.float64}
+SUPPORTED = {torch.float32, torch.float64, torch.complex64, torch.complex128}
 
 
 def coalesce(tensor: torch.Tensor) -> torch.Tensor:

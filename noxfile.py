@@ -334,7 +334,11 @@ def examples(session: nox.Session) -> None:
     if _install_only(session, REPORTS / "status-examples.json", status):
         return
     ran = time.monotonic()
-    code = _pytest(session, ["examples/tests", "-p", "no:cacheprovider", *session.posargs], {})
+    # a worker per core, each library's module on one worker (its pinned runs share one child process's
+    # results, cached per process): one library's run is mostly one process, so two side by side keep
+    # both cores busy where one left a core idle (and the XLA session runs beside this one in CI)
+    code = _pytest(session, ["examples/tests", "-p", "no:cacheprovider", "-n", "auto", "--dist", "loadfile",
+                             *session.posargs], {})
     status.update(status="passed" if code == 0 else "failed", pytest_exit_code=code,
                   test_seconds=round(time.monotonic() - ran, 1), seconds=round(time.monotonic() - started, 1))
     REPORTS.mkdir(exist_ok=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conformance.entry_points.cli import main
-from conformance.results.store import load_results, output_problem, write_output
+from conformance.results.store import load_results, lock_path, output_problem, previous_path, take_lock, write_output
 from test_results_files import document, good, record, write
 
 FULL = Path("/dev/full")  # a device: writing to it fails; replacing it would destroy it (as root)
@@ -90,6 +90,29 @@ def test_merge_refuses_a_device_and_a_file_that_is_not_a_results_file(tmp_path, 
     assert main(["merge", *shards, "-o", str(merged)]) == 0, _err(capsys)  # a results file: replaced
     assert len(load_results(merged).records) == 2
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_merge_keeps_the_complete_run_it_replaces_and_never_writes_a_file_a_run_holds(tmp_path, capsys):
+    """The plugin's two rules for the file it writes hold for ``merge -o`` (round five, F5): it replaced a
+    complete run's file with no backup, and wrote a file a running run held (which later overwrote it)."""
+    shards = _shards(tmp_path)
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    out = good(reports, "results.json", id="a-complete-run")
+    junit = reports / "results.junit.xml"
+    junit.write_text("<testsuites/>")
+    lock = take_lock(out)  # a run writing the file
+    try:
+        assert main(["merge", *shards, "-o", str(out)]) == 2
+    finally:
+        lock.release()
+    assert f"-o {out}: another run is writing this results file (it holds the lock {lock_path(out)})" in _err(capsys)
+    assert load_results(out).run["id"] == "a-complete-run" and junit.exists()
+    assert not (reports / ".previous").exists()  # refused before anything was touched
+    assert main(["merge", *shards, "-o", str(out)]) == 0, _err(capsys)
+    assert load_results(previous_path(out)).run["id"] == "a-complete-run"
+    assert previous_path(junit).read_text() == "<testsuites/>" and not junit.exists()
+    assert len(load_results(out).records) == 2
 
 
 def test_gate_markdown_refuses_a_device_or_folder_and_appends_to_a_regular_file(tmp_path, capsys):

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from conformance.run import outcomes
-from conformance.results.store import (ResultsWriter, foreign_file_problem, lock_path, now, previous_path,
-                                       results_lock, run_metadata)
+from conformance.results.store import (ResultsLocked, ResultsWriter, foreign_file_problem, junit_beside, lock_path,
+                                       now, previous_path, results_lock, run_metadata, take_lock)
 from conformance.run.signals import signal_received, stop_run
 from conformance.run.state import SELECTION, is_controller, relative_spec
 from conformance.run.transfer import CASE_PROPERTY, collected, record_key
@@ -164,7 +164,7 @@ def configure(config: pytest.Config) -> None:
         config.stash[RESULTS] = state
         config.pluginmanager.register(state, "conformance-results")
         if not getattr(config.option, "xmlpath", None):
-            config.option.xmlpath = str(path.with_name(f"{path.stem}.junit.xml"))
+            config.option.xmlpath = str(junit_beside(path))
 
 
 def _usable_results_path(path: Path) -> Path:
@@ -201,15 +201,12 @@ def _usable_results_path(path: Path) -> Path:
 
 def _take_lock(state: ResultsState) -> None:
     """One run per results path: a second one is told which run holds it, never overwrites it."""
-    import filelock  # lazy: ~25 ms, only in the controller of a run that writes results, not in xdist's workers
-
     option = f"--conformance-results {state.path}"
     try:
-        state.lock.acquire(timeout=0)
-    except filelock.Timeout:
-        raise pytest.UsageError(
-            f"{option}: another run is writing this results file (it holds the lock {lock_path(state.path)}); "
-            "wait for it to finish, or give this run another --conformance-results path") from None
+        take_lock(state.path, state.lock)
+    except ResultsLocked as exc:
+        raise pytest.UsageError(f"{option}: {exc.message}; wait for it to finish, or give this run another "
+                                "--conformance-results path") from None
     except OSError as exc:
         raise pytest.UsageError(f"{option}: cannot create files in {state.path.parent} "
                                 f"(the lock {lock_path(state.path).name}): {exc.strerror or exc}") from None

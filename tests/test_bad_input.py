@@ -7,6 +7,7 @@ this test session.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -354,6 +355,37 @@ def test_an_unusable_results_path_is_a_usage_error_naming_the_option(tmp_path, c
     output = capsys.readouterr()
     assert code == int(pytest.ExitCode.USAGE_ERROR), output.out[-2000:]
     assert f"--conformance-results {path}:" in output.err + output.out
+
+
+@pytest.mark.parametrize("where", ["parent-is-a-file", "proc"])
+def test_an_unusable_junitxml_path_is_a_usage_error_before_anything_runs(tmp_path, capsys, where):
+    """pytest writes ``--junitxml`` at the end: an unwritable one was a traceback there, after every item
+    ran, with the results file left ``running`` with 0 records (round five, F9)."""
+    if where == "parent-is-a-file":
+        (tmp_path / "file").write_text("x")
+        junit = tmp_path / "file" / "j.xml"
+    else:
+        junit = Path("/proc/j.xml")
+    results = tmp_path / "r.json"
+    code = plugin_main(str(SMALL_SPEC), "--conformance-backend", "reference", "--conformance-results", str(results),
+                       "--junitxml", str(junit))
+    output = capsys.readouterr()
+    assert code == int(pytest.ExitCode.USAGE_ERROR), output.out[-2000:]
+    assert f"--junitxml {junit}: " in output.err + output.out
+    assert not results.exists()
+
+
+def test_the_results_are_written_when_another_plugins_sessionfinish_raises(tmp_path):
+    class FailsAtTheEnd:  # as pytest's junitxml does on a full disk
+        def pytest_sessionfinish(self):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    results = tmp_path / "r.json"
+    with pytest.raises(OSError, match="No space left"):
+        pytest.main([*base_args(results), str(SMALL_SPEC), "--conformance-backend", "reference",
+                     "--conformance-examples", "0"], plugins=[FailsAtTheEnd()])
+    document = load(results)
+    assert document["run"]["status"] == "complete" and len(document["records"]) == 3
 
 
 def test_a_results_file_that_is_not_utf8_is_named_by_report_and_gate(tmp_path, capsys):

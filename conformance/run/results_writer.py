@@ -13,6 +13,7 @@ PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before py
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -91,8 +92,15 @@ class ResultsState:
         if time.monotonic() - self.last_write >= self.every:
             self.write()
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus) -> None:
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus):
+        """The final write, after every other plugin's sessionfinish (the JUnit XML's), even one that raised."""
+        try:
+            return (yield)
+        finally:
+            self._finish(session)
+
+    def _finish(self, session: pytest.Session) -> None:
         if self.writer is None:
             return
         run = self.writer.run
@@ -160,6 +168,7 @@ def configure(config: pytest.Config) -> None:
         if not path.is_absolute():
             path = config.invocation_params.dir / path
         state = ResultsState(config, _usable_results_path(path))
+        _usable_junit_path(config)
         _take_lock(state)
         config.stash[RESULTS] = state
         config.pluginmanager.register(state, "conformance-results")
@@ -170,8 +179,34 @@ def configure(config: pytest.Config) -> None:
 def _usable_results_path(path: Path) -> Path:
     """``path`` when a results file can be written there, else a usage error naming the option."""
     option = f"--conformance-results {path}"
+    _writable(path, option, "results.json")
+    problem = foreign_file_problem(path)
+    if problem:
+        raise pytest.UsageError(f"{option}: {problem}")
+    keep = previous_path(path).parent
+    if keep.exists() and not keep.is_dir():
+        raise pytest.UsageError(f"{option}: {keep} is a file, but the previous run's results are kept in that "
+                                "folder; move the file away")
+    kept = previous_path(path)
+    if (kept.exists() or kept.is_symlink()) and not kept.is_file():
+        raise pytest.UsageError(f"{option}: {kept} is not a regular file, but the previous run's results are kept "
+                                "there; move it away")
+    return path
+
+
+def _usable_junit_path(config: pytest.Config) -> None:
+    """``--junitxml``, which pytest writes at the end: checked now, as the results path is (else a
+    traceback at the end, and the results file left ``running``)."""
+    given = getattr(config.option, "xmlpath", None)
+    if given:  # pytest's junitxml resolves it so
+        _writable(Path(os.path.abspath(os.path.expanduser(os.path.expandvars(given)))), f"--junitxml {given}",
+                  "junit.xml")
+
+
+def _writable(path: Path, option: str, example: str) -> None:
+    """A usage error naming ``option`` unless a file can be written at ``path`` (its folder created)."""
     if path.is_dir():
-        raise pytest.UsageError(f"{option}: is a directory; give a file path such as {path / 'results.json'}")
+        raise pytest.UsageError(f"{option}: is a directory; give a file path such as {path / example}")
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
@@ -185,18 +220,13 @@ def _usable_results_path(path: Path) -> Path:
         raise pytest.UsageError(f"{option}: exists and is not a regular file")
     if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise pytest.UsageError(f"{option}: not writable")
-    problem = foreign_file_problem(path)
-    if problem:
-        raise pytest.UsageError(f"{option}: {problem}")
-    keep = previous_path(path).parent
-    if keep.exists() and not keep.is_dir():
-        raise pytest.UsageError(f"{option}: {keep} is a file, but the previous run's results are kept in that "
-                                "folder; move the file away")
-    kept = previous_path(path)
-    if (kept.exists() or kept.is_symlink()) and not kept.is_file():
-        raise pytest.UsageError(f"{option}: {kept} is not a regular file, but the previous run's results are kept "
-                                "there; move it away")
-    return path
+    try:  # what os.access does not tell root: /proc, say
+        handle, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=path.parent)
+    except OSError as exc:
+        raise pytest.UsageError(f"{option}: not writable (cannot create a file in {path.parent}: "
+                                f"{exc.strerror or exc})") from None
+    os.close(handle)
+    os.unlink(probe)
 
 
 def _take_lock(state: ResultsState) -> None:

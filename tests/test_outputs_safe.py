@@ -2,12 +2,13 @@
 ``merge -o``, ``gate --markdown``, ``check --report``/``--markdown`` -- refuses a device, a folder or
 a file it did not write (the rule the plugin applies to ``--conformance-results``), with the path
 named and the command's documented exit status, and writes through a temporary file in the same
-folder and a rename."""
+folder and a rename (a summary: appended in place)."""
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -135,6 +136,38 @@ def test_write_output_append_keeps_bytes_that_are_not_utf8(tmp_path):
     path.write_bytes(b"\xff\xfe old\n")
     write_output(path, "new\n", "append")
     assert path.read_bytes() == b"\xff\xfe old\nnew\n"
+
+
+def test_a_summary_is_appended_in_place_through_a_link_and_beside_an_open_descriptor(tmp_path, capsys):
+    """``{ ...; gate --markdown s.md; echo after; } >> s.md`` keeps every line, and a link stays a link
+    whose target gets the summary (round five, F10: the summary was written as a new file renamed
+    over the path, so the shell's descriptor wrote into the replaced file and the link became a file)."""
+    results = str(good(tmp_path))
+    target = tmp_path / "target.md"
+    target.write_text("# step summary\n")
+    link = tmp_path / "link.md"
+    link.symlink_to(target.name)
+    with open(link, "a") as shell:
+        shell.write("before the gate\n")
+        shell.flush()
+        assert main(["gate", "--baseline", results, "--candidate", results, "--skip-timing",
+                     "--markdown", str(link)]) == 0, _err(capsys)
+        shell.write("after the gate\n")
+    assert link.is_symlink()
+    text = target.read_text()
+    assert text.startswith("# step summary\nbefore the gate\n### Conformance gate"), text
+    assert "RESULT: PASS" in text and text.endswith("```\nafter the gate\n"), text
+
+
+def test_concurrent_appends_keep_every_summary(tmp_path):
+    summary = tmp_path / "summary.md"
+    threads = [threading.Thread(target=lambda: [write_output(summary, "a summary\n", "append") for _ in range(25)])
+               for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert summary.read_text() == "a summary\n" * 200
 
 
 @pytest.mark.parametrize("option", ["--report", "--markdown"])

@@ -388,6 +388,33 @@ def test_the_results_are_written_when_another_plugins_sessionfinish_raises(tmp_p
     assert document["run"]["status"] == "complete" and len(document["records"]) == 3
 
 
+def test_after_a_full_disk_the_summary_line_says_what_the_file_holds_and_no_junit_says_more(monkeypatch, capsys):
+    """The file on disk is the last write that fit; the line named it with the run's counts in memory,
+    and the JUnit XML beside it described every item (round five, F11)."""
+    from conformance.results import store
+
+    writes = []
+
+    def fills_the_disk(path, document):  # the first two writes fit: the run's start and its first item
+        if len(writes) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        writes.append(path)
+        write_json(path, document)
+
+    write_json = store.atomic_write_json
+    monkeypatch.setattr(store, "atomic_write_json", fills_the_disk)
+    code, path = run_inprocess("full-disk", str(SMALL_SPEC), "--conformance-backend", "reference",
+                               "--conformance-results-every", "0.001")
+    out = capsys.readouterr().out
+    assert code == int(pytest.ExitCode.INTERRUPTED), out[-2000:]
+    document = load(path)
+    assert document["run"]["status"] == "running" and len(document["records"]) == 1
+    junit = path.with_name("results.junit.xml")
+    assert f"conformance results: {path} (last write that fit: 1 records, status running; the run had 2 records, " \
+           f"1 collected items not run; status interrupted; removed the JUnit XML {junit})" in out, out[-2000:]
+    assert not junit.exists()
+
+
 def test_a_results_file_that_is_not_utf8_is_named_by_report_and_gate(tmp_path, capsys):
     good = tmp_path / "good.json"
     code, path = run_inprocess("utf8-good", str(SMALL_SPEC), "--conformance-op", "adagrad",

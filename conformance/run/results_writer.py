@@ -41,6 +41,9 @@ class ResultsState:
         self.every = float(config.getoption("conformance_results_every"))
         self.lock = results_lock(path)
         self.write_error: str | None = None  # the results file could not be written (disk full, ...)
+        self.failed_last = False  # the latest write failed: the file holds ``on_disk``
+        self.on_disk: tuple[int, str] | None = None  # records and status of the last write that fit
+        self.removed: list[Path] = []  # the JUnit XML, removed when it would describe more than the file
         self.session: pytest.Session | None = None
 
     @property
@@ -48,7 +51,7 @@ class ResultsState:
         """The results keys of every conformance item collected (by this process or by the workers)."""
         return collected(self.config).keys()
 
-    def write(self, status: str | None = None) -> None:
+    def write(self, status: str | None = None) -> bool:
         assert self.writer is not None
         run = self.writer.run
         expected = self.expected
@@ -60,8 +63,12 @@ class ResultsState:
         except OSError as exc:  # disk full, quota, folder gone: stop the run with a clean message
             self.write_error = f"cannot write the results file {self.path}: {exc.strerror or exc}; the run stopped"
             stop_run(self.config, self.session, self.write_error)
-            return
+            self.failed_last = True
+            return False
+        self.failed_last = False
+        self.on_disk = (len(self.writer.records), run["status"])
         self.last_write = time.monotonic()
+        return True
 
     # hooks
 
@@ -113,7 +120,10 @@ class ResultsState:
         if received is not None:
             run["interrupted_by"] = received
         interrupted = interrupted or self.write_error is not None
-        self.write("interrupted" if interrupted else "complete")
+        if not self.write("interrupted" if interrupted else "complete"):
+            self.removed = [path for path in self.writer.companions if path.is_file()]
+            for path in self.removed:  # the JUnit XML would describe more than the file holds
+                path.unlink()
         if self.write_error is not None and session.exitstatus in (
                 pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED):
             session.exitstatus = pytest.ExitCode.INTERRUPTED
@@ -128,9 +138,12 @@ class ResultsState:
             terminalreporter.write_line(f"conformance: {self.write_error}", red=True)
         not_run = len(self.writer.run.get("not_run") or [])
         extra = f", {not_run} collected items not run" if not_run else ""
-        terminalreporter.write_line(
-            f"conformance results: {self.path} ({len(self.writer.records)} records{extra}; "
-            f"status {self.writer.run['status']})")
+        held = f"{len(self.writer.records)} records{extra}; status {self.writer.run['status']}"
+        if self.failed_last:  # say what the file holds, then what the run had
+            fit = (f"last write that fit: {self.on_disk[0]} records, status {self.on_disk[1]}" if self.on_disk
+                   else "none of this run's writes fit")
+            held = f"{fit}; the run had {held}" + "".join(f"; removed the JUnit XML {path}" for path in self.removed)
+        terminalreporter.write_line(f"conformance results: {self.path} ({held})")
 
 
 def _hypothesis_seed(config: pytest.Config):

@@ -7,6 +7,7 @@ this test session.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -354,6 +355,64 @@ def test_an_unusable_results_path_is_a_usage_error_naming_the_option(tmp_path, c
     output = capsys.readouterr()
     assert code == int(pytest.ExitCode.USAGE_ERROR), output.out[-2000:]
     assert f"--conformance-results {path}:" in output.err + output.out
+
+
+@pytest.mark.parametrize("where", ["parent-is-a-file", "proc"])
+def test_an_unusable_junitxml_path_is_a_usage_error_before_anything_runs(tmp_path, capsys, where):
+    """pytest writes ``--junitxml`` at the end: an unwritable one was a traceback there, after every item
+    ran, with the results file left ``running`` with 0 records (round five, F9)."""
+    if where == "parent-is-a-file":
+        (tmp_path / "file").write_text("x")
+        junit = tmp_path / "file" / "j.xml"
+    else:
+        junit = Path("/proc/j.xml")
+    results = tmp_path / "r.json"
+    code = plugin_main(str(SMALL_SPEC), "--conformance-backend", "reference", "--conformance-results", str(results),
+                       "--junitxml", str(junit))
+    output = capsys.readouterr()
+    assert code == int(pytest.ExitCode.USAGE_ERROR), output.out[-2000:]
+    assert f"--junitxml {junit}: " in output.err + output.out
+    assert not results.exists()
+
+
+def test_the_results_are_written_when_another_plugins_sessionfinish_raises(tmp_path):
+    class FailsAtTheEnd:  # as pytest's junitxml does on a full disk
+        def pytest_sessionfinish(self):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    results = tmp_path / "r.json"
+    with pytest.raises(OSError, match="No space left"):
+        pytest.main([*base_args(results), str(SMALL_SPEC), "--conformance-backend", "reference",
+                     "--conformance-examples", "0"], plugins=[FailsAtTheEnd()])
+    document = load(results)
+    assert document["run"]["status"] == "complete" and len(document["records"]) == 3
+
+
+def test_after_a_full_disk_the_summary_line_says_what_the_file_holds_and_no_junit_says_more(monkeypatch, capsys):
+    """The file on disk is the last write that fit; the line named it with the run's counts in memory,
+    and the JUnit XML beside it described every item (round five, F11)."""
+    from conformance.results import store
+
+    writes = []
+
+    def fills_the_disk(path, document):  # the first two writes fit: the run's start and its first item
+        if len(writes) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        writes.append(path)
+        write_json(path, document)
+
+    write_json = store.atomic_write_json
+    monkeypatch.setattr(store, "atomic_write_json", fills_the_disk)
+    code, path = run_inprocess("full-disk", str(SMALL_SPEC), "--conformance-backend", "reference",
+                               "--conformance-results-every", "0.001")
+    out = capsys.readouterr().out
+    assert code == int(pytest.ExitCode.INTERRUPTED), out[-2000:]
+    document = load(path)
+    assert document["run"]["status"] == "running" and len(document["records"]) == 1
+    junit = path.with_name("results.junit.xml")
+    assert f"conformance results: {path} (last write that fit: 1 records, status running; the run had 2 records, " \
+           f"1 collected items not run; status interrupted; removed the JUnit XML {junit})" in out, out[-2000:]
+    assert not junit.exists()
 
 
 def test_a_results_file_that_is_not_utf8_is_named_by_report_and_gate(tmp_path, capsys):

@@ -633,6 +633,35 @@ def test_check_html_states_the_verdict_and_a_second_check_says_what_it_moved(tmp
     assert (tmp_path / "reports" / ".previous" / "check.html").is_file()
 
 
+def test_a_check_refused_by_a_running_checks_lock_moves_nothing_of_it(tmp_path, monkeypatch, capsys):
+    """The lock is tested before the previous check's files are set aside: a second check in the
+    folder was refused only by its pytest, after it had removed the running check's results file and
+    JUnit XML and moved its counterexample scripts (round five, F6)."""
+    from conformance.entry_points.cli import main
+    from conformance.results.store import take_lock
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(check, "_probe", lambda *args, **kwargs: None)
+    monkeypatch.setattr(supervise, "run_pytest", lambda command: pytest.fail("pytest was started"))
+    reports = (tmp_path / "reports").resolve()
+    (reports / "counterexamples").mkdir(parents=True)
+    running = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "run": {"id": "running", "status": "running"},
+               "records": []}
+    files = {reports / "candidate.json": json.dumps(running), reports / "candidate.junit.xml": "<testsuites/>",
+             reports / "counterexamples" / "adagrad_c.py": "# the running check's counterexample"}
+    for path, text in files.items():
+        path.write_text(text)
+    lock = take_lock(reports / "candidate.json")  # the running check's pytest
+    try:
+        assert main(["check", "adagrad=torch.optim:Adagrad"]) == check.USAGE
+    finally:
+        lock.release()
+    err = capsys.readouterr().err
+    assert f"--results {reports / 'candidate.json'}: another run is writing this results file" in err, err
+    assert {path: path.read_text() for path in files} == files
+    assert not (reports / ".previous").exists() and not (reports / "counterexamples" / ".previous").exists()
+
+
 # ------------------------------------------------------------------ the import probe is bounded (issue 30, point 3)
 
 SLEEPY = """\

@@ -2,18 +2,19 @@
 ``merge -o``, ``gate --markdown``, ``check --report``/``--markdown`` -- refuses a device, a folder or
 a file it did not write (the rule the plugin applies to ``--conformance-results``), with the path
 named and the command's documented exit status, and writes through a temporary file in the same
-folder and a rename."""
+folder and a rename (a summary: appended in place)."""
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
 from conformance.entry_points.cli import main
-from conformance.results.store import load_results, output_problem, write_output
+from conformance.results.store import load_results, lock_path, output_problem, previous_path, take_lock, write_output
 from test_results_files import document, good, record, write
 
 FULL = Path("/dev/full")  # a device: writing to it fails; replacing it would destroy it (as root)
@@ -92,6 +93,29 @@ def test_merge_refuses_a_device_and_a_file_that_is_not_a_results_file(tmp_path, 
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
+def test_merge_keeps_the_complete_run_it_replaces_and_never_writes_a_file_a_run_holds(tmp_path, capsys):
+    """The plugin's two rules for the file it writes hold for ``merge -o`` (round five, F5): it replaced a
+    complete run's file with no backup, and wrote a file a running run held (which later overwrote it)."""
+    shards = _shards(tmp_path)
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    out = good(reports, "results.json", id="a-complete-run")
+    junit = reports / "results.junit.xml"
+    junit.write_text("<testsuites/>")
+    lock = take_lock(out)  # a run writing the file
+    try:
+        assert main(["merge", *shards, "-o", str(out)]) == 2
+    finally:
+        lock.release()
+    assert f"-o {out}: another run is writing this results file (it holds the lock {lock_path(out)})" in _err(capsys)
+    assert load_results(out).run["id"] == "a-complete-run" and junit.exists()
+    assert not (reports / ".previous").exists()  # refused before anything was touched
+    assert main(["merge", *shards, "-o", str(out)]) == 0, _err(capsys)
+    assert load_results(previous_path(out)).run["id"] == "a-complete-run"
+    assert previous_path(junit).read_text() == "<testsuites/>" and not junit.exists()
+    assert len(load_results(out).records) == 2
+
+
 def test_gate_markdown_refuses_a_device_or_folder_and_appends_to_a_regular_file(tmp_path, capsys):
     results = str(good(tmp_path))
     for bad in ([FULL] if FULL.exists() else []) + [tmp_path]:
@@ -112,6 +136,38 @@ def test_write_output_append_keeps_bytes_that_are_not_utf8(tmp_path):
     path.write_bytes(b"\xff\xfe old\n")
     write_output(path, "new\n", "append")
     assert path.read_bytes() == b"\xff\xfe old\nnew\n"
+
+
+def test_a_summary_is_appended_in_place_through_a_link_and_beside_an_open_descriptor(tmp_path, capsys):
+    """``{ ...; gate --markdown s.md; echo after; } >> s.md`` keeps every line, and a link stays a link
+    whose target gets the summary (round five, F10: the summary was written as a new file renamed
+    over the path, so the shell's descriptor wrote into the replaced file and the link became a file)."""
+    results = str(good(tmp_path))
+    target = tmp_path / "target.md"
+    target.write_text("# step summary\n")
+    link = tmp_path / "link.md"
+    link.symlink_to(target.name)
+    with open(link, "a") as shell:
+        shell.write("before the gate\n")
+        shell.flush()
+        assert main(["gate", "--baseline", results, "--candidate", results, "--skip-timing",
+                     "--markdown", str(link)]) == 0, _err(capsys)
+        shell.write("after the gate\n")
+    assert link.is_symlink()
+    text = target.read_text()
+    assert text.startswith("# step summary\nbefore the gate\n### Conformance gate"), text
+    assert "RESULT: PASS" in text and text.endswith("```\nafter the gate\n"), text
+
+
+def test_concurrent_appends_keep_every_summary(tmp_path):
+    summary = tmp_path / "summary.md"
+    threads = [threading.Thread(target=lambda: [write_output(summary, "a summary\n", "append") for _ in range(25)])
+               for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert summary.read_text() == "a summary\n" * 200
 
 
 @pytest.mark.parametrize("option", ["--report", "--markdown"])

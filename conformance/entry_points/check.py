@@ -32,7 +32,8 @@ Verdict and exit status:
                               where the command line alone shows it
 
 A second check moves the first one's results and report to .previous/ beside them, and its counterexample
-scripts to reports/counterexamples/.previous/, and says so. A file candidate is handed to the run by absolute
+scripts to reports/counterexamples/.previous/, and says so (while the first one's run still holds the results
+file's lock: a usage error, nothing moved). A file candidate is handed to the run by absolute
 path: every replay command and script the run prints works from any directory.
 """
 

@@ -16,7 +16,8 @@ from conformance.core.arguments import MAX_EXAMPLES, examples_count, seconds, wh
 from conformance.core.target import CandidateTarget, TargetError, parse_targets
 from conformance.entry_points import reproducers
 from conformance.entry_points.check_verdict import USAGE
-from conformance.results.store import _complete_run_id, output_problem, previous_path, set_aside
+from conformance.results.store import (ResultsLocked, _complete_run_id, holding_lock, junit_beside, output_problem,
+                                       previous_path, set_aside)
 
 PROBE_TIMEOUT = 120.0  # seconds the candidate's import may take (--import-timeout)
 
@@ -178,24 +179,29 @@ def _split_args(text: str | None) -> list[str]:
 def _set_aside(results: Path, report: Path, counterexamples: Path | None = None) -> list[str]:
     """Move the previous check's results and report out of the way (to .previous/ beside them; an
     incomplete run's results are removed), and its counterexample scripts to .previous/ in their
-    folder (conformance.entry_points.reproducers); what was moved, one line each, to be said."""
+    folder (conformance.entry_points.reproducers); what was moved, one line each, to be said. Nothing
+    moves while a run holds the results file's lock (a check still running there)."""
     problem = output_problem(results, "results")
     if problem:
         raise UsageError(f"--results {results}: {problem}")
     moved = []
     try:
         results.parent.mkdir(parents=True, exist_ok=True)
-        kept = results.is_file() and _complete_run_id(results) is not None  # set_aside keeps a complete run's
-        set_aside(results, [results.with_name(f"{results.stem}.junit.xml")])
-        if kept:
-            moved.append(f"moved the previous results to {_shown(previous_path(results))}")
-        if report.is_file():
-            target = previous_path(report)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(report, target)
-            moved.append(f"moved the previous report to {_shown(target)}")
-        if counterexamples is not None:
-            moved += reproducers.set_aside_counterexamples(counterexamples, shown=_shown)
+        with holding_lock(results):
+            kept = results.is_file() and _complete_run_id(results) is not None  # set_aside keeps a complete run's
+            set_aside(results, [junit_beside(results)])
+            if kept:
+                moved.append(f"moved the previous results to {_shown(previous_path(results))}")
+            if report.is_file():
+                target = previous_path(report)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(report, target)
+                moved.append(f"moved the previous report to {_shown(target)}")
+            if counterexamples is not None:
+                moved += reproducers.set_aside_counterexamples(counterexamples, shown=_shown)
+    except ResultsLocked as exc:
+        raise UsageError(f"--results {results}: {exc.message}; nothing was moved or run (wait for it to finish, "
+                         "or give this check another --results path)") from None
     except OSError as exc:
         raise UsageError(f"cannot move the previous results aside ({exc.filename or results}): "
                          f"{exc.strerror or exc}") from None

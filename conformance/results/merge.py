@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from conformance.results.store import (FORMAT, SCHEMA_VERSION, Results, ResultsError, UnsafeOutput, load_results,
-                                       now, output_problem, schema_problem, write_output)
+from conformance.results.store import (FORMAT, SCHEMA_VERSION, Results, ResultsError, ResultsLocked,
+                                       holding_lock, junit_beside, keep_previous, load_results, now, output_problem,
+                                       schema_problem, write_output)
 from conformance.core.record import ItemRecord
 from conformance.results.shards import OPTION, Shard, parse_shard
 
@@ -380,13 +381,22 @@ def _validate(document: dict[str, Any]) -> None:
 
 def write_merged(paths: Iterable[Path | str], output: Path | str) -> Merged:
     """Merge ``paths`` and write the result to ``output`` atomically: never over a device, a folder or
-    a file that is not a results file of this suite (:func:`conformance.results.store.output_problem`)."""
+    a file that is not a results file of this suite (:func:`conformance.results.store.output_problem`),
+    nor while a run holds the file's lock; a complete file of another run is kept in ``.previous/``,
+    as a run keeps it (:func:`conformance.results.store.keep_previous`)."""
     problem = output_problem(output, "results")
     if problem:
         raise MergeError(f"-o {output}: {problem}")
     merged = merge_results(paths, output)
+    output = Path(output)
     try:
-        write_output(output, json.dumps(merged.document, indent=1, allow_nan=False) + "\n", "results")
-    except UnsafeOutput as exc:
-        raise MergeError(f"-o {output}: {exc.strerror}") from None
+        output.parent.mkdir(parents=True, exist_ok=True)
+        with holding_lock(output):
+            keep_previous(output, merged.document["run"]["id"], [junit_beside(output)])
+            write_output(output, json.dumps(merged.document, indent=1, allow_nan=False) + "\n", "results")
+    except ResultsLocked as exc:
+        raise MergeError(f"-o {output}: {exc.message}; nothing was written (merge when it has finished, or give "
+                         "another -o path)") from None
+    except OSError as exc:  # UnsafeOutput, the previous file not kept, a full disk
+        raise MergeError(f"-o {output}: {exc.strerror or exc}") from None
     return merged

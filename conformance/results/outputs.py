@@ -2,7 +2,8 @@
 file must be empty or a results file of this suite, :func:`foreign_file_problem`: the rule the plugin
 applies to ``--conformance-results``), an HTML report (empty or one of this suite's reports), or a
 summary appended to (any regular file); never a device, a folder, a FIFO or a socket
-(:func:`output_problem`, :class:`UnsafeOutput`). :func:`write_output` checks, then writes atomically.
+(:func:`output_problem`, :class:`UnsafeOutput`). :func:`write_output` checks, then writes atomically
+(a summary: appends in place).
 """
 
 from __future__ import annotations
@@ -99,14 +100,16 @@ def check_output(path: Path | str, kind: str) -> Path:
 
 def write_output(path: Path | str, text: str, kind: str) -> Path:
     """Write a command's output file safely: checked (:func:`check_output`), then through a
-    temporary file in the same folder and a rename. ``append`` adds ``text`` to what the file holds
-    (its permissions kept); the others replace it."""
+    temporary file in the same folder and a rename, or, for ``append``, added to the end of the file
+    in place (``open(path, "a")``: concurrent appends, a shell's open descriptor and a symlink's
+    target all keep what they hold)."""
     path = check_output(path, kind)
-    mode = None
-    if kind == "append" and path.exists():
-        mode = stat.S_IMODE(os.stat(path).st_mode)
-        text = path.read_bytes() + text.encode("utf-8")
-    atomic_write_text(path, text, mode=mode)
+    if kind == "append":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "ab") as handle:
+            handle.write(text.encode("utf-8"))
+    else:
+        atomic_write_text(path, text)
     return path
 
 

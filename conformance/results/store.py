@@ -22,6 +22,7 @@ import json
 import math
 import os
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -76,14 +77,48 @@ def lock_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.lock")
 
 
+def junit_beside(path: Path) -> Path:
+    """The JUnit XML a run writes with its results file unless ``--junitxml`` names another: ``<stem>.junit.xml``."""
+    return path.with_name(f"{path.stem}.junit.xml")
+
+
 def results_lock(path: Path):
     """The lock a run holds on its results path (``filelock``; released when the process ends).
 
-    ``acquire(timeout=0)`` raises ``filelock.Timeout`` when another run holds it.
+    ``acquire(timeout=0)`` raises ``filelock.Timeout`` when another run holds it (:func:`take_lock`).
     """
     import filelock  # lazy: ~25 ms, only a run writing results locks; cli imports this module
 
     return filelock.FileLock(str(lock_path(path)))
+
+
+class ResultsLocked(ResultsError):
+    """Another run holds the lock of the results file a command would write or move."""
+
+
+def take_lock(path: Path, lock=None):
+    """Acquire ``path``'s results lock (or ``lock``, made by :func:`results_lock`) at once, and return
+    it; :class:`ResultsLocked` naming the lock when a run holds it, OSError when it cannot be created."""
+    import filelock  # lazy: as in results_lock
+
+    lock = lock if lock is not None else results_lock(path)
+    try:
+        lock.acquire(timeout=0)
+    except filelock.Timeout:
+        raise ResultsLocked(path, f"another run is writing this results file (it holds the lock "
+                                  f"{lock_path(path)})") from None
+    return lock
+
+
+@contextmanager
+def holding_lock(path: Path):
+    """``path``'s results lock held while a command other than a run writes or moves the file
+    (``merge -o``, check setting the previous check aside): :func:`take_lock`, released at the end."""
+    lock = take_lock(path)
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _complete_run_id(path: Path) -> str | None:
@@ -102,10 +137,32 @@ def set_aside(path: Path, companions: Iterable[Path] = ()) -> None:
     """Before a run that must not be confused with its predecessor (``conformance check``): the file
     at ``path`` leaves it. A complete run's file (and its companions) go to ``.previous/`` as a
     writer would keep them; an incomplete one's are removed. Raises OSError (e.g. ``.previous`` is a file)."""
-    if path.is_file() and _complete_run_id(path) is not None:
-        ResultsWriter(path, {"id": None}, companions=tuple(companions))._keep_previous()
+    keep_previous(path, None, companions)
+    if path.is_file():
+        path.unlink()
+
+
+def keep_previous(path: Path, run_id: str | None, companions: Iterable[Path] = ()) -> None:
+    """Before a run's (or a merge's) first write to ``path``: a complete file of another run (and its
+    companions) is copied to ``.previous/``; an incomplete one's is left to be overwritten. The
+    companions (the JUnit XML) are removed either way: they never outlive the file they belong to."""
+    old_id = _complete_run_id(path) if path.exists() else None
+    keep = old_id is not None and old_id != run_id
     for source in (path, *companions):
-        if source.is_file():
+        if not source.exists() or source.is_dir():
+            continue
+        if keep:
+            target = previous_path(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.tmp")
+            try:
+                shutil.copy2(source, tmp)
+                os.replace(tmp, target)
+            except OSError as exc:  # named as what failed: keeping the previous file, not writing this one
+                tmp.unlink(missing_ok=True)
+                raise OSError(exc.errno, f"cannot keep the previous run's {source.name} as {target} "
+                                         f"({exc.strerror or exc})") from exc
+        if source != path:
             source.unlink()
 
 
@@ -149,32 +206,9 @@ class ResultsWriter:
             self.run["status"] = status
         self.run["updated"] = now()
         if not self._wrote:
-            self._keep_previous()
+            keep_previous(self.path, self.run["id"], self.companions)
         atomic_write_json(self.path, self.document())
         self._wrote = True
-
-    def _keep_previous(self) -> None:
-        """Before the first write: a complete previous run's file (and its companions) go to
-        ``.previous/``; an incomplete one's are left for this run to overwrite (companions removed)."""
-        old_id = _complete_run_id(self.path) if self.path.exists() else None
-        keep = old_id is not None and old_id != self.run["id"]
-        for source in (self.path, *self.companions):
-            if not source.exists() or source.is_dir():
-                continue
-            if keep:
-                target = previous_path(source)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                tmp = target.with_name(f".{target.name}.tmp")
-                try:
-                    shutil.copy2(source, tmp)
-                    os.replace(tmp, target)
-                except OSError as exc:  # named as what failed: keeping the previous file, not writing this one
-                    tmp.unlink(missing_ok=True)
-                    raise OSError(exc.errno, f"cannot keep the previous run's {source.name} as {target} "
-                                             f"({exc.strerror or exc})") from exc
-            if source != self.path:
-                source.unlink()
-
 
 # ------------------------------------------------------------------ reading
 

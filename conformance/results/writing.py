@@ -66,7 +66,7 @@ def atomic_write_json(path: Path, document: Any) -> None:
     atomic_write_text(path, json.dumps(document, indent=1, allow_nan=False) + "\n")
 
 
-def atomic_write_text(path: Path, text: str | bytes, *, mode: int | None = None) -> None:
+def atomic_write_text(path: Path, text: str | bytes) -> None:
     """Write ``text`` to ``path`` through a temporary file in the same folder (fsync, ``os.replace``):
     ``path`` is always either the old or the new file, never a truncated one."""
     path = Path(path)
@@ -74,7 +74,7 @@ def atomic_write_text(path: Path, text: str | bytes, *, mode: int | None = None)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         # mkstemp's 0600 would make the file unreadable to others
-        os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
+        os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as handle:
             handle.write(text.encode("utf-8") if isinstance(text, str) else text)
             handle.flush()

@@ -13,6 +13,7 @@ PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before py
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,8 @@ from typing import Any
 import pytest
 
 from conformance.run import outcomes
-from conformance.results.store import (ResultsWriter, foreign_file_problem, lock_path, now, previous_path,
-                                       results_lock, run_metadata)
+from conformance.results.store import (ResultsLocked, ResultsWriter, foreign_file_problem, junit_beside, lock_path,
+                                       now, previous_path, results_lock, run_metadata, take_lock)
 from conformance.run.signals import signal_received, stop_run
 from conformance.run.state import SELECTION, is_controller, relative_spec
 from conformance.run.transfer import CASE_PROPERTY, collected, record_key
@@ -40,6 +41,9 @@ class ResultsState:
         self.every = float(config.getoption("conformance_results_every"))
         self.lock = results_lock(path)
         self.write_error: str | None = None  # the results file could not be written (disk full, ...)
+        self.failed_last = False  # the latest write failed: the file holds ``on_disk``
+        self.on_disk: tuple[int, str] | None = None  # records and status of the last write that fit
+        self.removed: list[Path] = []  # the JUnit XML, removed when it would describe more than the file
         self.session: pytest.Session | None = None
 
     @property
@@ -47,7 +51,7 @@ class ResultsState:
         """The results keys of every conformance item collected (by this process or by the workers)."""
         return collected(self.config).keys()
 
-    def write(self, status: str | None = None) -> None:
+    def write(self, status: str | None = None) -> bool:
         assert self.writer is not None
         run = self.writer.run
         expected = self.expected
@@ -59,8 +63,12 @@ class ResultsState:
         except OSError as exc:  # disk full, quota, folder gone: stop the run with a clean message
             self.write_error = f"cannot write the results file {self.path}: {exc.strerror or exc}; the run stopped"
             stop_run(self.config, self.session, self.write_error)
-            return
+            self.failed_last = True
+            return False
+        self.failed_last = False
+        self.on_disk = (len(self.writer.records), run["status"])
         self.last_write = time.monotonic()
+        return True
 
     # hooks
 
@@ -91,8 +99,15 @@ class ResultsState:
         if time.monotonic() - self.last_write >= self.every:
             self.write()
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus) -> None:
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus):
+        """The final write, after every other plugin's sessionfinish (the JUnit XML's), even one that raised."""
+        try:
+            return (yield)
+        finally:
+            self._finish(session)
+
+    def _finish(self, session: pytest.Session) -> None:
         if self.writer is None:
             return
         run = self.writer.run
@@ -105,7 +120,10 @@ class ResultsState:
         if received is not None:
             run["interrupted_by"] = received
         interrupted = interrupted or self.write_error is not None
-        self.write("interrupted" if interrupted else "complete")
+        if not self.write("interrupted" if interrupted else "complete"):
+            self.removed = [path for path in self.writer.companions if path.is_file()]
+            for path in self.removed:  # the JUnit XML would describe more than the file holds
+                path.unlink()
         if self.write_error is not None and session.exitstatus in (
                 pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED):
             session.exitstatus = pytest.ExitCode.INTERRUPTED
@@ -120,9 +138,12 @@ class ResultsState:
             terminalreporter.write_line(f"conformance: {self.write_error}", red=True)
         not_run = len(self.writer.run.get("not_run") or [])
         extra = f", {not_run} collected items not run" if not_run else ""
-        terminalreporter.write_line(
-            f"conformance results: {self.path} ({len(self.writer.records)} records{extra}; "
-            f"status {self.writer.run['status']})")
+        held = f"{len(self.writer.records)} records{extra}; status {self.writer.run['status']}"
+        if self.failed_last:  # say what the file holds, then what the run had
+            fit = (f"last write that fit: {self.on_disk[0]} records, status {self.on_disk[1]}" if self.on_disk
+                   else "none of this run's writes fit")
+            held = f"{fit}; the run had {held}" + "".join(f"; removed the JUnit XML {path}" for path in self.removed)
+        terminalreporter.write_line(f"conformance results: {self.path} ({held})")
 
 
 def _hypothesis_seed(config: pytest.Config):
@@ -160,31 +181,18 @@ def configure(config: pytest.Config) -> None:
         if not path.is_absolute():
             path = config.invocation_params.dir / path
         state = ResultsState(config, _usable_results_path(path))
+        _usable_junit_path(config)
         _take_lock(state)
         config.stash[RESULTS] = state
         config.pluginmanager.register(state, "conformance-results")
         if not getattr(config.option, "xmlpath", None):
-            config.option.xmlpath = str(path.with_name(f"{path.stem}.junit.xml"))
+            config.option.xmlpath = str(junit_beside(path))
 
 
 def _usable_results_path(path: Path) -> Path:
     """``path`` when a results file can be written there, else a usage error naming the option."""
     option = f"--conformance-results {path}"
-    if path.is_dir():
-        raise pytest.UsageError(f"{option}: is a directory; give a file path such as {path / 'results.json'}")
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise pytest.UsageError(f"{option}: {parent} is a file, not a folder")
-            break
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise pytest.UsageError(f"{option}: cannot create the folder {path.parent}: {exc.strerror or exc}") from None
-    if path.exists() and not path.is_file():
-        raise pytest.UsageError(f"{option}: exists and is not a regular file")
-    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise pytest.UsageError(f"{option}: not writable")
+    _writable(path, option, "results.json")
     problem = foreign_file_problem(path)
     if problem:
         raise pytest.UsageError(f"{option}: {problem}")
@@ -199,17 +207,49 @@ def _usable_results_path(path: Path) -> Path:
     return path
 
 
+def _usable_junit_path(config: pytest.Config) -> None:
+    """``--junitxml``, which pytest writes at the end: checked now, as the results path is (else a
+    traceback at the end, and the results file left ``running``)."""
+    given = getattr(config.option, "xmlpath", None)
+    if given:  # pytest's junitxml resolves it so
+        _writable(Path(os.path.abspath(os.path.expanduser(os.path.expandvars(given)))), f"--junitxml {given}",
+                  "junit.xml")
+
+
+def _writable(path: Path, option: str, example: str) -> None:
+    """A usage error naming ``option`` unless a file can be written at ``path`` (its folder created)."""
+    if path.is_dir():
+        raise pytest.UsageError(f"{option}: is a directory; give a file path such as {path / example}")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise pytest.UsageError(f"{option}: {parent} is a file, not a folder")
+            break
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise pytest.UsageError(f"{option}: cannot create the folder {path.parent}: {exc.strerror or exc}") from None
+    if path.exists() and not path.is_file():
+        raise pytest.UsageError(f"{option}: exists and is not a regular file")
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise pytest.UsageError(f"{option}: not writable")
+    try:  # what os.access does not tell root: /proc, say
+        handle, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=path.parent)
+    except OSError as exc:
+        raise pytest.UsageError(f"{option}: not writable (cannot create a file in {path.parent}: "
+                                f"{exc.strerror or exc})") from None
+    os.close(handle)
+    os.unlink(probe)
+
+
 def _take_lock(state: ResultsState) -> None:
     """One run per results path: a second one is told which run holds it, never overwrites it."""
-    import filelock  # lazy: ~25 ms, only in the controller of a run that writes results, not in xdist's workers
-
     option = f"--conformance-results {state.path}"
     try:
-        state.lock.acquire(timeout=0)
-    except filelock.Timeout:
-        raise pytest.UsageError(
-            f"{option}: another run is writing this results file (it holds the lock {lock_path(state.path)}); "
-            "wait for it to finish, or give this run another --conformance-results path") from None
+        take_lock(state.path, state.lock)
+    except ResultsLocked as exc:
+        raise pytest.UsageError(f"{option}: {exc.message}; wait for it to finish, or give this run another "
+                                "--conformance-results path") from None
     except OSError as exc:
         raise pytest.UsageError(f"{option}: cannot create files in {state.path.parent} "
                                 f"(the lock {lock_path(state.path).name}): {exc.strerror or exc}") from None

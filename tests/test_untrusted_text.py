@@ -96,6 +96,17 @@ def test_a_results_file_holding_lone_surrogates_loads_as_valid_text(tmp_path):
     json.dumps([loaded.run, loaded.records], ensure_ascii=False).encode("utf-8")
 
 
+def test_report_writes_its_page_from_a_file_holding_surrogates_and_shows_control_characters_escaped(tmp_path, capsys):
+    out = tmp_path / "index.html"
+    assert main(["report", str(_hostile(tmp_path)), "-o", str(out)]) == 0, _out(capsys)  # was a UnicodeEncodeError
+    page = out.read_text(encoding="utf-8")
+    assert not RAW_CONTROL.findall(page)  # no ESC, BEL, DEL or C1 anywhere in the page, the data block included
+    assert "<h1>nightly caf\\udcff\\x1b]0;title\\x07" in page and "vm-caf\\udcff\\x1b[2J" in page
+    block = page.split('<script type="application/json" id="report-data">', 1)[1].split("</script>", 1)[0]
+    messages = [item["message"] for item in json.loads(block)["items"]]
+    assert messages == [f"caf\\udcff {ANSI}", "\x9b31m\x7f"]  # the data as recorded, for the page's script
+
+
 def _gate_files(tmp_path: Path, **head_run) -> tuple[str, str]:
     base = write(tmp_path, "base.json", document([record("c0"), record("c1")]))
     head = write(tmp_path, "head.json", document([record("c0"), record("c1")], **head_run))
@@ -110,6 +121,69 @@ def test_gate_prints_and_writes_markdown_for_a_hostname_holding_a_surrogate(tmp_
     out = _out(capsys)
     assert "RESULT: PASS" in out and "ci-runner-\\ud800" in out
     assert "ci-runner-\\ud800" in summary.read_text(encoding="utf-8")
+
+
+def test_gate_shows_a_results_files_control_characters_escaped(tmp_path, capsys):
+    """F8: the message cleared the screen and drew a green RESULT: PASS over a failing gate."""
+    base, _ = _gate_files(tmp_path)
+    head = write(tmp_path, "ansi.json", document([record("c0", outcome="failed", message=ANSI), record("c1")],
+                                                 hostname="vm\x1b]0;owned-title\x07\x1b[2J"))
+    summary = tmp_path / "summary.md"
+    assert main(["gate", "--baseline", base, "--candidate", str(head), "--markdown", str(summary)]) == 1
+    out, markdown = _out(capsys), summary.read_text(encoding="utf-8")
+    for shown in (out, markdown):
+        assert not RAW_CONTROL.findall(shown), shown
+        assert "vm\\x1b]0;owned-title\\x07\\x1b[2J" in shown and "-- \\x1b[2J\\x1b[H\\x1b[32mRESULT: PASS" in shown
+        assert shown.rstrip("`\n").endswith("RESULT: FAIL (1 regressed item(s))")
+
+
+def test_merge_prints_paths_holding_surrogates_and_control_characters_escaped(tmp_path, capsys):
+    shards = [str(write(tmp_path, f"s{k}\x1b[2J{SURROGATE}.json", document(
+        [record(f"c{k}")], id=f"r{k}", options={"conformance_shard": f"{k}/2"}))) for k in (1, 2)]
+    merged = tmp_path / f"merged-{SURROGATE}\x1b]0;t\x07.json"
+    assert main(["merge", *shards, "-o", str(merged)]) == 0  # printing the path was a UnicodeEncodeError
+    out = _out(capsys)
+    assert not RAW_CONTROL.findall(out) and "merged-caf\\udcff\\x1b]0;t\\x07.json (2 shards, 2 records" in out
+    assert len(load_results(merged).records) == 2
+
+
+def test_check_prints_and_writes_markdown_safely(tmp_path, monkeypatch, capsys):
+    """pytest stubbed: a run whose candidate items were all skipped, with a reason holding escape
+    sequences; the label (``--label``) holds a lone surrogate."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(check, "_probe", lambda *args, **kwargs: None)
+
+    def fake_pytest(command):
+        run_id = command[command.index("--conformance-run-id") + 1]
+        results = Path(command[command.index("--conformance-results") + 1])
+        results.write_text(json.dumps(document(
+            [record("c", op="adagrad", backend="candidate", outcome="skipped", message=f"{ANSI} {SURROGATE}",
+                    nodeid="specs/adagrad.yaml::c[candidate-cpu-float32]")], id=run_id, exit_status=0)))
+        return 0, None
+
+    monkeypatch.setattr(supervise, "run_pytest", fake_pytest)
+    summary = tmp_path / "summary.md"
+    assert main(["check", "adagrad=torch.optim:Adagrad", "--label", f"nightly {SURROGATE}\x1b[2J",
+                 "--markdown", str(summary)]) == check.COULD_NOT_JUDGE
+    out, markdown = _out(capsys), summary.read_text(encoding="utf-8")
+    assert "--conformance-label 'nightly caf\\udcff\\x1b[2J'" in out
+    for shown in (out, markdown):
+        assert not RAW_CONTROL.findall(shown), shown
+        assert "every one was skipped (\\x1b[2J\\x1b[H\\x1b[32mRESULT: PASS" in shown
+
+
+def test_the_runs_unsupported_summary_shows_a_candidates_reason_escaped():
+    from conformance.run.outcomes import PROPERTY
+    from conformance.run.plugin import pytest_terminal_summary
+
+    lines: list[str] = []
+    unsupported = {"backend": "candidate", "outcome": "unsupported", "spec": "s.yaml", "case": "c",
+                   "message": f"unsupported: {ANSI}"}
+    reporter = SimpleNamespace(stats={"unsupported": [SimpleNamespace(user_properties=[(PROPERTY, unsupported)])]},
+                               config=SimpleNamespace(rootpath=REPO), section=lambda *a, **k: None,
+                               write_line=lambda line, **markup: lines.append(line))
+    pytest_terminal_summary(reporter, 0, reporter.config)
+    assert lines[-1] == f"UNSUPPORTED candidate: {safe_to_show(ANSI)} (1 item)"
 
 
 @pytest.mark.slow

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from conformance.core.record import ItemRecord
+from conformance.core.text import safe_to_show
 from conformance.results.store import Results, item_key, key_label
 
 # the outcomes by name (conformance.core.types.Outcome is a str enum, equal to them): the gate's command
@@ -363,7 +364,9 @@ def _result(diff: RunDiff, problems: list[str], incomplete: str | None) -> tuple
 
 def markdown(text: str, title: str = "Conformance gate") -> str:
     """``text`` as a Markdown section in a code fence longer than any backtick run in it, so that
-    no message, id or label from a results file can close the fence and be read as Markdown."""
+    no message, id or label from a results file can close the fence and be read as Markdown; its
+    control characters escaped (:func:`~conformance.core.text.safe_to_show`)."""
+    text, title = safe_to_show(text), safe_to_show(title)
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"### {title}\n\n{fence}text\n{text}\n{fence}\n"

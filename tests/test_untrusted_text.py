@@ -137,6 +137,19 @@ def test_gate_shows_a_results_files_control_characters_escaped(tmp_path, capsys)
         assert shown.rstrip("`\n").endswith("RESULT: FAIL (1 regressed item(s))")
 
 
+def test_gate_exits_2_not_1_on_anything_unforeseen(tmp_path, capsys, monkeypatch):
+    """1 is the gate's regression: an error of its own is 2, one line, no traceback."""
+    from conformance.results import gate as gate_module
+
+    def broken(*args, **kwargs):
+        raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
+
+    monkeypatch.setattr(gate_module, "markdown", broken)
+    base, head = _gate_files(tmp_path)
+    assert main(["gate", "--baseline", base, "--candidate", head, "--markdown", str(tmp_path / "s.md")]) == 2
+    assert "NOT COMPARABLE: UnicodeEncodeError" in _out(capsys)
+
+
 def test_merge_prints_paths_holding_surrogates_and_control_characters_escaped(tmp_path, capsys):
     shards = [str(write(tmp_path, f"s{k}\x1b[2J{SURROGATE}.json", document(
         [record(f"c{k}")], id=f"r{k}", options={"conformance_shard": f"{k}/2"}))) for k in (1, 2)]

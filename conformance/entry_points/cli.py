@@ -10,8 +10,8 @@
 
 Exit codes: report 0 (1 when no results file could be read, 2 when the report cannot be written or -o is a device, a
 folder or a file that is not one of the suite's reports); gate 0 pass, 1 regression, 2 not comparable or unusable input
-(an option that is NaN or out of range, a --markdown path that is a device or a folder); select 0; merge 0 (2 when the
-files are not the shards of one run or -o may not be replaced); check 0 pass, 1 fail, 2 could not judge, 3 all
+(an option that is NaN or out of range, a --markdown path that is a device or a folder) or an error of its own;
+select 0; merge 0 (2 when the files are not the shards of one run or -o may not be replaced); check 0 pass, 1 fail, 2 could not judge, 3 all
 unsupported, 4 usage error; replay: pytest's (0 passes, 1 fails, 4 no such item), 6 a generated item not reproduced within its time budget. A usage error is reported before
 torch is imported. Results files larger than 64 MiB are not read.
 """
@@ -69,7 +69,16 @@ def _say(text: str, file=None) -> None:
 
 
 def _gate(args: argparse.Namespace) -> int:
-    """Exit 0/1 as the gate judges; 2, one line and no traceback, for anything it cannot compare."""
+    """Exit 0/1 as the gate judges; 2, one line and no traceback, for anything it cannot compare,
+    or for anything else that goes wrong (never 1, which is a regression)."""
+    try:
+        return _gate_or_raise(args)
+    except Exception as exc:  # noqa: BLE001
+        _say(f"conformance gate: NOT COMPARABLE: {type(exc).__name__}: {exc}"[:500], sys.stderr)
+        return 2
+
+
+def _gate_or_raise(args: argparse.Namespace) -> int:
     from conformance.results.selection import SelectionError  # lazy: it imports yaml (~35 ms), for gate and select only
 
     problem = args.markdown and output_problem(args.markdown, "append")

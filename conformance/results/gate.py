@@ -12,7 +12,8 @@
    (unless ``--allow-incomplete-baseline``), items of the baseline are missing from the candidate
    or skipped there, or timings come from different machines; or an option is unusable (a
    ``--ratio``, ``--alpha`` or ``--min-duration`` that is NaN, infinite or out of range, a
-   ``--markdown`` path that is a device or a folder)
+   ``--markdown`` path that is a device or a folder); or anything else went wrong (one line, never a
+   traceback and never 1)
 
 With ``--changed-files``/``--base-ref`` only the items of the ops those files select (see
 ``conformance/results/paths.yaml``) are compared. The diff (:func:`diff_runs`) is shared with the report.

@@ -5,7 +5,7 @@ results file) made safe to keep and to show; the one place for it (docs/robustne
 read from a Latin-1 folder, a command-line argument) becomes the six characters ``\\udcff``, so that
 every encoder takes it (execnet between xdist's processes, a file, ``print``); :func:`valid_strings`
 does so for every string of a JSON-like value. :func:`safe_to_show` is for what a command prints or
-writes as Markdown: control characters too (C0 but newline and tab, DEL, C1) become escapes such as
+writes as Markdown or HTML: control characters too (C0 but newline and tab, DEL, C1) become escapes such as
 ``\\x1b``, so no escape sequence clears a terminal or draws a verdict of its own.
 
 The standard library only (the run's sidecar writes records through ``results/writing.py``).

@@ -49,6 +49,7 @@ from pathlib import Path
 
 from conformance.core.record import CANDIDATE
 from conformance.core.target import CandidateTarget
+from conformance.core.text import safe_to_show
 from conformance.entry_points import check_args, preflight, reproducers
 # the rooms of check, and the names its callers read here (the workflow's merge job: judge and the statuses)
 from conformance.entry_points.check_args import (DEFAULT_EXAMPLES, DEFAULT_MAX_CRASHES, DEFAULT_WORKERS,  # noqa: F401
@@ -123,13 +124,13 @@ def run(args: argparse.Namespace) -> int:
               "process was ended and nothing was run", file=sys.stderr)
         return COULD_NOT_JUDGE
     for line in moved:
-        print(f"conformance check: {line}", flush=True)
+        print(safe_to_show(f"conformance check: {line}"), flush=True)
     run_id = uuid.uuid4().hex
     extra = ["--conformance-label", args.label or f"candidate {named}", *extra]
     command = pytest_command(targets, results=results, devices=args.device, extra=extra, run_id=run_id,
                              specs=args.specs, examples=args.examples, workers=args.workers,
                              max_crashes=args.max_crashes)
-    print("conformance check:", shlex.join(command[1:]), flush=True)
+    print(safe_to_show(f"conformance check: {shlex.join(command[1:])}"), flush=True)
     with _environment(_import_measure(imported)):
         status, received = _run_within(command, args.run_timeout)
     if status == 4 and not results.exists():  # pytest's usage error: it printed the reason
@@ -148,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
 
         lines += coverage_lines(document.get("records") or [], CANDIDATE)  # what the verdict covered, per op
         lines += _report_lines(results, report, verdict)
-    print("\n".join(lines), flush=True)
+    print(safe_to_show("\n".join(lines)), flush=True)  # an item's id, a skip's reason: the specs' and candidate's text
     if args.markdown:
         _append_markdown(args.markdown, lines, named)
     return verdict.code

@@ -10,8 +10,8 @@
 
 Exit codes: report 0 (1 when no results file could be read, 2 when the report cannot be written or -o is a device, a
 folder or a file that is not one of the suite's reports); gate 0 pass, 1 regression, 2 not comparable or unusable input
-(an option that is NaN or out of range, a --markdown path that is a device or a folder); select 0; merge 0 (2 when the
-files are not the shards of one run or -o may not be replaced); check 0 pass, 1 fail, 2 could not judge, 3 all
+(an option that is NaN or out of range, a --markdown path that is a device or a folder) or an error of its own;
+select 0; merge 0 (2 when the files are not the shards of one run or -o may not be replaced); check 0 pass, 1 fail, 2 could not judge, 3 all
 unsupported, 4 usage error; replay: pytest's (0 passes, 1 fails, 4 no such item), 6 a generated item not reproduced within its time budget. A usage error is reported before
 torch is imported. Results files larger than 64 MiB are not read.
 """
@@ -23,6 +23,7 @@ import json
 import math
 import sys
 
+from conformance.core.text import safe_to_show
 from conformance.entry_points import replay
 from conformance.results import gate as gate_module
 from conformance.results.merge import DESCRIPTION as merge_description
@@ -36,15 +37,15 @@ def _report(args: argparse.Namespace) -> int:
     try:
         build = build_report(args.results, args.output, title=args.title, speed_baseline=args.speed_baseline)
     except OSError as exc:  # -o names a folder's index.html that is a folder, a path under a file, no permission
-        print(f"conformance report: cannot write {exc.filename or args.output}: {exc.strerror or exc}", file=sys.stderr)
+        _say(f"conformance report: cannot write {exc.filename or args.output}: {exc.strerror or exc}", sys.stderr)
         return 2
     for problem in build.problems:
-        print(f"conformance report: left out {problem}", file=sys.stderr)
+        _say(f"conformance report: left out {problem}", sys.stderr)
     if not build.runs:
-        print(f"conformance report: no readable results file; wrote an empty report to {build.path}", file=sys.stderr)
+        _say(f"conformance report: no readable results file; wrote an empty report to {build.path}", sys.stderr)
         return 1
-    print(f"conformance report: {build.path} ({len(build.runs)} run(s), "
-          f"{sum(len(r.records) for r in build.runs)} records)")
+    _say(f"conformance report: {build.path} ({len(build.runs)} run(s), {sum(len(r.records) for r in build.runs)} "
+         "records)")
     return 0
 
 
@@ -62,13 +63,27 @@ def _scope(args: argparse.Namespace):
     return gate_module.scope_from_files(files, args.paths_map, args.repo)
 
 
+def _say(text: str, file=None) -> None:
+    """Print ``text``, which may hold a results file's or a candidate's text, safe to show (escaped)."""
+    print(safe_to_show(text), file=file or sys.stdout)
+
+
 def _gate(args: argparse.Namespace) -> int:
-    """Exit 0/1 as the gate judges; 2, one line and no traceback, for anything it cannot compare."""
+    """Exit 0/1 as the gate judges; 2, one line and no traceback, for anything it cannot compare,
+    or for anything else that goes wrong (never 1, which is a regression)."""
+    try:
+        return _gate_or_raise(args)
+    except Exception as exc:  # noqa: BLE001
+        _say(f"conformance gate: NOT COMPARABLE: {type(exc).__name__}: {exc}"[:500], sys.stderr)
+        return 2
+
+
+def _gate_or_raise(args: argparse.Namespace) -> int:
     from conformance.results.selection import SelectionError  # lazy: it imports yaml (~35 ms), for gate and select only
 
     problem = args.markdown and output_problem(args.markdown, "append")
     if problem:  # before anything is compared, so that no verdict goes unrecorded
-        print(f"conformance gate: cannot write --markdown {args.markdown}: {problem}", file=sys.stderr)
+        _say(f"conformance gate: cannot write --markdown {args.markdown}: {problem}", sys.stderr)
         return 2
     try:
         base = load_results(args.baseline)
@@ -78,7 +93,7 @@ def _gate(args: argparse.Namespace) -> int:
         return _cannot_compare(args, str(exc))
     if ops is not None and not ops:
         text = f"conformance gate\n  scope:     {note}\nRESULT: PASS (no changed file selects an op: nothing to gate)"
-        print(text)
+        _say(text)
         return _write_markdown(args.markdown, text, 0)
     try:
         result = gate_module.run_gate(base, head, ops=ops, scope_note=note, ratio=args.ratio, alpha=args.alpha,
@@ -89,13 +104,13 @@ def _gate(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - a schema-valid file the gate cannot read is still exit 2
         return _cannot_compare(args, f"{args.baseline} and {args.candidate}: {type(exc).__name__} while comparing "
                                      f"them: {exc}"[:500])
-    print(result.text)
+    _say(result.text)
     return _write_markdown(args.markdown, result.text, result.exit_code)
 
 
 def _cannot_compare(args: argparse.Namespace, why: str) -> int:
     text = f"conformance gate: NOT COMPARABLE: cannot compare: {why}"
-    print(text, file=sys.stderr)
+    _say(text, sys.stderr)
     return _write_markdown(args.markdown, text, 2)
 
 
@@ -107,8 +122,7 @@ def _write_markdown(path: str | None, text: str, code: int) -> int:
     try:
         write_output(path, gate_module.markdown(text), "append")
     except OSError as exc:
-        print(f"conformance gate: cannot write --markdown {exc.filename or path}: {exc.strerror or exc}",
-              file=sys.stderr)
+        _say(f"conformance gate: cannot write --markdown {exc.filename or path}: {exc.strerror or exc}", sys.stderr)
         return code or 2
     return code
 
@@ -145,17 +159,17 @@ def _merge(args: argparse.Namespace) -> int:
     try:
         merged = write_merged(args.results, args.output)
     except MergeError as exc:
-        print(f"conformance merge: {exc}", file=sys.stderr)
+        _say(f"conformance merge: {exc}", sys.stderr)
         return 2
     except Exception as exc:  # noqa: BLE001 - valid files merge cannot join: one line and 2, never a traceback
-        print(f"conformance merge: cannot merge {', '.join(args.results)}: {type(exc).__name__}: {exc}"[:500],
-              file=sys.stderr)
+        _say(f"conformance merge: cannot merge {', '.join(args.results)}: {type(exc).__name__}: {exc}"[:500],
+             sys.stderr)
         return 2
     for warning in merged.warnings:
-        print(f"conformance merge: warning: {warning}", file=sys.stderr)
+        _say(f"conformance merge: warning: {warning}", sys.stderr)
     run = merged.document["run"]
-    print(f"conformance merge: {args.output} ({len(merged.shards)} shards, {len(merged.records)} records; "
-          f"status {run['status']}, exit status {run['exit_status']})")
+    _say(f"conformance merge: {args.output} ({len(merged.shards)} shards, {len(merged.records)} records; "
+         f"status {run['status']}, exit status {run['exit_status']})")
     return 0
 
 

@@ -12,7 +12,8 @@
    (unless ``--allow-incomplete-baseline``), items of the baseline are missing from the candidate
    or skipped there, or timings come from different machines; or an option is unusable (a
    ``--ratio``, ``--alpha`` or ``--min-duration`` that is NaN, infinite or out of range, a
-   ``--markdown`` path that is a device or a folder)
+   ``--markdown`` path that is a device or a folder); or anything else went wrong (one line, never a
+   traceback and never 1)
 
 With ``--changed-files``/``--base-ref`` only the items of the ops those files select (see
 ``conformance/results/paths.yaml``) are compared. The diff (:func:`diff_runs`) is shared with the report.
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from conformance.core.record import ItemRecord
+from conformance.core.text import safe_to_show
 from conformance.results.store import Results, item_key, key_label
 
 # the outcomes by name (conformance.core.types.Outcome is a str enum, equal to them): the gate's command
@@ -363,7 +365,9 @@ def _result(diff: RunDiff, problems: list[str], incomplete: str | None) -> tuple
 
 def markdown(text: str, title: str = "Conformance gate") -> str:
     """``text`` as a Markdown section in a code fence longer than any backtick run in it, so that
-    no message, id or label from a results file can close the fence and be read as Markdown."""
+    no message, id or label from a results file can close the fence and be read as Markdown; its
+    control characters escaped (:func:`~conformance.core.text.safe_to_show`)."""
+    text, title = safe_to_show(text), safe_to_show(title)
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"### {title}\n\n{fence}text\n{text}\n{fence}\n"

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from conformance import __version__
+from conformance.core.text import valid_text
 from conformance.results.writing import now, to_jsonable
 
 def _cpu_model() -> str:
@@ -114,7 +115,7 @@ def run_metadata(*, devices: Iterable[str] = ("cpu",), options: dict | None = No
 
     run: dict[str, Any] = {
         "id": run_id or uuid.uuid4().hex,  # conformance check gives its own, to know the file is its run's
-        "label": label,
+        "label": label if label is None else valid_text(label),
         "status": "running",
         "exit_status": None,
         "started": now(),
@@ -125,7 +126,7 @@ def run_metadata(*, devices: Iterable[str] = ("cpu",), options: dict | None = No
         "python": platform.python_version(),
         "numpy": numpy_version,
         "platform": platform.platform(),
-        "hostname": socket.gethostname(),
+        "hostname": valid_text(socket.gethostname()),
         "cpu_model": _cpu_model(),
         "cpu_count": os.cpu_count(),
         "devices": device_info(devices),

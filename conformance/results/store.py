@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from conformance.core.record import ItemRecord, upgraded
+from conformance.core.text import valid_strings
 # besides this module's own names, importers take these from here: the output paths' checks (the
 # report, merge, the entry points) and the run's metadata (the run's results writer)
 from conformance.results.outputs import (REPORT_MARK, UnsafeOutput, check_output, foreign_file_problem,  # noqa: F401
@@ -289,13 +291,18 @@ def _decode(path: Path, raw: bytes) -> Any:
         raise ResultsError(path, f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}): not a "
                                  "results file, or a corrupt one") from None
     try:
-        return parse_strict_json(text)
+        data = parse_strict_json(text)
+        # a "\udcff" escape reads as a lone surrogate, which no encoder takes: every string made valid text
+        return valid_strings(data) if _SURROGATE_ESCAPE.search(text) else data
     except RecursionError:
         raise ResultsError(path, "nested too deeply to read (RecursionError): not a results file") from None
     except NotStrictJSON as exc:
         raise ResultsError(path, f"not strict JSON: {exc}") from None
     except ValueError as exc:
         raise ResultsError(path, f"not valid JSON (corrupt or truncated file): {exc}") from None
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # JSON's escape of a surrogate (of a pair, too)
 
 
 MAX_INPUT_BYTES = 64 * 1024 * 1024  # the largest results file report, merge and gate read (64 MiB)

@@ -35,12 +35,18 @@ def clean_float(value: Any) -> Any:
 
 
 def to_jsonable(value: Any) -> Any:
-    """Records carry backend extras: make them strict JSON (numbers, strings, lists, dicts)."""
+    """Records carry backend extras: make them strict JSON (numbers, strings, lists, dicts), every
+    string valid text (a lone surrogate from a candidate's message escaped: ``core/text.py``)."""
     if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
+        return {to_jsonable(str(k)): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [to_jsonable(v) for v in value]
-    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+    if isinstance(value, str):
+        # lazy: at module level the package would stand on 7 levels (tests/test_layout.py)
+        from conformance.core.text import valid_text
+
+        return valid_text(value)
+    if isinstance(value, bool) or value is None or isinstance(value, int):
         return value
     if isinstance(value, float):
         return clean_float(value)
@@ -53,7 +59,7 @@ def to_jsonable(value: Any) -> Any:
     try:  # a foreign object's __str__ may raise or return a non-string: never the run's end
         text = str(value)
         if isinstance(text, str):
-            return text
+            return to_jsonable(text)
     except Exception:  # noqa: BLE001
         pass
     return f"<{type(value).__name__} object>"
@@ -68,7 +74,8 @@ def atomic_write_json(path: Path, document: Any) -> None:
 
 def atomic_write_text(path: Path, text: str | bytes) -> None:
     """Write ``text`` to ``path`` through a temporary file in the same folder (fsync, ``os.replace``):
-    ``path`` is always either the old or the new file, never a truncated one."""
+    ``path`` is always either the old or the new file, never a truncated one. A lone surrogate in
+    ``text`` is written as its escape (``\\udcff``), never an error."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -76,7 +83,7 @@ def atomic_write_text(path: Path, text: str | bytes) -> None:
         # mkstemp's 0600 would make the file unreadable to others
         os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode("utf-8") if isinstance(text, str) else text)
+            handle.write(text.encode("utf-8", "backslashreplace") if isinstance(text, str) else text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)

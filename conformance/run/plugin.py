@@ -23,6 +23,7 @@ from conformance.backends.candidate import CandidateBackend, CandidateError, loa
 from conformance.core.devices import DEFAULT_DEVICES, DEVICES
 from conformance.ops import OPS
 from conformance.core.record import CANDIDATE, ItemRecord
+from conformance.core.text import safe_to_show
 from conformance.run.items import (HUNG_FIRST_CALLS, ConformanceItem, HungFirstCall, first_calls_made, placements,
                                    warmed_up_last)
 from conformance.run.state import (SELECTION, candidate_targets, SPEC_SUFFIXES, Selection,
@@ -360,7 +361,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     for backend, counter in sorted(counts.items()):
         terminalreporter.write_line(f"{backend:<{width}}" + "".join(f"{counter[c]:>12}" for c in columns))
     for (backend, message), count in sorted(unsupported.items()):
-        terminalreporter.write_line(f"UNSUPPORTED {backend}: {message} ({count} item{'s' if count > 1 else ''})")
+        plural = "s" if count > 1 else ""
+        terminalreporter.write_line(safe_to_show(f"UNSUPPORTED {backend}: {message} ({count} item{plural})"))
 
 
 def _summarise_verdicts(terminalreporter) -> None:

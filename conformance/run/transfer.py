@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from conformance.core.record import ItemRecord
+from conformance.core.text import valid_strings, valid_text
 from conformance.run.state import is_controller
 
 CASE_PROPERTY = "conformance_case"  # user property: {"key": "<spec>::<case>", "context": case_context(case)}
@@ -108,7 +109,32 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 
+class WorkerText:
+    """A worker's reports and warnings made valid text before execnet sends them: it refuses a lone
+    surrogate (a candidate's ``f"cannot open {name}"``, the name from a Latin-1 folder), which ended
+    the worker and the run (``conformance/core/text.py``)."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_report_to_serializable(self, config: pytest.Config, report):
+        data = yield
+        return None if data is None else valid_strings(data)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_warning_recorded(self, warning_message, when, nodeid, location) -> None:
+        message = warning_message.message
+        try:
+            shown = (str(message), getattr(message, "args", ()))
+            valid = valid_strings(shown) == shown
+        except Exception:  # noqa: BLE001 - xdist's own str() of it would raise too
+            shown, valid = (f"<{type(message).__name__} object; str() failed>",), False
+        if not valid:
+            warning_message.message = valid_text(shown[0])  # a str: xdist sends its text alone
+        warning_message.filename = valid_text(str(warning_message.filename))
+
+
 def configure(config: pytest.Config) -> None:
     """This module's part of the run's state (called by :func:`conformance.run.plugin.pytest_configure`)."""
     if is_controller(config) and not config.pluginmanager.has_plugin("conformance-collections"):
         config.pluginmanager.register(WorkerCollections(config), "conformance-collections")
+    if not is_controller(config) and not config.pluginmanager.has_plugin("conformance-worker-text"):
+        config.pluginmanager.register(WorkerText(), "conformance-worker-text")

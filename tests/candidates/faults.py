@@ -6,6 +6,7 @@ import gc
 import os
 import signal
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -178,3 +179,14 @@ class AlwaysHostileStrAdagrad(torch.optim.Adagrad):
 
     def step(self, closure=None):
         raise _HostileStr()
+
+
+class SurrogateMessageAdagrad(torch.optim.Adagrad):
+    """Raises a message holding a lone surrogate (a file name read from a Latin-1 folder) and ANSI
+    escape sequences, as ``f"cannot open {name}"`` would."""
+
+    def step(self, closure=None):
+        if _here(self):
+            warnings.warn("cannot open /data/caf\udcff.bin; trying again")
+            raise ValueError("cannot open /data/caf\udcff.bin \x1b[2J\x1b]0;owned\x07")
+        return super().step(closure)

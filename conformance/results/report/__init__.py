@@ -21,6 +21,7 @@ them on the page.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from importlib import resources
@@ -30,6 +31,7 @@ from typing import Iterable
 import jinja2
 
 from conformance.core import outcomes
+from conformance.core.text import safe_to_show
 from conformance.results.coverage_map import coverage_rows
 from conformance.results.report.charts import speed_charts
 from conformance.results.report.common import (DEVICE_ORDER, DTYPE_SHORT, ITEMS_LIMIT, LABEL_LIMIT, TEXT_LIMIT,
@@ -58,12 +60,13 @@ class ReportBuild:
 
 
 def _environment():
-    """Jinja with autoescape, StrictUndefined and a ``tojson`` that writes <, >, &, ' as \\u escapes
-    (any string survives inside <script>), strict JSON (no NaN) and compact."""
+    """Jinja with autoescape, StrictUndefined and a ``tojson`` that writes <, >, &, ' (and DEL) as \\u
+    escapes (any string survives inside <script>), strict JSON (no NaN) and compact."""
     package = resources.files("conformance.results.report")
     env = jinja2.Environment(loader=jinja2.FunctionLoader(lambda name: package.joinpath(name).read_text("utf-8")),
                              autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.policies["json.dumps_kwargs"] = {"sort_keys": False, "allow_nan": False, "separators": (",", ":")}
+    env.policies["json.dumps_function"] = lambda value, **kwargs: json.dumps(value, **kwargs).replace("\x7f", "\\u007f")
     env.filters["http_url"] = http_url
     return env, package
 
@@ -108,5 +111,6 @@ def build_report(paths: Iterable[str | Path], out: str | Path, *, title: str | N
         diffs=all_diffs, default_diff=default_diff, generated=now(), total_items=len(items),
         coverage=coverage_rows(runs[-1].records, backend_order(runs)) if runs else [],
     )
-    write_output(out, page, "report")
+    # a label's or hostname's control characters shown as \x1b (the data block's JSON holds none raw)
+    write_output(out, safe_to_show(page), "report")
     return ReportBuild(out, runs, problems)

@@ -165,6 +165,14 @@ def _validate(impls: list[str]) -> list[CandidateTarget]:
     return targets
 
 
+def _check_specs(paths: list[str] | None) -> None:
+    """--specs: each a file or folder that is there (pytest collects nothing from one that is not, and the
+    verdict was COULD NOT JUDGE after the whole run)."""
+    for path in paths or []:
+        if not Path(path.split("::")[0]).exists():
+            raise UsageError(f"--specs {path}: no such file or folder")
+
+
 def _check_outputs(report: Path, markdown: str | None) -> None:
     """--report and --markdown: files check may write (never a device, a folder, or a file that is
     not one of this suite's reports; --markdown is appended to, so any regular file)."""

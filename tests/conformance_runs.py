@@ -55,6 +55,15 @@ def pytest_here(command: list[str]) -> int:
     return int(pytest.main([*command[3:], *NO_GC_AT_EXIT]))
 
 
+def replay_here(patch: pytest.MonkeyPatch) -> None:
+    """``conformance replay``'s pytest as :func:`pytest_here`, and its probe of the candidate skipped (a
+    child interpreter, about 5 s; the slow tier's replays, across the process boundary, run it)."""
+    from conformance.entry_points import replay, supervise
+
+    patch.setattr(supervise, "run_pytest", lambda command: (pytest_here(command), None))
+    patch.setattr(replay, "_probe", lambda targets, timeout: None)
+
+
 def run_subprocess(name: str, *args: str, timeout: float = 300) -> tuple[subprocess.CompletedProcess, Path]:
     """The same in a fresh interpreter (for runs that crash or kill their process)."""
     results = _TMP / name / "results.json"

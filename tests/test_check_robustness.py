@@ -122,6 +122,15 @@ def test_a_bad_check_option_is_a_usage_error_not_could_not_judge(tmp_path, monke
     assert not (tmp_path / "reports").exists()
 
 
+def test_specs_that_are_not_there_are_a_usage_error_before_the_candidate_is_imported(tmp_path, monkeypatch, capsys):
+    """Issue 52 (F13): it was COULD NOT JUDGE ("a -k or --conformance-* option?") after the whole run."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(check, "_probe", lambda *args, **kwargs: pytest.fail("the candidate was imported"))
+    assert check.main(["adagrad=torch.optim:Adagrad", "--specs", str(SMALL_SPEC), "no/such.yaml"]) == check.USAGE
+    assert "usage error: --specs no/such.yaml: no such file or folder" in capsys.readouterr().err
+    assert not (tmp_path / "reports").exists()
+
+
 def test_check_runs_100_examples_on_one_worker_per_core_unless_told():
     command = check.pytest_command([CandidateTarget.parse("adagrad=m:A")], results=Path("r.json"))
     assert command[command.index("--conformance-examples") + 1] == "100"

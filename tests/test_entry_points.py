@@ -2,8 +2,8 @@
 ``conformance check`` and ``conformance replay``, in this process: each one's ``main(argv)`` is
 called here on a narrow selection, and the pytest command line it builds runs here too
 (``pytest.main``) instead of in a child interpreter. Everything else is theirs: the options, the
-candidate's probe (check: a child interpreter that imports it), the results file, the verdict, the
-report, the exit status. The same commands across the process boundary -- with crashes, hangs and
+candidate's probe (check's: a child interpreter that imports it; replay's, the same, is skipped here),
+the results file, the verdict, the report, the exit status. The same commands across the process boundary -- with crashes, hangs and
 signals; replay from an empty directory -- are in the slow tier (``python -m pytest --run-slow``):
 tests/test_check_robustness.py, tests/test_replay.py, tests/test_docs.py; check at its defaults and
 from a wheel in the acceptance tier (``--run-acceptance``): tests/test_wheel.py, tests/test_docs.py,
@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import json
 import sys
-import types
 
 import pytest
 
-from conformance.entry_points import check, replay, supervise
+from conformance.entry_points import check, supervise
 from conformance.entry_points.cli import main as cli_main
-from conformance_runs import MUTANTS, REPO, pytest_here, SMALL_SPEC, by_case, wrong_adagrad_source
+from conformance_runs import MUTANTS, REPO, pytest_here, replay_here, SMALL_SPEC, by_case, wrong_adagrad_source
 
 
 def _check(tmp_path, monkeypatch, impl: str) -> tuple[int, dict]:
@@ -52,7 +51,7 @@ def test_check_fails_the_wrong_adagrad_naming_the_item_with_torch_beside_it(tmp_
 
 
 def test_replay_reruns_one_failing_item_and_prints_its_own_command(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(replay, "subprocess", types.SimpleNamespace(call=pytest_here))
+    replay_here(monkeypatch)
     monkeypatch.chdir(tmp_path)  # from a directory of the user's own, with their Adagrad in a file
     (tmp_path / "my_adagrad.py").write_text(wrong_adagrad_source(), encoding="utf-8")
     wrong = "adagrad=my_adagrad.py:SquareBeforeSumAdagrad"

@@ -17,7 +17,6 @@ import json
 import os
 import shlex
 import runpy
-import types
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +25,7 @@ import pytest
 
 from conformance.core.target import CandidateTarget
 from conformance.specs.load import load_spec
-from conformance_runs import NO_GC_AT_EXIT, pytest_here
+from conformance_runs import NO_GC_AT_EXIT, replay_here
 
 REPO = Path(__file__).resolve().parents[1]
 MUTANTS = "tests/candidates/mutants.py"
@@ -68,14 +67,13 @@ def run_replay(command: str, monkeypatch) -> subprocess.CompletedProcess:
     """A printed ``python -m conformance replay ...`` command, from the repository, in this process:
     its ``main(argv)``, and the pytest it starts as ``pytest.main`` (the same command across the
     process boundary, from a user's directory and a wheel: tests/test_wheel.py)."""
-    from conformance.entry_points import replay
     from conformance.entry_points.cli import main as cli_main
 
     argv = shlex.split(command)
     assert argv[:3] == ["python", "-m", "conformance"], command
 
     with monkeypatch.context() as patch, as_a_subprocess(REPO) as output:
-        patch.setattr(replay, "subprocess", types.SimpleNamespace(call=pytest_here))
+        replay_here(patch)
         code = cli_main(argv[3:])
     return subprocess.CompletedProcess(argv, code, output.getvalue(), "")
 

@@ -170,6 +170,22 @@ def test_the_candidates_first_call_limit_comes_from_checks_import_probe(monkeypa
     assert check._import_measure(8.25) == {CANDIDATE_IMPORT_SECONDS: "8.250"} and check._import_measure(None) == {}
 
 
+def test_a_plain_run_says_where_a_slow_candidate_import_stands_past_its_first_call_limit(tmp_path, monkeypatch, capfd):
+    """Issue 52 (F2): pytest waits for an import for ever (check and replay bound it, --import-timeout); a
+    plain run says so past the candidate's first-call limit (5 x 0.05 s here), and where the import stands."""
+    from conformance.run.plugin import CANDIDATE_IMPORT_SECONDS
+
+    monkeypatch.delenv(CANDIDATE_IMPORT_SECONDS, raising=False)
+    (tmp_path / "slow_import.py").write_text("import time\ntime.sleep(1.0)\ndef x(t):\n    return t.coalesce()\n")
+    target = f"coalesce={tmp_path / 'slow_import.py'}:x"
+    code, _ = run_inprocess("slow-import", str(REPO / "specs" / "coalesce.yaml"), "--collect-only",
+                            "--conformance-examples", "0", "--conformance-impl", target, timeout=0.05)
+    err = capfd.readouterr().err
+    assert code == 0, err[-2000:]
+    assert f"importing the candidate ({target}) has not returned after 0.25 s, its first-call limit" in err, err[-2000:]
+    assert "time.sleep(1.0)" in err
+
+
 @pytest.mark.slow  # a generous timeout: the item before the hang must pass within it on a loaded machine
 def test_the_breaker_is_off_once_a_candidate_item_gave_a_result():
     code, path = run_inprocess("breaker-off", str(SMALL_SPEC), "--conformance-examples", "0",

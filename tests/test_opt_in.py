@@ -72,6 +72,43 @@ def test_any_conformance_option_opts_in(project):
     result.stdout.fnmatch_lines(["*coalesce-agrees.yaml::one-duplicate*"])
 
 
+OWN_OPTION = """\
+def pytest_addoption(parser):
+    parser.addoption("--conformance-level", default="1", help="our own compliance level")
+"""
+
+
+def test_a_projects_own_conformance_option_does_not_opt_it_in(project):
+    """Issue 52 (F7): any argument starting --conformance- opted in, so a project's own --conformance-level
+    ran its YAML fixture as an invalid spec; only the suite's own option names do."""
+    project.makeconftest(OWN_OPTION)
+    given = _run(project, "tests", "--conformance-level=3")
+    given.assert_outcomes(passed=1)
+    assert "invalid-spec" not in given.stdout.str()
+    project.makepyprojecttoml('[tool.pytest.ini_options]\naddopts = "--conformance-level 3"\n')
+    configured = project.parseconfigure("tests")
+    assert configured.getoption("--conformance-level") == "3"
+    assert not configured.pluginmanager.has_plugin("conformance.run.plugin")
+    both = _run(project, "tests/data", "--conformance-level=3", "--conformance-op=coalesce", "--collect-only")
+    both.stdout.fnmatch_lines(["*fixture.yaml::invalid-spec*"])  # the suite's own option still opts in
+
+
+def test_a_folder_scan_collects_the_specs_the_loader_reads(pytester: pytest.Pytester):
+    """Issue 52 (F12): a spec with a UTF-8 BOM or a quoted ``"op":`` key loaded when named, and was passed
+    over in its folder (the scan looked for the bytes ``op:``); a YAML file without the key still is."""
+    quoted = OWN_COALESCE_SPEC.replace("op: coalesce", '"op": coalesce', 1)
+    assert quoted != OWN_COALESCE_SPEC
+    specs = {"plain": OWN_COALESCE_SPEC, "bom": "\ufeff" + OWN_COALESCE_SPEC, "quoted": quoted,
+             "single": quoted.replace('"op"', "'op'")}
+    (pytester.path / "cases").mkdir()
+    for name, text in {**specs, "other": OPENAPI}.items():
+        (pytester.path / "cases" / f"{name}.yaml").write_text(text, encoding="utf-8")
+    result = _run(pytester, "cases", "--conformance", "--collect-only", "--conformance-examples", "0",
+                  "--conformance-device", "cpu", "--conformance-backend", "coo", "--conformance-dtype", "float32")
+    result.stdout.fnmatch_lines_random([f"*cases/{name}.yaml::one-duplicate*" for name in specs])
+    assert "other.yaml" not in result.stdout.str() and "invalid-spec" not in result.stdout.str()
+
+
 def test_the_ini_names_the_folders_of_specs(pytester: pytest.Pytester):
     """As this repository's pyproject.toml does for ``specs``: ``pytest specs`` is the suite's run,
     ``pytest`` (testpaths: tests) is not."""

@@ -7,8 +7,11 @@ from a wheel: tests/test_wheel.py.)"""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -138,3 +141,63 @@ def test_replay_runs_an_item_of_a_spec_file_of_your_own(tmp_path):
     assert "1 passed" in passing.stdout
     missing = _replay(tmp_path, "./mine.yaml::no-such-case[coo-cpu-float32]")
     assert missing.returncode == 4, missing.stdout[-3000:] + missing.stderr[-2000:]
+
+
+@pytest.mark.slow  # child processes: the replay command and its probe
+def test_a_candidate_import_that_never_returns_is_a_usage_error_after_the_import_timeout(tmp_path):
+    """Issue 52 (F2): replay waited for such an import for ever; now it is check's probe and bound."""
+    from test_check_robustness import SLEEPY, _alive, env
+
+    (tmp_path / "sleepy.py").write_text(SLEEPY)
+    pid_file = tmp_path / "probe.pid"
+    proc = subprocess.Popen([sys.executable, "-m", "conformance", "replay",
+                             "specs/coalesce.yaml::basic-2x3[candidate-cpu-float32]", "--impl", "coalesce=sleepy.py:x",
+                             "--import-timeout", "20"], cwd=tmp_path, env=env(PROBE_PID_FILE=str(pid_file)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        _end(proc)
+    assert proc.returncode == 4, out[-2000:] + err[-2000:]
+    assert "usage error: importing the candidate did not finish within 20 s" in err
+    assert pid_file.exists() and not _alive(int(pid_file.read_text()))
+    assert "-m pytest" not in out  # nothing run
+
+
+@pytest.mark.slow  # child processes: the replay command, its probe and its pytest
+def test_sigterm_to_replay_reaches_its_pytest_and_leaves_nothing_running(tmp_path):
+    """Issue 52 (F2): SIGTERM ended replay and left its pytest running (PPID 1); now it is passed on."""
+    from conformance_runs import REPO
+    from test_check_robustness import FAULTS, _alive, env
+
+    gate = tmp_path / "gate"
+    proc = subprocess.Popen([sys.executable, "-m", "conformance", "replay",
+                             "./tests/data/robustness_adagrad.yaml::misbehave-here[candidate-cpu-float64]",
+                             "--impl", f"adagrad={FAULTS}:WaitingAdagrad"], cwd=REPO,
+                            env=env(CONFORMANCE_TEST_GATE=str(gate)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    children: list[int] = []
+    try:
+        deadline = time.monotonic() + 240
+        while not gate.with_suffix(".waiting").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the candidate never got going"
+            time.sleep(0.2)
+        children = [int(pid) for pid in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=120)
+        time.sleep(1)
+        left = [pid for pid in children if _alive(pid)]
+    finally:
+        _end(proc, *children)
+    assert proc.returncode == 2, output[-3000:]  # pytest's "interrupted"
+    assert "interrupted by SIGTERM" in output, output[-3000:]
+    assert children and not left, "replay's pytest was left running"
+
+
+def _end(proc: subprocess.Popen, *pids: int) -> None:
+    """Whatever a failed test left running: ``proc``'s process group and ``pids``."""
+    for kill, pid in [(os.killpg, proc.pid), *((os.kill, pid) for pid in pids)]:
+        try:
+            kill(pid, signal.SIGKILL)
+        except OSError:
+            pass

@@ -226,6 +226,29 @@ def test_a_torch_release_range_that_does_not_parse_is_an_invalid_spec(tmp_path):
     assert error.line == 10 and "known_divergences[0].torch" in error.message and "'<2.14'" in error.message
 
 
+NINES = "9" * 5000  # parses as a version; int() refuses it (4,300 digits) when the run matches it
+
+
+@pytest.mark.parametrize("torch_versions, says", [
+    (f"<{NINES}", "Exceeds the limit (4300 digits)"), (f"=={NINES}.*", "Exceeds the limit"),
+    (f"~={NINES}.1", "Exceeds the limit"), (f">=2.10,!={NINES}", "Exceeds the limit"),
+    ("<2.14\\0", "Invalid specifier"),
+    ("<1!0", None), ("==2.13.*", None), ("===2.13.0", None), ("<2.14.dev0", None), ("==2.13.*,<1!0", None),
+    ("<2.14\\n", None), (",".join(["<2.14"] * 5000), None),
+])
+def test_a_torch_release_range_that_cannot_be_evaluated_is_an_invalid_spec_at_load(tmp_path, torch_versions, says):
+    """Issue 52 (F3): a 5,000-digit version parsed, then failed when the run matched it (a collection error,
+    no item run); now load evaluates every clause: an invalid-spec naming file, line and field, or a spec
+    that loads and matches torch releases as packaging does."""
+    path = write(tmp_path, DIVERGENT.replace('"<2.14"', f'"{torch_versions}"'))
+    if says is None:  # each names 2.13.0
+        assert load_spec(path).cases[0].known_divergences[0].shown_by("2.13.0+cpu") is True
+        return
+    error = error_of(path)
+    assert str(error).startswith(f"{path}:10: cases[0].known_divergences[0].torch: "), str(error)[:300]
+    assert says in error.message and len(error.message) < 500, error.message[:600]
+
+
 @pytest.mark.parametrize("layouts, field, says", [
     ("{tensor: transposed}", "layouts.tensor", "has no input role 'tensor'"),
     ("{indices: channels_last}", "layouts.indices", "takes contiguous, strided, transposed"),

@@ -26,7 +26,7 @@ from functools import lru_cache
 from typing import Any, Callable, Iterable
 
 import torch
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 STOCK_TORCH = "stock-torch"  # behaviour: what stock torch does, whichever implementation shows it
@@ -118,14 +118,24 @@ class InvalidTorchVersions(ValueError):
 
 @lru_cache(maxsize=None)
 def torch_specifier(text: str) -> SpecifierSet:
-    """``text`` ("<2.14", ">=2.10,<2.14") as a specifier set; InvalidTorchVersions if it is none."""
+    """``text`` ("<2.14", ">=2.10,<2.14") as a specifier set; InvalidTorchVersions if it is none, or if a
+    clause cannot be evaluated (each is, here: a version of 5,000 digits parses, then fails when matched)."""
     try:
         specifier = SpecifierSet(text)
-    except InvalidSpecifier as exc:
-        raise InvalidTorchVersions(f"torch: {text!r} is not a version specifier such as '<2.14' ({exc})") from None
+        for clause in specifier:
+            clause.contains(Version("0"), prereleases=True)
+    except ValueError as exc:  # InvalidSpecifier, or a number past int()'s 4,300 digits
+        raise InvalidTorchVersions(f"torch: {_short(text)} is not a version specifier such as '<2.14' "
+                                   f"({_short(str(exc), 200)})") from None
     if not str(specifier):
         raise InvalidTorchVersions(f"torch: {text!r} names no version (e.g. '<2.14')")
     return specifier
+
+
+def _short(text: str, limit: int = 60) -> str:
+    """``repr(text)``, cut to ``limit`` characters with the rest counted."""
+    shown = repr(text)
+    return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(shown) - limit:,} more characters)"
 
 
 def torch_release(version: str | None = None) -> Version:

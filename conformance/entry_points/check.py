@@ -27,7 +27,8 @@ Verdict and exit status:
                               takes longer than --import-timeout, 120 s), of the wrong kind for its op (an
                               optimizer class for coalesce), with a constructor needing an argument the op never
                               passes, a --device not here (cuda without CUDA, xla without torch_xla), an unusable
-                              path (--results, --report, --markdown: a device, a folder, a file this suite did not write);
+                              path (--results, --report, --markdown: a device, a folder, a file this suite did not write;
+                              --specs: a path that is not there);
                               nothing is run and no file is touched. Reported before torch is imported
                               where the command line alone shows it
 
@@ -53,8 +54,8 @@ from conformance.core.text import safe_to_show
 from conformance.entry_points import check_args, preflight, reproducers
 # the rooms of check, and the names its callers read here (the workflow's merge job: judge and the statuses)
 from conformance.entry_points.check_args import (DEFAULT_EXAMPLES, DEFAULT_MAX_CRASHES, DEFAULT_WORKERS,  # noqa: F401
-                                                 UsageError, _check_outputs, _set_aside, _split_args, _validate,
-                                                 declared_op_names)
+                                                 UsageError, _check_outputs, _check_specs, _set_aside, _split_args,
+                                                 _validate, declared_op_names)
 from conformance.entry_points.check_verdict import (COULD_NOT_JUDGE, FAIL, PASS, UNSUPPORTED, USAGE,  # noqa: F401
                                                     Verdict, _load, judge)
 from conformance.entry_points.probe import _load_the_op_records, _probe
@@ -164,6 +165,7 @@ def _prepare(args: argparse.Namespace, results: Path, report: Path
     given = _validate(args.impl)
     named = " ".join(map(str, given))  # as the user wrote them; the run and its reproducers get absolute paths
     targets = reproducers.absolute_targets(given)
+    _check_specs(args.specs)
     early = preflight.early_device_problem(args.device)
     if early:
         raise UsageError(early)

@@ -72,9 +72,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None, *, func: Callabl
     parser.add_argument("--workers", type=_workers, default=DEFAULT_WORKERS, metavar="N",
                         help="pytest-xdist worker processes, a number or 'auto' (default: %(default)s, one per CPU "
                              "core); each crashed or hung worker is replaced and costs one item")
-    parser.add_argument("--import-timeout", type=_positive_seconds, default=PROBE_TIMEOUT, metavar="SECONDS",
-                        help="how long importing the candidate (in a child process, before the run) may take "
-                             "(default: %(default)g); longer is a usage error")
+    add_import_timeout(parser)
     parser.add_argument("--run-timeout", type=_positive_seconds, default=DEFAULT_RUN_TIMEOUT, metavar="SECONDS",
                         help="how long the whole pytest run may take (default: %(default)g); then it is stopped "
                              "as by SIGTERM (its results are written, interrupted) and the verdict is COULD NOT "
@@ -88,6 +86,14 @@ def build_parser(parser: argparse.ArgumentParser | None = None, *, func: Callabl
     parser.set_defaults(func=func)
     parser.error = _usage_error(parser)  # a bad option is a usage error (4), not "could not judge" (2)
     return parser
+
+
+def add_import_timeout(parser: argparse.ArgumentParser) -> None:
+    """``--import-timeout``, check's and replay's: the bound of the candidate's import probe
+    (:mod:`conformance.entry_points.probe`)."""
+    parser.add_argument("--import-timeout", type=_positive_seconds, default=PROBE_TIMEOUT, metavar="SECONDS",
+                        help="how long importing the candidate (in a child process, before the run) may take "
+                             "(default: %(default)g); longer is a usage error")
 
 
 def _usage_error(parser: argparse.ArgumentParser):
@@ -158,6 +164,14 @@ def _validate(impls: list[str]) -> list[CandidateTarget]:
         if target.is_file and not Path(target.module).is_file():
             raise UsageError(f"{str(target)!r}: no such file {target.module}")
     return targets
+
+
+def _check_specs(paths: list[str] | None) -> None:
+    """--specs: each a file or folder that is there (pytest collects nothing from one that is not, and the
+    verdict was COULD NOT JUDGE after the whole run)."""
+    for path in paths or []:
+        if not Path(path.split("::")[0]).exists():
+            raise UsageError(f"--specs {path}: no such file or folder")
 
 
 def _check_outputs(report: Path, markdown: str | None) -> None:

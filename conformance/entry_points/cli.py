@@ -12,7 +12,7 @@ Exit codes: report 0 (1 when no results file could be read, 2 when the report ca
 folder or a file that is not one of the suite's reports); gate 0 pass, 1 regression, 2 not comparable or unusable input
 (an option that is NaN or out of range, a --markdown path that is a device or a folder) or an error of its own;
 select 0; merge 0 (2 when the files are not the shards of one run or -o may not be replaced); check 0 pass, 1 fail, 2 could not judge, 3 all
-unsupported, 4 usage error; replay: pytest's (0 passes, 1 fails, 4 no such item), 6 a generated item not reproduced within its time budget. A usage error is reported before
+unsupported, 4 usage error; replay: pytest's (0 passes, 1 fails, 2 interrupted, 4 no such item or a usage error), 6 a generated item not reproduced within its time budget. A usage error is reported before
 torch is imported. Results files larger than 64 MiB are not read.
 """
 
@@ -24,7 +24,6 @@ import math
 import sys
 
 from conformance.core.text import safe_to_show
-from conformance.entry_points import replay
 from conformance.results import gate as gate_module
 from conformance.results.merge import DESCRIPTION as merge_description
 from conformance.results.merge import MergeError, write_merged
@@ -220,9 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
     select.add_argument("--format", choices=["pytest", "ops", "json"], default="pytest")
     select.set_defaults(func=_select)
 
-    # imported here: check stands on the level cli does, and a module-level import would lift cli and
-    # __main__ above the levels tests/test_layout.py allows
-    from conformance.entry_points import check
+    # imported here: check and replay stand on the level cli does, and a module-level import would lift cli
+    # and __main__ above the levels tests/test_layout.py allows
+    from conformance.entry_points import check, replay
 
     check.build_parser(sub.add_parser("check", help="gate your implementation (OP=module:attr) against the specs "
                                                     "and stock torch; writes results and its HTML report",

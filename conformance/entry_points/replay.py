@@ -17,8 +17,12 @@ narrowed to the item's backend, device, dtype and op, and selected by exact iden
 substrings). A generated item runs its saved failing example first (kept by the run under
 reports/counterexamples/.failing/, outside any time budget: here, else in the reports/ of a file
 candidate's folder or one above it), then searches from the seed.
+The candidate is first imported in a child process, as check's probe does: an import that takes longer
+than --import-timeout (120 s) is a usage error, its process ended. SIGINT and SIGTERM reach the
+pytest (its own process group), and whatever is left of that group when it ends is killed.
 Exit status: pytest's, 0 when the item passes (or shows its known divergence), 1 when it fails;
-4 when there is no such item (a one-line error says why); 6 when a generated item's search
+4 when there is no such item or the candidate cannot be imported (a one-line error says why);
+2 when interrupted; 6 when a generated item's search
 stopped at its time budget with no saved failing example still failing (not reproduced: the
 message says how many examples ran).
 
@@ -33,7 +37,6 @@ import contextlib
 import json
 import os
 import shlex
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -42,6 +45,9 @@ from typing import Iterable
 from conformance.core.arguments import seconds
 from conformance.core.record import CANDIDATE
 from conformance.core.target import CandidateTarget
+from conformance.entry_points import supervise
+from conformance.entry_points.check_args import UsageError, _validate, add_import_timeout
+from conformance.entry_points.probe import _probe
 from conformance.results.rerun import ItemId, ReplayError, ReplayOptions, parse_item, suite_specs
 
 
@@ -99,6 +105,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--timeout", type=seconds(False), default=None, metavar="SECONDS",
                         help="the run's per-item timeout (--conformance-timeout), when it was not the default "
                              "(the printed command names it)")
+    add_import_timeout(parser)
     parser.add_argument("--pytest-args", default="", metavar="ARGS",
                         help="more pytest options, one string (e.g. \"--conformance-results reports/replay.json\")")
     parser.set_defaults(func=run)
@@ -113,23 +120,39 @@ def run(args: argparse.Namespace) -> int:
         command = replay_args(item, impls=args.impl, seed=args.seed, profile=args.profile,
                                  examples=args.examples, shrink=not args.no_shrink, benchmark=args.benchmark,
                                  timeout=args.timeout, extra=shlex.split(args.pytest_args or ""))
-    except ReplayError as exc:
+        targets = _validate(args.impl) if args.impl else []
+    except (ReplayError, UsageError) as exc:
         print(f"conformance replay: {exc}", file=sys.stderr)
         return 4  # pytest's usage error: no such item
     folders = candidate_folders(args.impl)
-    if not item.generated or any(a.startswith("--conformance-results") for a in command):
-        print("conformance replay:", shlex.join(command[1:]), flush=True)
+    try:
         with importable(folders):
-            return subprocess.call(command)
+            imported = _probe(targets, args.import_timeout) if targets else None
+    except UsageError as exc:
+        print(f"conformance replay: usage error: {exc}", file=sys.stderr)
+        return 4
+    except supervise.Interrupted as exc:
+        print(f"conformance replay: {exc} received while importing the candidate; its process was ended and "
+              "nothing was run", file=sys.stderr)
+        return 2  # pytest's "interrupted"
+    if not item.generated or any(a.startswith("--conformance-results") for a in command):
+        return _run(command, folders, imported)
     kept = kept_examples(item, args.counterexamples, folders)
     with tempfile.TemporaryDirectory(prefix="conformance-replay-") as folder:
         results = Path(folder) / "replay.json"
         # the record says how the search went; the saved failing example is where the run left it
         command += ["--conformance-results", str(results), "--conformance-counterexamples", str(kept)]
-        print("conformance replay:", shlex.join(command[1:]), flush=True)
-        with importable(folders):
-            code = subprocess.call(command)
+        code = _run(command, folders, imported)
         return _judged(item, code, results, kept)
+
+
+def _run(command: list[str], folders: list[str], imported: float | None) -> int:
+    """The replay's pytest, as check runs its own (conformance.entry_points.supervise): in its own process
+    group, SIGINT and SIGTERM passed on, nothing of it left behind; the probe's import time sets the
+    candidate's first-call limit there, as under check."""
+    print("conformance replay:", shlex.join(command[1:]), flush=True)
+    with importable(folders), supervise._environment(supervise._import_measure(imported)):
+        return supervise.run_pytest(command)[0]
 
 
 def candidate_folders(impls: Iterable[str]) -> list[str]:

@@ -24,6 +24,7 @@ PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before py
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shlex
 from pathlib import Path
@@ -50,8 +51,9 @@ PATHS_INI = "conformance_specs"  # ini: folders of specs; a run given one of the
 
 def is_conformance_run(config: pytest.Config) -> bool:
     """Whether this pytest run is the suite's: an explicit opt-in, as pytest plugins conventionally
-    have one. It is when one of the suite's options is given (``--conformance`` or any
-    ``--conformance-...``, on the command line, in ``addopts`` or in ``PYTEST_ADDOPTS``), when
+    have one. It is when one of the suite's options is given (``--conformance`` or any of its
+    ``--conformance-...``, :func:`own_options`, on the command line, in ``addopts`` or in
+    ``PYTEST_ADDOPTS``; a project's own ``--conformance-level`` is not one), when
     ``conformance_results`` is set in the ini file, or when the ini file's ``conformance_specs``
     names folders of specs and a path argument is one of them or inside one (this repository's
     pyproject.toml names ``specs``, so ``pytest specs`` in a clone is a run of the suite's). Paths
@@ -78,8 +80,8 @@ def _decide(config: pytest.Config) -> bool:
     except ValueError:  # unbalanced quotes: pytest says so itself
         environment = []
     given = [*map(str, config.invocation_params.args), *addopts, *environment]
-    if any(arg == OPT_IN_FLAG or arg.startswith(OPT_IN_FLAG + "-") or arg.startswith(OPT_IN_FLAG + "=")
-           for arg in given):
+    ours = own_options()
+    if any(arg.split("=", 1)[0] in ours for arg in given):
         return True
     try:
         if config.getini("conformance_results"):
@@ -87,6 +89,31 @@ def _decide(config: pytest.Config) -> bool:
     except ValueError:
         pass
     return _names_a_spec_folder(config)
+
+
+class _OptionNames:
+    """Stands for pytest's parser and the suite's option group in :func:`pytest_addoption`, keeping the names."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def getgroup(self, *args, **kwargs) -> _OptionNames:
+        return self
+
+    def addoption(self, *names: str, **kwargs) -> None:
+        self.names += names
+
+    def addini(self, *args, **kwargs) -> None:
+        pass
+
+
+@functools.lru_cache(maxsize=None)
+def own_options() -> frozenset[str]:
+    """The names of the suite's options, as :func:`pytest_addoption` registers them: what opts a run in
+    (a project's own ``--conformance-level`` does not)."""
+    names = _OptionNames()
+    pytest_addoption(names)
+    return frozenset(names.names)
 
 
 def _names_a_spec_folder(config: pytest.Config) -> bool:
@@ -139,7 +166,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def _add_selection(group, parser: pytest.Parser) -> None:
     group.addoption(OPT_IN_FLAG, action="store_true", default=False, dest="conformance",
                     help="make this a run of the suite's with its defaults: collect the specs (*.yaml) and the "
-                         "generated cases under the paths given. Any --conformance-* option or the "
+                         "generated cases under the paths given. Any of its --conformance-* options or the "
                          f"'conformance_results' ini value does too, and so does a path inside a folder the "
                          f"'{PATHS_INI}' ini value names; without one of them the plugin collects and changes "
                          "nothing.")

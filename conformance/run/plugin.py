@@ -6,7 +6,11 @@ PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before py
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
+import threading
+import traceback
 import warnings
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -54,8 +58,10 @@ def _split(values: list[str] | None) -> list[str]:
 
 def _select(config: pytest.Config) -> Selection:
     known = builtin_backends()
+    targets = list(candidate_targets(config).values())
     try:
-        impls = load_candidates(list(candidate_targets(config).values()))
+        with _slow_import_hint(targets, _first_call_limit(config, candidate=True)):
+            impls = load_candidates(targets)
     except CandidateError as exc:
         raise pytest.UsageError(str(exc)) from None
     if impls:
@@ -82,6 +88,33 @@ def _select(config: pytest.Config) -> Selection:
     if bad:
         raise pytest.UsageError(f"--conformance-op: unknown op(s) {', '.join(bad)}; known: {', '.join(OPS)}")
     return Selection({name: known[name] for name in names}, devices, dtypes, ops)
+
+
+@contextlib.contextmanager
+def _slow_import_hint(targets: list, limit: float):
+    """One line on stderr, with where the import stands, when importing the candidates takes longer than
+    ``limit`` seconds (the candidate's first-call limit): pytest waits for an import as long as it takes;
+    check and replay bound it (--import-timeout)."""
+    if not targets or limit <= 0:
+        yield
+        return
+    main = threading.get_ident()
+
+    def hint() -> None:
+        frame = sys._current_frames().get(main)
+        where = "".join(traceback.format_stack(frame)[-2:]) if frame is not None else ""
+        print(f"conformance: importing the candidate ({', '.join(map(str, targets))}) has not returned after "
+              f"{limit:g} s, its first-call limit (an import that hangs, or waits for input?); pytest waits for it "
+              "as long as it takes, python -m conformance check and replay end it after --import-timeout. It is "
+              f"at:\n{where}", file=sys.__stderr__ or sys.stderr, end="", flush=True)
+
+    timer = threading.Timer(limit, hint)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 @pytest.hookimpl(tryfirst=True)  # before junitxml reads its path and xdist starts its workers
@@ -248,10 +281,14 @@ def first_call_limit(config: pytest.Config, backend) -> float:
     import costs here now), and at least one item's timeout. A first use's import is an import like
     those; what a hanging candidate costs is then this limit, not five minutes (issue 30). Without
     check's measure (a pytest run), the candidate gets the built-ins' limit."""
+    return _first_call_limit(config, candidate=backend.name == CANDIDATE)
+
+
+def _first_call_limit(config: pytest.Config, *, candidate: bool) -> float:
     timeout = float(config.getoption("conformance_timeout", 0) or 0)
     if timeout <= 0:
         return 0.0
-    if backend.name == CANDIDATE:
+    if candidate:
         try:
             measured = float(os.environ.get(CANDIDATE_IMPORT_SECONDS, ""))
         except ValueError:

@@ -112,7 +112,9 @@ def _relative_to(spec: str, root: str) -> str | None:
         return None
 
 
-_OP_KEY = re.compile(rb"^op\s*:", re.M)  # a spec's top-level ``op:`` line (tests/test_outside_project.py)
+# a spec's top-level ``op:`` line as the loader reads it: after a BOM, the key quoted or not
+# (tests/test_outside_project.py, tests/test_opt_in.py)
+_OP_KEY = re.compile(rb"^(?:\xef\xbb\xbf)?(?:op|\"op\"|'op')\s*:", re.M)
 
 
 def is_conformance_spec(path: Path) -> bool:

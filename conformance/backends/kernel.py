@@ -19,6 +19,7 @@ from conformance.core.types import RunContext, Unsupported
 from conformance.backends.base import Backend
 from conformance.core.divergences import Divergence, register
 from conformance.core.rounding import TOWARD_ZERO
+from conformance.core.torch_release import NotInTorch
 from conformance.ops import OPS
 
 import torch
@@ -117,16 +118,20 @@ class KernelBackend(Backend):
         """The C++ kernels (this backend on cpu) compile on first use, 15-20 s on a fresh machine."""
         if self.impl != "auto" or "cpu" not in devices:
             return False
-        # lazy: ~0.07 s, paid when the backend is used, not by builtin_backends()
-        from conformance.kernels import build_in_background
-
+        try:
+            # lazy: ~0.07 s, paid when the backend is used, not by builtin_backends()
+            from conformance.kernels import build_in_background
+        except NotInTorch:
+            return False  # its items say so, item by item
         build_in_background()
         return True
 
     def warmed(self) -> None:
         if self.impl == "auto":
-            from conformance.kernels import wait_for_background_build  # lazy, as in warm_up
-
+            try:
+                from conformance.kernels import wait_for_background_build  # lazy, as in warm_up
+            except NotInTorch:
+                return
             wait_for_background_build()
 
     def drive_optimizer(self, op: str, ctx: RunContext, use):

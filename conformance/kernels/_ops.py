@@ -16,6 +16,8 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+from conformance.core.torch_release import require
+
 from ._build import load_cpu_kernels
 from ._validate import (
     check_coo_parts,
@@ -25,6 +27,9 @@ from ._validate import (
     check_sparse_step,
     check_tensor,
 )
+
+# the operators are torch.library custom ops: before torch 2.4 the kernels' items are unsupported (NotInTorch)
+require("2.4", "torch.library.custom_op, which the suite's kernels are registered with")
 
 IMPL_ENV_VAR = "CONFORMANCE_KERNEL_IMPL"
 IMPLS = ("auto", "cpp", "triton")

@@ -31,7 +31,14 @@ import math
 
 import torch
 from torch.optim.adagrad import adagrad as _torch_adagrad
-from torch.optim.optimizer import _get_value, _to_scalar
+from torch.optim.optimizer import _get_value
+
+try:
+    from torch.optim.optimizer import _to_scalar  # torch 2.6+ (a tensor lr)
+except ImportError:
+    def _to_scalar(value):
+        """A 0-d tensor's number (a tensor lr), else the value: torch's ``_to_scalar`` before it was there."""
+        return value.item() if isinstance(value, torch.Tensor) else value
 
 from ._memory import advise_huge_pages, state_like
 from ._ops import adagrad_step, resolve_impl, sparse_adam_step

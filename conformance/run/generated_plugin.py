@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import conformance
+from conformance.core.torch_release import NotInTorch
 from conformance.run import outcomes
 from conformance.run.items import ConformanceItem, placements
 from conformance.run.options import DEFAULT_SEED
@@ -130,6 +131,25 @@ def _set_environment(config: pytest.Config, name: str, value: str) -> None:
     config.stash[_ENVIRONMENT_SET].append(name)
 
 
+def _import_package(package) -> None:
+    """Import each module of ``package`` and of its subpackages, less those this environment cannot have."""
+    for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
+        if info.name.endswith("__main__"):
+            continue
+        try:
+            module = importlib.import_module(info.name)
+        except NotInTorch:
+            continue  # e.g. conformance.kernels before torch 2.4: its backend's items say so, item by item
+        except ModuleNotFoundError as exc:
+            if (exc.name or "").partition(".")[0] not in OPTIONAL_DEPENDENCIES:
+                raise
+            # e.g. conformance.kernels._triton without triton (a CPU torch brings none): the backend
+            # that needs it says so as `unsupported`, item by item, and nothing else imports it
+            continue
+        if info.ispkg:
+            _import_package(module)
+
+
 def import_the_whole_suite() -> None:
     """Import every module of the suite before anything is drawn.
 
@@ -138,16 +158,7 @@ def import_the_whole_suite() -> None:
     A module imported lazily by an earlier item (after a failure, for one backend only) would then
     change what later items draw: ``-k``, xdist's scheduling and ``--conformance-shard`` would
     change the examples. With the whole suite imported first, the seed alone decides them."""
-    for module in pkgutil.walk_packages(conformance.__path__, "conformance."):
-        if module.name.endswith("__main__"):
-            continue
-        try:
-            importlib.import_module(module.name)
-        except ModuleNotFoundError as exc:
-            if (exc.name or "").partition(".")[0] not in OPTIONAL_DEPENDENCIES:
-                raise
-            # e.g. conformance.kernels._triton without triton (a CPU torch brings none): the backend
-            # that needs it says so as `unsupported`, item by item, and nothing else imports it
+    _import_package(conformance)
     # torch, triton, Hypothesis and the suite leave millions of long-lived objects that each full
     # garbage collection would walk again: moved out of the collector's reach (they live as long as
     # the process anyway), the harness's tests ran 10-25% faster (tests/test_diagnosis.py and

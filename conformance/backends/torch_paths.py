@@ -14,6 +14,7 @@ for. The twins (``paths-agree``, conformance/cases/checks.py) run the path and t
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from conformance.ops.base import COMPILED, FOR_LOOP, REFUSES, TorchPath
 from conformance.ops.optimizers.inputs import OptimizerInputs
 from conformance.core.divergences import STOCK_TORCH, ConditionalDivergence, LayoutDivergence, PathDivergence, register
 from conformance.core.layouts import contiguous_strides
+from conformance.core.torch_release import NotInTorch
 from conformance.core.types import RunContext, Unsupported
 
 # fused's own refusal of a device or dtype (torch/optim/optimizer.py, _device_dtype_check_for_fused)
@@ -40,12 +42,16 @@ def path_class(torch_class: type, path: str, keywords: dict, on_sparse: str | No
     for-loop step instead (``on_sparse`` "for-loop"), torch's own RuntimeError on a sparse gradient
     (``on_sparse`` "refuses") or on a device or dtype the path has no kernel for."""
     name = f"{torch_class.__name__}({keywords_text(keywords)})"
+    accepted = inspect.signature(torch_class.__init__).parameters
+    missing = [keyword for keyword in keywords if keyword not in accepted]
 
     class TorchPath(torch_class):  # type: ignore[misc, valid-type]
         torch_path = path
         torch_keywords = dict(keywords)  # what a torch-only reproducer constructs it with (cases/torch_repro.py)
 
         def __init__(self, params, *args: Any, **kwargs: Any):
+            if missing:  # an older torch: the path is not there (torch 2.1's Adagrad has no fused=)
+                raise NotInTorch(f"torch.optim.{torch_class.__name__}'s keyword {missing[0]}=")
             super().__init__(params, *args, **{**kwargs, **keywords})
 
         def step(self, closure=None):

@@ -32,10 +32,10 @@ NOT_IN_TORCH = f"not in torch {RELEASE_TEXT}"  # how each such reason starts (th
 
 
 class NotInTorch(Unsupported):
-    """What the running torch release does not have (``what``, there from torch ``since`` on)."""
+    """What the running torch release does not have (``what``, there from torch ``since`` on, where known)."""
 
-    def __init__(self, what: str, since: str):
-        super().__init__(f"{NOT_IN_TORCH}: {what} (torch {since} and later)")
+    def __init__(self, what: str, since: str | None = None):
+        super().__init__(f"{NOT_IN_TORCH}: {what}" + (f" (torch {since} and later)" if since else ""))
         self.what = what
         self.since = since
 

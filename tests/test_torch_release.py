@@ -1,0 +1,69 @@
+"""What an older torch release lacks is its items' ``unsupported`` ("not in torch X.Y: ..."), never an
+error of the suite's or a crash at startup (conformance/core/torch_release.py; issue 51)."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from conformance.backends.torch_paths import path_class
+from conformance.core import torch_release
+from conformance.core.torch_release import NOT_IN_TORCH, NotInTorch, at_least, require
+from conformance.core.types import Unsupported
+from conformance.run.generated_plugin import _import_package
+
+
+def test_the_release_is_read_from_the_installed_torch():
+    major, minor = (int(part) for part in torch.__version__.split(".")[:2])
+    assert torch_release.RELEASE == (major, minor)
+    assert NOT_IN_TORCH == f"not in torch {major}.{minor}"
+    assert at_least(f"{major}.{minor}") and at_least("2.1") and not at_least(f"{major}.{minor + 1}")
+
+
+def test_what_a_release_lacks_is_unsupported_naming_the_release_and_since_when():
+    require(torch_release.OLDEST, "anything")  # the running torch has what the oldest has
+    with pytest.raises(NotInTorch) as raised:
+        require("99.0", "torch.frobnicate")
+    assert isinstance(raised.value, Unsupported)
+    assert str(raised.value) == f"{NOT_IN_TORCH}: torch.frobnicate (torch 99.0 and later)"
+
+
+class SGDBeforeFused(torch.optim.SGD):
+    """torch.optim.SGD as torch 2.1 has it: no ``fused=`` keyword."""
+
+    def __init__(self, params, lr=0.1, momentum=0.0, weight_decay=0.0):
+        super().__init__(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+
+
+def test_a_path_whose_keyword_the_release_lacks_is_not_in_torch_not_a_type_error():
+    param = torch.nn.Parameter(torch.zeros(3))
+    cls = path_class(SGDBeforeFused, "fused", {"fused": True}, None)
+    with pytest.raises(NotInTorch, match=r"not in torch \d+\.\d+: torch.optim.SGDBeforeFused's keyword fused="):
+        cls([param], lr=0.5)
+    # the keyword the release has still constructs it
+    assert path_class(torch.optim.SGD, "foreach", {"foreach": True}, None)([param], lr=0.5).defaults["foreach"]
+
+
+def test_a_module_the_release_cannot_import_is_left_out_of_the_suites_import(tmp_path, monkeypatch):
+    package = tmp_path / "oldtorchpkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "fine.py").write_text("VALUE = 1\n")
+    (package / "sub" / "__init__.py").write_text(textwrap.dedent("""\
+        from conformance.core.torch_release import require
+        require("99.0", "torch.frobnicate")
+    """))
+    (package / "sub" / "inner.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import oldtorchpkg
+
+    try:
+        _import_package(oldtorchpkg)
+        assert "oldtorchpkg.fine" in sys.modules
+        assert "oldtorchpkg.sub" not in sys.modules and "oldtorchpkg.sub.inner" not in sys.modules
+    finally:
+        for name in [n for n in sys.modules if n.startswith("oldtorchpkg")]:
+            del sys.modules[name]

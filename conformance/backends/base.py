@@ -111,8 +111,8 @@ def torch_kernels_missing_are_unsupported(device: str, what: str):
     the dtype (float16 sparse adds on cpu): Unsupported, with torch's reason (``what``: what ran into it)."""
     try:
         yield
-    except NotImplementedError as exc:
-        missing = missing_kernel(exc, device)
+    except (NotImplementedError, RuntimeError) as exc:  # a dtype kernel missing: RuntimeError before torch 2.6
+        missing = missing_kernel(exc, device) if isinstance(exc, NotImplementedError) else None
         if missing is not None:
             raise Unsupported(f"{what} on {device}: {missing}") from exc
         untyped = missing_dtype_kernel(exc)

@@ -50,6 +50,7 @@ from conformance.ops.base import COMPILED, TorchPath
 from conformance.ops import OPS
 from conformance.core.divergences import STOCK_TORCH, PathDivergence, register
 from conformance.core.dtypes import info
+from conformance.core.float_env import keep_denormals
 from conformance.core.record import COMPILES, INDUCTOR, compiles
 from conformance.core.tensors import CooArray
 from conformance.core.types import RunContext, Unsupported
@@ -216,8 +217,11 @@ def _compiling_here():
     # an older torch (2.1) has no fail_on_recompile_limit_hit: there a run past the limit runs eagerly, which the
     # counts show (a step that compiled nothing is Unsupported)
     strict = {"fail_on_recompile_limit_hit": True} if hasattr(torch._dynamo.config, "fail_on_recompile_limit_hit") else {}
-    with torch._dynamo.config.patch(**strict), torch._inductor.config.patch(compile_threads=1):
-        yield
+    try:
+        with torch._dynamo.config.patch(**strict), torch._inductor.config.patch(compile_threads=1):
+            yield
+    finally:
+        keep_denormals()  # torch 2.5's compiled C++ turns on flush-to-zero for the process (core/float_env.py)
 
 
 def compiled_function(op: str, function: Callable, calls: list[dict[str, int]]) -> Callable:

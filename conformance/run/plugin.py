@@ -35,6 +35,7 @@ from conformance.run.state import (SELECTION, candidate_targets, SPEC_SUFFIXES, 
 from conformance.judging.runner import run_item
 from conformance.specs.load import Case, SpecError, load_spec
 from conformance.core.dtypes import DTYPES
+from conformance.core.float_env import keep_denormals
 from conformance.core.types import Mismatch, exception_text, safe_text
 from conformance.judging.verdict import SameAsTorch
 
@@ -332,11 +333,15 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 @pytest.hookimpl(wrapper=True, tryfirst=True)  # outside pytest-timeout's and the watchdogs' wrappers
 def pytest_runtest_protocol(item: pytest.Item, nextitem):
     """A backend's one-time setup still under way (the C++ kernels' first build on a fresh machine, 15-20 s)
-    is waited for before its item's timer starts: never charged to the item's own timeout."""
+    is waited for before its item's timer starts: never charged to the item's own timeout. Flushing of
+    subnormals an item turned on (core/float_env.py) is turned off after it."""
     backend = getattr(item, "backend", None)
     if isinstance(item, ConformanceItem) and backend is not None:
         backend.warmed()
-    return (yield)
+    try:
+        return (yield)
+    finally:
+        keep_denormals()  # what an item's code did to the floating-point environment stays with it
 
 
 @pytest.hookimpl(wrapper=True)

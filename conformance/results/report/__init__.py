@@ -37,6 +37,7 @@ from conformance.results.report.charts import speed_charts
 from conformance.results.report.common import (DEVICE_ORDER, DTYPE_SHORT, ITEMS_LIMIT, LABEL_LIMIT, TEXT_LIMIT,
                                                backend_order, capped, http_url, run_tag)
 from conformance.results.report.diffs import MAX_DIFF_RUNS, diffs
+from conformance.results.report.releases import KINDS as MOVED_KINDS, what_moved
 from conformance.results.report.heading import DEFAULT_TITLE, report_title, what_was_checked
 from conformance.results.report.items import divergence_of, entry, expected_vs_got, repro_command
 from conformance.results.report.loading import load_for_report, report_problem, run_labels
@@ -110,6 +111,7 @@ def build_report(paths: Iterable[str | Path], out: str | Path, *, title: str | N
         charts=speed_charts(runs, labels, speed_baseline), speed_baseline=speed_baseline,
         diffs=all_diffs, default_diff=default_diff, generated=now(), total_items=len(items),
         coverage=coverage_rows(runs[-1].records, backend_order(runs)) if runs else [],
+        moved=what_moved(runs, item_index), moved_kinds=MOVED_KINDS,
     )
     # a label's or hostname's control characters shown as \x1b (the data block's JSON holds none raw)
     write_output(out, safe_to_show(page), "report")

@@ -163,7 +163,12 @@ def _constraints_for(session: nox.Session) -> Path:
             "for r in m.requires('torch') or []))")
     result = subprocess.run([_venv_python(session), "-c", code], capture_output=True, text=True)
     torchs = set(_pinned("\n".join(f"{name}==0" for name in result.stdout.split())))
+    torch_version = _installed(session, "torch") or "0.0"
+    if _release_tuple(torch_version) < NUMPY_1_BEFORE:  # built against NumPy 1 (the release matrix's oldest)
+        torchs.add("numpy")
     kept = [line for name, line in _pinned(CONSTRAINTS.read_text()).items() if name not in torchs]
+    if "numpy" in torchs and _release_tuple(torch_version) < NUMPY_1_BEFORE:
+        kept.append("numpy<2")
     path = Path(session.virtualenv.location) / "conformance-constraints.txt"
     path.write_text("\n".join(kept) + "\n")
     return path
@@ -392,3 +397,100 @@ def newest(session: nox.Session) -> None:
                      f"constraints.txt, listed above): see {junit.relative_to(ROOT)} before running nox -s lock")
     else:
         session.log(f"the fast tier passed on the newest releases ({len(moved)} moved from constraints.txt)")
+
+
+# ------------------------------------------------------------------ the release matrix (nox -t releases)
+
+# every torch release the suite claims (pyproject.toml: torch>=2.1), the newest patch of each minor on the
+# package index (`pip index versions torch`, 2026-11-29); CONFORMANCE_TORCH_RELEASES replaces the list
+RELEASES = [v.strip() for v in os.environ.get("CONFORMANCE_TORCH_RELEASES", "").split(",") if v.strip()] or [
+    "2.1.2", "2.2.2", "2.3.1", "2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0", "2.9.1", "2.10.0", "2.11.0", "2.12.1",
+    "2.13.0", "2.14.1", "2.15.0"]
+RELEASES_DIR = REPORTS / "releases"
+# releases built against NumPy 1: NumPy 2 cannot load them ("A module that was compiled using NumPy 1.x")
+NUMPY_1_BEFORE = (2, 4)
+
+
+def _release_tuple(version: str) -> tuple[int, ...]:
+    """(major, minor) of a torch version ("2.1.2+cu121" -> (2, 1))."""
+    return tuple(int("".join(c for c in part if c.isdigit()) or 0) for part in version.split("+")[0].split(".")[:2])
+
+
+def _suite_commit() -> str | None:
+    """HEAD's commit when the checkout is clean (a release's results are reused only for the same suite)."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return None if dirty.stdout.strip() else commit.stdout.strip()
+
+
+def _already_run(results: Path, commit: str | None) -> bool:
+    """Whether ``results`` is a complete run of this same suite commit (so the release need not run again)."""
+    try:
+        run = json.loads(results.read_text())["run"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    suite = run.get("suite") or {}
+    return (commit is not None and run.get("status") == "complete" and suite.get("git_commit") == commit
+            and not suite.get("git_dirty"))
+
+
+@nox.session(tags=["releases"])
+@nox.parametrize("torch_version", [nox.param(v, id=f"torch-{v}") for v in RELEASES])
+def release(session: nox.Session, torch_version: str) -> None:
+    """The spec suite on one torch release for the cross-release report (nox -t releases runs every
+    release, one after another). Resumable: a release whose results exist for this clean suite commit is
+    not run again. Its venv (several GB: torch and its CUDA libraries) is removed after the run unless
+    CONFORMANCE_RELEASES_KEEP_VENVS=1; reports/releases/status-torch-<V>.json says what happened."""
+    RELEASES_DIR.mkdir(parents=True, exist_ok=True)
+    results = RELEASES_DIR / f"results-torch-{torch_version}.json"
+    status_path = RELEASES_DIR / f"status-torch-{torch_version}.json"
+    position = f"release {RELEASES.index(torch_version) + 1} of {len(RELEASES)}"
+    commit = _suite_commit()
+    if _already_run(results, commit):
+        session.log(f"{position}: torch {torch_version} already ran at {commit[:12]} ({results.relative_to(ROOT)})")
+        return
+    session.log(f"{position}: torch {torch_version}")
+    started = time.monotonic()
+    status: dict = {"torch_requested": torch_version, "suite_commit": commit}
+    try:
+        _install(session, torch_version)  # NumPy 1 where the release needs it (_constraints_for)
+    except InstallFailed as exc:
+        status.update(status="install failed", error=str(exc), seconds=round(time.monotonic() - started, 1))
+        status_path.write_text(json.dumps(status, indent=2) + "\n")
+        session.error(f"install failed for torch {torch_version} ({status_path.relative_to(ROOT)}):\n{exc}")
+    status.update(torch=_installed(session, "torch"), numpy=_installed(session, "numpy"),
+                  install_seconds=round(time.monotonic() - started, 1))
+    ran = time.monotonic()
+    code = _pytest(session, ["specs", "-p", "no:cacheprovider", "-n", "auto", "--conformance-device", "cpu",
+                             f"--conformance-results={results}", "--conformance-label", f"torch {torch_version}",
+                             *session.posargs], {})
+    # 0 or 1 (items failed: torch's differences, the report lists them) is a completed run; anything else
+    # (an error of the suite's at startup, an interrupted run) is this release's failure
+    status.update(status="completed" if code in (0, 1) else "failed", pytest_exit_code=code,
+                  test_seconds=round(time.monotonic() - ran, 1), seconds=round(time.monotonic() - started, 1))
+    if os.environ.get("CONFORMANCE_RELEASES_KEEP_VENVS", "0") in ("", "0"):
+        import shutil
+
+        shutil.rmtree(session.virtualenv.location, ignore_errors=True)
+        status["venv_removed"] = True
+    status_path.write_text(json.dumps(status, indent=2) + "\n")
+    session.log(f"status: {status_path.relative_to(ROOT)}: {status['status']} (pytest exit {code})")
+    if code not in (0, 1):
+        session.error(f"the spec run on torch {torch_version} did not complete (pytest exit {code})")
+
+
+@nox.session(tags=["releases"])
+def releases_report(session: nox.Session) -> None:
+    """One report across the releases that ran (reports/releases/index.html), with what moved from each
+    release to the next; runs last in nox -t releases."""
+    from packaging.version import Version
+
+    files = sorted(RELEASES_DIR.glob("results-torch-*.json"), key=lambda p: Version(p.stem.removeprefix("results-torch-")))
+    if not files:
+        session.error(f"no release has results under {RELEASES_DIR.relative_to(ROOT)}: run nox -t releases")
+    session.run(sys.executable, "-m", "conformance", "report", *map(str, files), "-o",
+                str(RELEASES_DIR / "index.html"), external=True)

@@ -3,9 +3,9 @@ results file naming the hung item (conformance/run/plain_watchdog.py's PlainWatc
 ``conformance check`` starts has a timeout and leaves nothing behind (supervise.run_pytest); a candidate
 that crashes or hangs on every input stops the run early (conformance/run/breaker.py,
 ``--conformance-max-crashes``, which check gives as ``--max-crashes``), and one whose first call
-hangs stops it within that call's limit (conformance/run/items.py's HungFirstCall: its items are not
-run while it runs; the candidate's limit from check's import probe, conformance/run/plugin.py's
-first_call_limit)."""
+hangs stops it within that call's limit (conformance/run/items.py's HungFirstCall: the call is stopped
+there, or its worker ended when it is stuck in C, and its items are not run; the candidate's limit
+from check's import probe, conformance/run/plugin.py's first_call_limit)."""
 
 from __future__ import annotations
 
@@ -138,16 +138,16 @@ def test_the_breaker_stops_a_run_whose_candidate_hangs_on_every_input(tmp_path):
 
 @pytest.mark.slow
 def test_a_candidate_whose_first_call_hangs_stops_the_run_at_the_first_calls_limit(tmp_path):
-    """Its first call (made before any item) is still running at its limit (5 x 0.2 s): the items of
-    candidate/adagrad are errors at once, not run (each would cost its timeout and a worker for the
-    same hang); the breaker counts them, and check's verdict is FAIL. Before, each item ran and timed
-    out in turn (at check's defaults a deadlock in C cost 9 min 44 s to 10 min 36 s: five minutes of first calls, then
+    """Its first call (made before any item, in the thread the items run in) is stopped at its limit
+    (5 x 0.2 s): the items of candidate/adagrad are errors at once, not run (each would cost its timeout
+    and a worker for the same hang); the breaker counts them, and check's verdict is FAIL. Before, each
+    item ran and timed out in turn (at check's defaults a deadlock in C cost 9 min 44 s to 10 min 36 s: five minutes of first calls, then
     each item's timeout and a new worker)."""
     code, document, records = _breaker_run(tmp_path, "first-call-hangs", STUCK, "StuckAdagrad", 0.2)
     for record in records.values():
         assert record["outcome"] == "error" and record["timed_out"] is True, record
         assert record["message"].startswith("not run: candidate's first call of adagrad"), record["message"]
-        assert "(its limit: 1 s) and is still running in this process" in record["message"], record["message"]
+        assert "(its limit: 1 s) and was stopped there" in record["message"], record["message"]
     verdict = check.judge(document, run_id=document["run"]["id"], status=int(code), ops=["adagrad"])
     assert verdict.code == check.FAIL and "crashed or hung on every input tried (2 item(s)" in verdict.reason
 
@@ -305,8 +305,8 @@ def test_check_at_its_defaults_fails_a_candidate_that_hangs_on_every_input_withi
                                                                                                 name):
     """issue 30, point 3: the suite's specs, 100 examples, 60 s items, one worker per core. The
     candidate's first call hangs in every worker; its limit is 5 x the import probe's time, at least
-    60 s (GIL released: its items are then errors, not run; GIL held: the watchdog ends the worker at
-    the limit + its grace, and the replacement runs none of candidate/adagrad). Before: 9 min 44 s to
+    60 s (stuck in C, the GIL released or held: the watchdog ends the worker at the limit + its grace,
+    and the replacement runs none of candidate/adagrad). Before: 9 min 44 s to
     10 min 36 s (docs/robustness.md)."""
     (tmp_path / "hangs.py").write_text(source)
     started = time.monotonic()

@@ -284,7 +284,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             problem, hung = first_calls_made(items, lambda backend: first_call_limit(config, backend),
                                              timeouts.first_calls_watchdog(config))
             timeouts.first_calls_did_not_finish(config, {
-                f"{call.backend}/{call.op}": f"still running in another worker at its limit of {call.limit:g} s"
+                f"{call.backend}/{call.op}": f"stopped at its limit of {call.limit:g} s in another worker"
                 for call in hung})
         config.stash[HUNG_FIRST_CALLS] = {(call.backend, call.op): call for call in hung}
         if problem:

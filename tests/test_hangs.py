@@ -258,6 +258,34 @@ def test_a_crash_in_a_run_in_one_process_is_recorded_too(tmp_path):
     assert crashed["outcome"] == "error" and crashed["crashed"] and "the process ended while running" in crashed["message"]
 
 
+@pytest.mark.slow  # about 10 s each
+@pytest.mark.parametrize("candidate, processes", [("coalesce_fork_returns", "1"), ("coalesce_fork_hangs", "1"),
+                                                  ("coalesce_fork_hangs", "0")])
+def test_a_forking_candidate_leaves_no_copy_of_the_worker_and_reports_each_item_once(tmp_path, candidate, processes):
+    """issue 52, F14: a candidate that forks and whose child does not exit, in a plain ``pytest -n 1``
+    run (and in one process). A child back in the harness ends there (it would run and report the item again); one that
+    hangs is killed when its worker ends. Before: copies of the worker left running, PPID 1."""
+    forks, results = tmp_path / "forks", tmp_path / "results.json"
+    forks.mkdir()
+    with open(tmp_path / "out.txt", "w") as out:  # not a pipe: a copy left running would hold it open
+        code = subprocess.call([sys.executable, "-m", "pytest", *base_args(results), "specs/coalesce.yaml", "-n", processes,
+                                "-k", "basic-2x3", "--conformance-examples", "0", "--conformance-backend", "candidate,coo",
+                                "--conformance-impl", f"coalesce=tests/candidates/forks.py:{candidate}"],
+                               cwd=REPO, stdout=out, stderr=subprocess.STDOUT, timeout=300,
+                               env={**os.environ, "CONFORMANCE_TEST_FORKS": str(forks)})
+    children = [int(path.name) for path in forks.iterdir()]
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [pid for pid in children if _alive(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    output = (tmp_path / "out.txt").read_text()
+    assert len(children) >= 2 and not left, (children, left, output[-3000:])
+    assert code == 0 and "4 passed" in output and "failed" not in output, output[-3000:]
+    assert sorted(r["outcome"] for r in load(results)["records"] if r["case"] == "basic-2x3") == ["passed"] * 4
+
+
 @pytest.mark.slow
 def test_run_pytest_has_a_timeout_and_leaves_no_process_of_its_group(tmp_path):
     pid_file = tmp_path / "grandchild.pid"

@@ -20,6 +20,7 @@ from conformance.run import (breaker, crashes, generated_plugin, options, outcom
 from conformance.backends import builtin_backends
 from conformance.run.benchmark import benchmark_items
 from conformance.backends.candidate import CandidateBackend, CandidateError, load_candidates
+from conformance.backends.compiled import inductor_cache
 from conformance.core.devices import DEFAULT_DEVICES, DEVICES
 from conformance.ops import OPS
 from conformance.core.record import CANDIDATE, ItemRecord
@@ -101,6 +102,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _configure_selection(config: pytest.Config) -> None:
+    if is_conformance_run(config):  # before a candidate's import can import torch._dynamo, which fixes it
+        inductor_cache()  # Inductor's cache: the suite's own folder, not torch's machine-wide one
     config.stash[SELECTION] = _select(config)
     config.addinivalue_line("markers", "conformance: an item generated from a spec case")
     if not is_conformance_run(config):

@@ -17,7 +17,7 @@ import signal
 import sys
 
 # this process's, copied into a child; "unheld": the file descriptors a copy closes at once
-_STATE = {"runs": 0, "hooked": False, "forked": False, "parent": 0, "unheld": set()}
+_STATE: dict = {"runs": 0, "hooked": False, "forked": False, "parent": 0, "unheld": set(), "prctl": None}
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -26,6 +26,11 @@ def watch() -> None:
     """A run of this process begins: a child it forks from now on is a copy (until :func:`unwatch`;
     nested runs count)."""
     if not _STATE["hooked"] and hasattr(os, "register_at_fork"):
+        if sys.platform.startswith("linux"):  # looked up here: no dlopen in a child of a threaded process
+            try:
+                _STATE["prctl"] = ctypes.CDLL(None).prctl
+            except (OSError, AttributeError):
+                pass
         os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
         _STATE["hooked"] = True
     _STATE["runs"] += 1
@@ -54,11 +59,8 @@ def _after_fork_in_child() -> None:
             os.close(fd)
         except OSError:
             pass
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):
-            pass
+    if _STATE["prctl"] is not None:
+        _STATE["prctl"](PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != _STATE["parent"]:  # the parent ended before prctl: no signal will come
         os._exit(0)
 

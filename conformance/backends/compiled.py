@@ -141,17 +141,14 @@ class InductorCacheSuspect(RuntimeError):
 
 @contextmanager
 def _cache_named():
-    """A compile that fails on what a corrupt cache entry raises (itself, or the exception it wraps:
-    BackendCompilerFailed's ``inner_exception``, a ``raise ... from``): the error names the cache folder."""
+    """A compile that fails with what a corrupt cache entry raises (raised itself, or wrapped in
+    BackendCompilerFailed, its ``inner_exception``): the error names the cache folder."""
     try:
         yield
     except Exception as exc:
-        cause, seen = exc, set()
-        while cause is not None and id(cause) not in seen:
+        for cause in (exc, getattr(exc, "inner_exception", None)):
             if isinstance(cause, CACHE_FAILURES) or type(cause).__name__ in CACHE_FAILURE_NAMES:
                 raise InductorCacheSuspect(f"{_cache_note(cause)}\n{exception_text(exc)}") from exc
-            seen.add(id(cause))
-            cause = getattr(cause, "inner_exception", None) or cause.__cause__
         raise
 
 

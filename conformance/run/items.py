@@ -179,9 +179,9 @@ def first_calls_made(items: list[pytest.Item], limit: Callable[[Backend], float]
             hung.append(hung_call)
     slow = [first_call_label(call.backend, call.op) for call in hung]
     if slow:
-        return (f"the first call of {', '.join(slow)} had not returned within its limit before any item ran: it "
-                f"hangs, or imports slowly; the items of {', '.join(slow)} that start while it runs are errors, "
-                f"not run (--conformance-timeout raises the limit)"), hung
+        return (f"the first call of {', '.join(slow)} had not returned within its limit before any item ran and "
+                f"was stopped: it hangs, or imports slowly; the items of {', '.join(slow)} are errors, not run "
+                f"(--conformance-timeout raises the limit)"), hung
     return None, hung
 
 

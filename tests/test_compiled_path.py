@@ -4,11 +4,16 @@ process loads Inductor (several seconds); the graphs after it load from Inductor
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
-from conformance_runs import load, run_inprocess
+from conformance_runs import REPO, base_args, load, run_inprocess
 from conformance.backends import builtin_backends
 from conformance.backends.compiled import COMPILED_ADAGRAD_LR_IN_FLOAT32, COUNTS_KEY, SPARSE_REASON
 from conformance.core.record import INDUCTOR
@@ -302,6 +307,78 @@ def test_a_compiled_function_dynamo_refuses_is_unsupported_with_its_reason(monke
     with pytest.raises(Unsupported, match="Dynamo does not trace it: .*graph_break"):
         _compiled().run(MASKED_MEAN, MaskedMeanInputs(np.array([1.0, 2.0]), np.array([True, False])),
                         RunContext("cpu", torch.float32))
+
+
+def test_inductors_cache_is_a_folder_of_the_suites_own_unless_the_user_names_one(monkeypatch, tmp_path):
+    """F15: torch's default, /tmp/torchinductor_<user>, is shared by every program of the user; a corrupt
+    entry there failed every later run's compiled items. The suite's is per environment, beside the C++
+    kernels' build folder; TORCHINDUCTOR_CACHE_DIR, when set, rules."""
+    from conformance.backends.compiled import inductor_cache
+    from conformance.kernels import suite_cache_directory
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "")  # restored after the test, as it was (set or not)
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    ours = inductor_cache()
+    assert ours == str(suite_cache_directory("inductor")) == os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    assert Path(ours).parent == tmp_path / "torch_sparse_conformance" and "inductor" in Path(ours).name
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
+    assert inductor_cache() == str(tmp_path / "mine")
+
+
+def test_a_compile_failing_as_a_corrupt_cache_entry_makes_it_names_the_cache_folder(monkeypatch, tmp_path):
+    """F15: a truncated .so in Inductor's cache fails every later compile of that code ("ImportError: ...
+    file too short", inside BackendCompilerFailed), and torch never rebuilds it: the item's error says
+    which folder to delete, rather than reading as a bug of stock torch's."""
+    from conformance.backends.compiled import InductorCacheSuspect
+    from conformance.ops.masked_mean import MaskedMeanInputs
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    truncated = ImportError(f"{tmp_path}/inductor/cj/cjrt7.main.so: file too short")
+
+    def failing_compile(function, **kwargs):
+        def call(*args):
+            raise torch._dynamo.exc.BackendCompilerFailed(function, truncated, None)
+        return call
+
+    monkeypatch.setattr(torch, "compile", failing_compile)
+    with pytest.raises(InductorCacheSuspect) as failed:
+        _compiled().run(MASKED_MEAN, MaskedMeanInputs(np.array([1.0, 2.0]), np.array([True, False])),
+                        RunContext("cpu", torch.float32))
+    message = str(failed.value)
+    assert message.startswith("torch.compile failed with ImportError, as it does on a corrupt entry of Inductor's "
+                              f"cache, which for this run is {tmp_path / 'inductor'}:"), message
+    assert "file too short" in message
+
+
+@pytest.mark.slow  # two runs in child processes, the first compiling cold: about a minute
+def test_every_so_of_the_suites_inductor_cache_truncated_the_compiled_item_names_the_folder(tmp_path):
+    """F15 end to end: a run compiles into the suite's own folder (not torch's machine-wide one); with each
+    .so there truncated to 0 bytes (a full disk, a crash), the next run's compiled item passes or its error
+    names that folder. Before: the cache was /tmp/torchinductor_<user>, and such an item was an error
+    blamed on stock torch."""
+    env = {key: value for key, value in os.environ.items() if key != "TORCHINDUCTOR_CACHE_DIR"}
+    env.update(XDG_CACHE_HOME=str(tmp_path / "xdg"),
+               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+
+    def run() -> dict:
+        results = tmp_path / "results.json"
+        subprocess.run([sys.executable, "-m", "pytest", *base_args(results), "specs/masked_mean.yaml", "-p", "no:xdist",
+                        "-k", "mean-of-valid-entries", "--conformance-examples", "0", "--conformance-backend", "compiled",
+                        "--conformance-dtype", "float32"], cwd=REPO, env=env, capture_output=True, timeout=600)
+        (record,) = load(results)["records"]
+        return record
+
+    assert run()["outcome"] == "passed"
+    folder = tmp_path / "xdg" / "torch_sparse_conformance"
+    libraries = list(folder.rglob("*.so"))
+    assert libraries, "nothing compiled into the suite's own folder"
+    for library in libraries:
+        library.write_bytes(b"")
+    record = run()
+    assert record["outcome"] == "passed" or (
+        record["outcome"] == "error" and record["message"].startswith("torch.compile failed with ")
+        and f"which for this run is {next(folder.iterdir())}:" in record["message"]), record
 
 
 def _plant_wrong_compiled_masked_mean(monkeypatch) -> None:

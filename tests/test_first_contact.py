@@ -3,11 +3,16 @@ deserve (issue 29). Each runs in this process on the packaged specs' generated i
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
-from conformance_runs import by_case, load, run_inprocess
+from conformance_runs import REPO, by_case, load, run_inprocess
 
 LAZY = "tests/candidates/lazy_state.py"
+AFFINE = "tests/candidates/thread_affine.py"
 
 
 def _run(name: str, op: str, impl: str, *extra: str, examples: int = 8) -> tuple[int, dict]:
@@ -37,6 +42,32 @@ def test_a_library_that_imports_slowly_is_not_timed_out_on_its_first_item():
                                "--conformance-examples", "0", "-k", "tutorial-step-1 and float32", timeout=1)
     (record,) = load(path)["records"]
     assert (code, record["outcome"]) == (0, "passed"), record
+
+
+def test_a_thread_affine_library_is_called_only_from_the_thread_that_imported_it():
+    """Paddle, tinygrad and jittor refuse or break on a call from another thread than their own (issue
+    52): the first calls are made in the thread the items run in, so every item passes. Before, each
+    backend's first call ran in a helper thread, and every later call failed (sqlite3's
+    check_same_thread: 15 errors of 15)."""
+    code, document = _run("thread-affine", "coalesce", f"{AFFINE}:coalesce",
+                          "-k", "float64", examples=0)
+    outcomes = {key: record["outcome"] for key, record in by_case(document).items()}
+    assert len(outcomes) >= 10 and code == 0 and set(outcomes.values()) <= {"passed", "xfail"}, outcomes
+
+
+@pytest.mark.slow  # conformance check's child processes: about a minute
+def test_check_passes_a_thread_affine_library(tmp_path):
+    """The same candidate under conformance check (an xdist worker makes the first calls): PASS, every
+    candidate item passed. Before: FAIL, each item an error of sqlite3's check_same_thread."""
+    results = tmp_path / "candidate.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-m", "conformance", "check", f"coalesce={AFFINE}:coalesce",
+                           "--examples", "2", "--workers", "1", "--results", str(results),
+                           "--report", str(tmp_path / "check.html")],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and "RESULT: PASS" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+    candidate = {k: r["outcome"] for k, r in by_case(load(results)).items() if r["backend"] == "candidate"}
+    assert len(candidate) >= 40 and set(candidate.values()) <= {"passed", "xfail", "unsupported"}, candidate
 
 
 def test_narrowing_keeps_an_example_only_while_the_documented_contract_rejects_it():

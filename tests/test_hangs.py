@@ -3,9 +3,9 @@ results file naming the hung item (conformance/run/plain_watchdog.py's PlainWatc
 ``conformance check`` starts has a timeout and leaves nothing behind (supervise.run_pytest); a candidate
 that crashes or hangs on every input stops the run early (conformance/run/breaker.py,
 ``--conformance-max-crashes``, which check gives as ``--max-crashes``), and one whose first call
-hangs stops it within that call's limit (conformance/run/items.py's HungFirstCall: its items are not
-run while it runs; the candidate's limit from check's import probe, conformance/run/plugin.py's
-first_call_limit)."""
+hangs stops it within that call's limit (conformance/run/items.py's HungFirstCall: the call is stopped
+there, or its worker ended when it is stuck in C, and its items are not run; the candidate's limit
+from check's import probe, conformance/run/plugin.py's first_call_limit)."""
 
 from __future__ import annotations
 
@@ -138,16 +138,16 @@ def test_the_breaker_stops_a_run_whose_candidate_hangs_on_every_input(tmp_path):
 
 @pytest.mark.slow
 def test_a_candidate_whose_first_call_hangs_stops_the_run_at_the_first_calls_limit(tmp_path):
-    """Its first call (made before any item) is still running at its limit (5 x 0.2 s): the items of
-    candidate/adagrad are errors at once, not run (each would cost its timeout and a worker for the
-    same hang); the breaker counts them, and check's verdict is FAIL. Before, each item ran and timed
-    out in turn (at check's defaults a deadlock in C cost 9 min 44 s to 10 min 36 s: five minutes of first calls, then
+    """Its first call (made before any item, in the thread the items run in) is stopped at its limit
+    (5 x 0.2 s): the items of candidate/adagrad are errors at once, not run (each would cost its timeout
+    and a worker for the same hang); the breaker counts them, and check's verdict is FAIL. Before, each
+    item ran and timed out in turn (at check's defaults a deadlock in C cost 9 min 44 s to 10 min 36 s: five minutes of first calls, then
     each item's timeout and a new worker)."""
     code, document, records = _breaker_run(tmp_path, "first-call-hangs", STUCK, "StuckAdagrad", 0.2)
     for record in records.values():
         assert record["outcome"] == "error" and record["timed_out"] is True, record
         assert record["message"].startswith("not run: candidate's first call of adagrad"), record["message"]
-        assert "(its limit: 1 s) and is still running in this process" in record["message"], record["message"]
+        assert "(its limit: 1 s) and was stopped there" in record["message"], record["message"]
     verdict = check.judge(document, run_id=document["run"]["id"], status=int(code), ops=["adagrad"])
     assert verdict.code == check.FAIL and "crashed or hung on every input tried (2 item(s)" in verdict.reason
 
@@ -274,6 +274,34 @@ def test_a_crash_in_a_run_in_one_process_is_recorded_too(tmp_path):
     assert crashed["outcome"] == "error" and crashed["crashed"] and "the process ended while running" in crashed["message"]
 
 
+@pytest.mark.slow  # about 10 s each
+@pytest.mark.parametrize("candidate, processes", [("coalesce_fork_returns", "1"), ("coalesce_fork_hangs", "1"),
+                                                  ("coalesce_fork_hangs", "0")])
+def test_a_forking_candidate_leaves_no_copy_of_the_worker_and_reports_each_item_once(tmp_path, candidate, processes):
+    """issue 52, F14: a candidate that forks and whose child does not exit, in a plain ``pytest -n 1``
+    run (and in one process). A child back in the harness ends there (it would run and report the item again); one that
+    hangs is killed when its worker ends. Before: copies of the worker left running, PPID 1."""
+    forks, results = tmp_path / "forks", tmp_path / "results.json"
+    forks.mkdir()
+    with open(tmp_path / "out.txt", "w") as out:  # not a pipe: a copy left running would hold it open
+        code = subprocess.call([sys.executable, "-m", "pytest", *base_args(results), "specs/coalesce.yaml", "-n", processes,
+                                "-k", "basic-2x3", "--conformance-examples", "0", "--conformance-backend", "candidate,coo",
+                                "--conformance-impl", f"coalesce=tests/candidates/forks.py:{candidate}"],
+                               cwd=REPO, stdout=out, stderr=subprocess.STDOUT, timeout=300,
+                               env={**os.environ, "CONFORMANCE_TEST_FORKS": str(forks)})
+    children = [int(path.name) for path in forks.iterdir()]
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [pid for pid in children if _alive(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    output = (tmp_path / "out.txt").read_text()
+    assert len(children) >= 2 and not left, (children, left, output[-3000:])
+    assert code == 0 and "4 passed" in output and "failed" not in output, output[-3000:]
+    assert sorted(r["outcome"] for r in load(results)["records"] if r["case"] == "basic-2x3") == ["passed"] * 4
+
+
 @pytest.mark.slow
 def test_run_pytest_has_a_timeout_and_leaves_no_process_of_its_group(tmp_path):
     pid_file = tmp_path / "grandchild.pid"
@@ -321,8 +349,8 @@ def test_check_at_its_defaults_fails_a_candidate_that_hangs_on_every_input_withi
                                                                                                 name):
     """issue 30, point 3: the suite's specs, 100 examples, 60 s items, one worker per core. The
     candidate's first call hangs in every worker; its limit is 5 x the import probe's time, at least
-    60 s (GIL released: its items are then errors, not run; GIL held: the watchdog ends the worker at
-    the limit + its grace, and the replacement runs none of candidate/adagrad). Before: 9 min 44 s to
+    60 s (stuck in C, the GIL released or held: the watchdog ends the worker at the limit + its grace,
+    and the replacement runs none of candidate/adagrad). Before: 9 min 44 s to
     10 min 36 s (docs/robustness.md)."""
     (tmp_path / "hangs.py").write_text(source)
     started = time.monotonic()

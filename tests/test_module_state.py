@@ -28,6 +28,7 @@ DECLARED = {
     "kernels/_memory.py:last_collapse_seconds": "how long the last huge-page collapse took (the benchmark's record)",
     "kernels/_slots.py:_TABLES": "the device tables the slot kernels keep between steps (a CUDA graph replays them)",
     "kernels/_slots.py:_ACCUMULATORS": "the accumulators the slot kernels keep between steps",
+    "core/forks.py:_STATE": "whether this process is a forked copy of a run's (inherited by a child), its runs, the fds a copy closes",
     "run/isolation.py:_STRAY_THREADS": "the threads a hung item left running in this worker",
     "run/isolation.py:_SESSIONS": "the process groups this process started, ended at exit",
     "run/signals.py:_ACTIVE": "the run whose results a signal handler writes before the process ends",

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from conformance.core.forks import leave_if_forked
 from conformance.core.target import CandidateTarget, TargetError, parse_targets
 from conformance.core.tensors import masked_tensor_refusal
 from conformance.core.types import RunContext, Unsupported, exception_text
@@ -81,12 +82,12 @@ class CandidateBackend(Backend):
     def run(self, op: str, inputs: Any, ctx: RunContext) -> dict[str, Any]:
         # a candidate built on torch meets torch's missing kernels (float16 sparse adds on cpu): it
         # cannot run this example, as stock torch cannot
-        with torch_kernels_missing_are_unsupported(ctx.device, "the candidate"), \
+        with back_in_the_harness(), torch_kernels_missing_are_unsupported(ctx.device, "the candidate"), \
                 masked_tensor_refusals_are_unsupported():
             return super().run(op, inputs, ctx)
 
     def drive_optimizer(self, op: str, ctx: RunContext, use):
-        with torch_kernels_missing_are_unsupported(ctx.device, "the candidate"), \
+        with back_in_the_harness(), torch_kernels_missing_are_unsupported(ctx.device, "the candidate"), \
                 masked_tensor_refusals_are_unsupported():
             return super().drive_optimizer(op, ctx, use)
 
@@ -101,6 +102,16 @@ class CandidateBackend(Backend):
     @staticmethod
     def _runner(op_name: str, candidate: Any):
         return checked_runner(op_name, candidate)
+
+
+@contextlib.contextmanager
+def back_in_the_harness():
+    """A forked copy of the run's process that comes back from the candidate ends there
+    (:func:`~conformance.core.forks.leave_if_forked`)."""
+    try:
+        yield
+    finally:
+        leave_if_forked()
 
 
 @contextlib.contextmanager

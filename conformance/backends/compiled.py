@@ -14,7 +14,10 @@ do not recompile); every optimizer the backend constructs starts from an empty D
 (``torch._dynamo.reset()``: Dynamo guards on the optimizer object, so another optimizer's graphs never
 serve, and past ``recompile_limit`` cached graphs Dynamo would run the step eagerly without a word --
 ``fail_on_recompile_limit_hit`` makes that an error instead). Inductor's own caches (the FX graph and
-the compiled C++ on disk) are kept, so a graph compiled once is loaded, not compiled, next time.
+the compiled C++ on disk) are kept, so a graph compiled once is loaded, not compiled, next time: in a
+folder of the suite's own per environment (:func:`inductor_cache`, beside the C++ kernels' build folder),
+not torch's machine-wide one, unless ``TORCHINDUCTOR_CACHE_DIR`` is set. A compile that fails on what a
+corrupt cache entry gives (a truncated ``.so``: ``ImportError``, ``CppCompileError``) names that folder.
 
 What Dynamo did on each run is counted (``torch._dynamo.utils.counters``) and recorded in the item's
 record under ``compiles`` (the results schema's compile counts, :data:`COUNTS_KEY`, compiler
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -53,7 +57,7 @@ from conformance.core.dtypes import info
 from conformance.core.float_env import keep_denormals
 from conformance.core.record import COMPILES, INDUCTOR, compiles
 from conformance.core.tensors import CooArray
-from conformance.core.types import RunContext, Unsupported
+from conformance.core.types import RunContext, Unsupported, exception_text
 
 # torch._dynamo and torch._inductor are imported in the functions that use them, never here: they import
 # triton (seconds), which must not be imported before conformance.backends.kernel sets TRITON_INTERPRET
@@ -109,6 +113,52 @@ def _import_inductor() -> None:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"`torch\.jit\.script_method` is deprecated", category=DeprecationWarning)
         import torch._inductor.compile_fx  # noqa: F401
+
+
+INDUCTOR_CACHE_DIR = "TORCHINDUCTOR_CACHE_DIR"  # Inductor reads it at each use, and sets it at its first
+
+
+def inductor_cache() -> str:
+    """The folder of Inductor's caches in this process: ``$TORCHINDUCTOR_CACHE_DIR`` when set (by the
+    user, or by torch: importing torch._dynamo fixes it), else the suite's own for this environment, set
+    here (a run sets it at its start, conformance.run.plugin); a corrupt entry in torch's machine-wide
+    folder (``/tmp/torchinductor_<user>``), left by any program, failed every later run's compiled items."""
+    if not os.environ.get(INDUCTOR_CACHE_DIR):
+        from conformance.kernels import suite_cache_directory  # lazy: a cost paid when compiling only
+
+        os.environ[INDUCTOR_CACHE_DIR] = str(suite_cache_directory("inductor"))
+    return os.environ[INDUCTOR_CACHE_DIR]
+
+
+# what a corrupt entry of Inductor's cache raises: a truncated .so loaded (ImportError, OSError) or a
+# truncated ISA probe, after which the C++ is compiled without the vector headers (CppCompileError)
+CACHE_FAILURES = (ImportError, OSError)
+CACHE_FAILURE_NAMES = ("CppCompileError",)
+
+
+class InductorCacheSuspect(RuntimeError):
+    """A compile failed as a corrupt entry of Inductor's cache makes it fail."""
+
+
+@contextmanager
+def _cache_named():
+    """A compile that fails with what a corrupt cache entry raises (raised itself, or wrapped in
+    BackendCompilerFailed, its ``inner_exception``): the error names the cache folder."""
+    try:
+        yield
+    except Exception as exc:
+        for cause in (exc, getattr(exc, "inner_exception", None)):
+            if isinstance(cause, CACHE_FAILURES) or type(cause).__name__ in CACHE_FAILURE_NAMES:
+                raise InductorCacheSuspect(f"{_cache_note(cause)}\n{exception_text(exc)}") from exc
+        raise
+
+
+def _cache_note(cause: BaseException) -> str:
+    folder = os.environ.get(INDUCTOR_CACHE_DIR, "torch's default folder")
+    return (f"torch.compile failed with {type(cause).__name__}, as it does on a corrupt entry of Inductor's cache, "
+            f"which for this run is {folder}: such an entry (a truncated .so, after a full disk or a process killed "
+            "while it wrote) fails every later compile of that code, and torch never rebuilds it. Delete that folder "
+            "and run again: an error that stays is torch's. What torch raised:")
 
 
 def _counters() -> tuple[int, int, int]:
@@ -175,7 +225,7 @@ def compiled_class(torch_class: type, keywords: Mapping[str, Any], log: StepLog)
             if any(p.grad is not None and p.grad.is_sparse for group in self.param_groups for p in group["params"]):
                 raise sparse_unsupported(name)
             before = _counters()
-            with _compiling_here():
+            with _compiling_here(), _cache_named():
                 out = compiled_step()(self)
             graphs, breaks, frames = (after - was for after, was in zip(_counters(), before))
             if not log.counts and graphs == 0:
@@ -238,7 +288,8 @@ def compiled_function(op: str, function: Callable, calls: list[dict[str, int]]) 
     def call(*args: Any) -> Any:
         before, reasons = _counters(), _reasons()
         try:
-            out = compiled(*args)
+            with _cache_named():
+                out = compiled(*args)
         except torch._dynamo.exc.Unsupported as exc:  # Dynamo's own refusal (fullgraph, or raised through)
             raise Unsupported(f"{name}: Dynamo does not trace it: {one_line(str(exc))}") from exc
         except torch._dynamo.exc.BackendCompilerFailed as exc:
@@ -325,6 +376,10 @@ class CompiledBackend(TorchPathBackend):
                 if calls:
                     ctx.record[COUNTS_KEY] = compiles(COMPILER, counts_of(calls, "calls"))
         return run
+
+    def run(self, op: str, inputs: Any, ctx: RunContext) -> dict[str, Any]:
+        inductor_cache()  # used outside a run too: before its first compile imports torch._dynamo
+        return super().run(op, inputs, ctx)
 
     def run_for_loop(self, op: str, inputs: Any, ctx: RunContext) -> dict[str, Any]:
         """The twin's other half: an optimizer's same step run eagerly; a compiled function's same function

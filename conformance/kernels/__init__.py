@@ -13,7 +13,7 @@ capturable in a CUDA graph; see docs/kernels-gpu.md.
 """
 
 from ._build import (KernelBuildError, build_directory, build_in_background, load_cpu_kernels,
-                     wait_for_background_build)
+                     suite_cache_directory, wait_for_background_build)
 from ._functions import coalesce, masked_mean
 from ._ops import IMPL_ENV_VAR, resolve_impl
 from ._optim import Adagrad, SparseAdam
@@ -27,6 +27,7 @@ __all__ = [
     "build_directory",
     "build_in_background",
     "load_cpu_kernels",
+    "suite_cache_directory",
     "wait_for_background_build",
     "resolve_impl",
     "IMPL_ENV_VAR",

@@ -38,18 +38,24 @@ class KernelBuildError(RuntimeError):
 def build_directory() -> Path:
     """Directory holding the compiled extension for this torch/Python pair."""
     override = os.environ.get("CONFORMANCE_KERNELS_BUILD_DIR")
-    if override:
-        root = Path(override)
-    else:
-        cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        root = Path(cache) / "torch_sparse_conformance"
-    # keyed by the source too: two checkouts with different kernels must not rebuild over each other;
-    # and by where torch is installed: the compile command names its headers, so two environments
-    # with the same torch version (a venv and the system's) took turns recompiling in one directory
+    # keyed by the source too: two checkouts with different kernels must not rebuild over each other
     source = hashlib.sha256(_SOURCE.read_bytes()).hexdigest()[:12]
+    return Path(override) / _environment_tag(source) if override else suite_cache_directory(source)
+
+
+def suite_cache_directory(kind: str) -> Path:
+    """The suite's folder for what it compiles (``kind``: the kernels' source hash, ``inductor``) in this
+    environment: under ``$XDG_CACHE_HOME/torch_sparse_conformance/``, else ``~/.cache/...``."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "torch_sparse_conformance" / _environment_tag(kind)
+
+
+def _environment_tag(kind: str) -> str:
+    # keyed by where torch is installed: the compile command names its headers, so two environments
+    # with the same torch version (a venv and the system's) took turns recompiling in one directory
     install = hashlib.sha256(str(Path(torch.__file__).resolve().parent).encode()).hexdigest()[:8]
-    tag = f"torch{torch.__version__}-py{sys.version_info.major}{sys.version_info.minor}-{source}-{install}"
-    return root / tag.replace("+", "_")
+    tag = f"torch{torch.__version__}-py{sys.version_info.major}{sys.version_info.minor}-{kind}-{install}"
+    return tag.replace("+", "_")
 
 
 def _stable_source(directory: Path) -> Path:

@@ -30,10 +30,10 @@ FIRST_CALLS = "first-calls"  # a worker's watch file's header while it makes its
 
 def first_calls_hung_earlier(config: pytest.Config) -> dict[str, str]:
     """In an xdist worker: the first calls (``backend/op``) that hung in an earlier worker of this run,
-    each with how: those the marker file names (still running at their limit, the GIL released; the
-    worker went on) and those whose worker the watchdog ended (held the GIL: the worker's watch file
-    still has the first-calls header and faulthandler's "Timeout (...)!" dump under it; a worker that
-    went on rewrites its file for each item)."""
+    each with how: those the marker file names (stopped at their limit; the worker went on) and those
+    whose worker the watchdog ended (stuck in C: the worker's watch file still has the first-calls
+    header and faulthandler's "Timeout (...)!" dump under it; a worker that went on rewrites its file
+    for each item)."""
     marker = first_calls_hung_marker(config)
     if marker is None:
         return {}
@@ -53,8 +53,8 @@ def first_calls_hung_earlier(config: pytest.Config) -> dict[str, str]:
         fields = header.split(" ", 3)
         if fields[0] == FIRST_CALLS and len(fields) == 4 and dump.startswith("Timeout ("):
             found.setdefault(fields[3], f"still running {fields[2]} s after it started in worker {path.stem} "
-                                        f"(its limit: {fields[1]} s), in code holding the GIL: the watchdog ended "
-                                        "that worker")
+                                        f"(its limit: {fields[1]} s), stuck in C code that could not be "
+                                        "stopped (holding the GIL, or a native wait): the watchdog ended that worker")
     return found
 
 
@@ -73,9 +73,10 @@ def first_calls_did_not_finish(config: pytest.Config, hung: dict[str, str]) -> N
 
 class FirstCallsWatchdog:
     """faulthandler's watchdog over the first calls (conformance.run.items.first_calls_made), as
-    :class:`~conformance.run.timeouts.WorkerWatchdog` is over an item: a first call that holds the
-    GIL keeps the thread that waits for it from ever seeing its limit pass, so at the limit plus
-    :func:`~conformance.run.native_hangs.native_timeout_grace` the watchdog ends the process. In an
+    :class:`~conformance.run.timeouts.WorkerWatchdog` is over an item: a first call stuck in C (holding
+    the GIL, or a native wait) cannot be stopped at its limit (conformance.run.items.Deadline), so at
+    the limit plus :func:`~conformance.run.native_hangs.native_timeout_grace` the watchdog ends the
+    process. In an
     xdist worker it writes to the worker's watch file, under a ``first-calls <limit> <after>
     <backend>/<op>`` header, which tells the replacement worker (:func:`first_calls_hung_earlier`) not
     to make that call again nor run its items; in a run in one process, to the terminal's stderr (the

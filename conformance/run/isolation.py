@@ -1,5 +1,6 @@
 """Isolation of an item's implementation: it may not end the run (``pytest.exit`` becomes that item's
-error), and non-daemon threads it leaves running cannot keep the process from exiting.
+error), non-daemon threads it leaves running cannot keep the process from exiting, and a copy of the
+process it forks never runs or reports items (:mod:`conformance.core.forks`).
 
 PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before pytest registers it.
 """
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from conformance.core import forks
 from conformance.core.interrupts import SignalWatch, raised_by_code
 from conformance.core.types import safe_text
 
@@ -27,6 +29,14 @@ class CandidateInterrupt(Exception):
 _STRAY_THREADS: list[threading.Thread] = []
 _SESSIONS: dict[str, Any] = {"depth": 0, "outermost": None}  # the outermost session's status is the process's
 
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    forks.watch()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    forks.unwatch()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -62,6 +72,7 @@ def pytest_runtest_call(item: pytest.Item):
         raise CandidateExit(f"the implementation called pytest.exit({safe_text(exc.msg)!r}, "
                             f"returncode={exc.returncode!r}) during this item; an item cannot end the run") from None
     finally:
+        forks.leave_if_forked()
         stray = [t for t in threading.enumerate() if t not in before and t.is_alive() and not t.daemon]
         if stray:
             _not_waiting_for(stray)

@@ -7,12 +7,13 @@ built from), skips an unavailable device with the reason, and maps ``Unsupported
 unsupported. A kind only says what it runs (``run``) and how its failure reads.
 :func:`warmed_up_last` starts the backends' slow one-time setup and runs their items last;
 :func:`first_calls_made` makes each backend's first call of each op before any item's timer starts;
-a first call that does not return within its limit is a hung call, and the items of its backend and op
-are not run while it runs (:class:`HungFirstCall`).
+in the thread the items run in; a first call that does not return within its limit is stopped, a hung
+call, and the items of its backend and op are not run (:class:`HungFirstCall`).
 """
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -23,10 +24,12 @@ import torch
 
 from conformance.backends.base import Backend
 from conformance.core.compare import warm_up_comparison
+from conformance.core.interrupts import SignalWatch, raised_by_code
 from conformance.core.devices import unavailable_reason
 from conformance.core.record import ItemRecord
 from conformance.ops import OPS
 from conformance.run import outcomes
+from conformance.run.native_hangs import capped
 from conformance.core.types import RunContext, Unsupported
 
 
@@ -88,7 +91,7 @@ class ConformanceItem(pytest.Item):
 
     def runtest(self) -> None:
         hung = self.config.stash.get(HUNG_FIRST_CALLS, {}).get((self.backend.name, self.record.get("op")))
-        if hung is not None and hung.blocks():
+        if hung is not None:
             self.record["timed_out"] = True  # a hang of its backend on its op: the circuit breaker counts it
             raise FirstCallHung(hung.message)
         try:
@@ -117,22 +120,16 @@ class FirstCallHung(Exception):
 
 @dataclass
 class HungFirstCall:
-    """A backend's first call of an op that did not return within its limit: in this process
-    (``thread``, the call still running there) or in an earlier worker of this run, which the
-    watchdog ended (``thread`` None: it held the GIL). While it runs, an item of the same backend and
-    op is an ``error`` (``timed_out``) without being run: the process already has a call of that code
-    stuck in it (a lock it holds, an import under way), so a result of the item could not be trusted,
-    and running it would cost its own timeout and the worker for the same hang. A first call that
-    returns late (a very slow import) blocks only the items that start before it returns."""
+    """A backend's first call of an op that did not return within its limit: stopped there in this
+    process, or in an earlier worker of this run, which the watchdog ended (it was stuck in C). An
+    item of the same backend and op is then an ``error`` (``timed_out``) without being run: the process
+    may still hold what the call left (a lock, an import half made), so a result of the item could not
+    be trusted, and running it would cost its own timeout and the worker for the same hang."""
 
     backend: str
     op: str
     message: str
-    thread: threading.Thread | None = None
     limit: float = 0.0  # seconds it was given
-
-    def blocks(self) -> bool:
-        return self.thread is None or self.thread.is_alive()
 
 
 HUNG_FIRST_CALLS = pytest.StashKey[dict[tuple[str, str], HungFirstCall]]()
@@ -160,11 +157,12 @@ def first_calls_made(items: list[pytest.Item], limit: Callable[[Backend], float]
     timeout. Uses the op's first explicit example in float32 on cpu (the first example the op's
     generated items run); what it raises is left to the items to report.
 
-    Each backend's calls run in a thread of their own, given ``limit(backend)`` seconds (0: no limit)
-    from their start; a call still running then is a hung call (:class:`HungFirstCall`, returned),
-    and the next backend's calls are made (in order of their limits, the longest first). ``watch``,
-    when given, is armed for each backend's calls at their limit plus a grace: a call that holds the
-    GIL keeps this thread from ever seeing the limit pass, and the watchdog ends the process instead.
+    The calls are made in this thread, where the items run (a candidate is called only from the
+    thread that imported it), each backend's given ``limit(backend)`` seconds (0: no limit) from their
+    start; a call still running then is stopped, a hung call (:class:`HungFirstCall`, returned), and
+    the next backend's calls are made (in order of their limits, the longest first). ``watch``, when
+    given, is armed for each backend's calls at their limit plus a grace: a call stuck in C (holding
+    the GIL or not) cannot be stopped, and the watchdog ends the process instead.
     Returns (a one-line warning or None, the hung calls). The suite's own comparison is warmed up
     first (:func:`~conformance.core.compare.warm_up_comparison`)."""
     warm_up_comparison()
@@ -181,9 +179,9 @@ def first_calls_made(items: list[pytest.Item], limit: Callable[[Backend], float]
             hung.append(hung_call)
     slow = [first_call_label(call.backend, call.op) for call in hung]
     if slow:
-        return (f"the first call of {', '.join(slow)} had not returned within its limit before any item ran: it "
-                f"hangs, or imports slowly; the items of {', '.join(slow)} that start while it runs are errors, "
-                f"not run (--conformance-timeout raises the limit)"), hung
+        return (f"the first call of {', '.join(slow)} had not returned within its limit before any item ran and "
+                f"was stopped: it hangs, or imports slowly; the items of {', '.join(slow)} are errors, not run "
+                f"(--conformance-timeout raises the limit)"), hung
     return None, hung
 
 
@@ -203,49 +201,95 @@ def _first_calls_to_make(items: list[pytest.Item]) -> dict[str, tuple[Backend, l
     return firsts
 
 
+class FirstCallStopped(BaseException):
+    """Raised in a first call past its limit (:class:`Deadline`); a BaseException, as a timeout is, so
+    that the code under test's ``except Exception`` does not swallow it."""
+
+
+class Deadline:
+    """Past ``seconds`` (0: never) after entering, a watcher thread sends SIGALRM to the thread that
+    entered, whose handler raises :class:`FirstCallStopped` there while ``calling`` is set: a call
+    waiting in Python code or in a system call stops at its limit, in the thread it was made in. Code
+    stuck in C never sees it; the native watchdog (:class:`FirstCallsWatch`) is for that. Off outside
+    the main thread or without SIGALRM (Windows): ``passed`` is then never set."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.calling = seconds, False
+        self.passed, self.done, self.lock = threading.Event(), False, threading.Lock()
+        self.timer: threading.Timer | None = None
+        self.previous: Any = None
+
+    def __enter__(self) -> "Deadline":
+        if self.seconds and hasattr(signal, "pthread_kill") and threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGALRM, self._stop)
+            self.timer = threading.Timer(capped(self.seconds), self._fire, (threading.get_ident(),))
+            self.timer.daemon = True
+            self.timer.start()
+        return self
+
+    def _fire(self, ident: int) -> None:
+        with self.lock:
+            if not self.done:
+                self.passed.set()
+                signal.pthread_kill(ident, signal.SIGALRM)
+
+    def _stop(self, signum: int, frame: Any) -> None:
+        if self.calling and self.passed.is_set():
+            self.calling = False
+            raise FirstCallStopped()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self.timer is None:
+            return
+        self.calling = False
+        with self.lock:  # no signal is sent past this point (one sent before is handled, and ignored, here)
+            self.done = True
+        self.timer.cancel()
+        signal.signal(signal.SIGALRM, signal.SIG_DFL if self.previous is None else self.previous)
+
+
 def _first_calls_of(backend: Backend, ops: list[str], seconds: float,
                     watch: FirstCallsWatch | None) -> HungFirstCall | None:
-    """Make ``backend``'s first call of each of ``ops`` in a thread of their own, waiting ``seconds``
-    (0: no limit) for them; the call still running then, as a hung call, or None."""
-    name = backend.name
-    current: list[str] = []  # the op whose first call is under way
-    given_up = threading.Event()  # set past the limit: the thread makes no more calls
-    making = threading.Thread(target=_make_first_calls, args=(backend, ops, seconds, current, given_up, watch),
-                              name=f"conformance-first-calls-{name}", daemon=True)
-    started = time.monotonic()
+    """Make ``backend``'s first call of each of ``ops`` in this thread, the one the items run in (a
+    thread-affine library refuses, or breaks on, a call from another thread), within ``seconds`` (0: no
+    limit) of their start: the call still running then is stopped (:class:`Deadline`), and returned as a
+    hung call; None when every call returned in time. What a call raises is left to the items to report;
+    a Ctrl-C is the run's."""
+    name, stopped, started = backend.name, None, time.monotonic()
     if watch is not None and seconds:
         watch.arm(seconds)
-    making.start()
     try:
-        making.join(seconds or None)
+        with Deadline(seconds) as deadline:
+            for op in ops:
+                examples = OPS[op].explicit_examples("float32")
+                if not examples:
+                    continue
+                if watch is not None:
+                    watch.making(first_call_label(name, op), seconds)
+                try:
+                    with SignalWatch():
+                        deadline.calling = True
+                        backend.run(op, examples[0], RunContext("cpu", torch.float32))
+                except FirstCallStopped:
+                    stopped = op
+                    break
+                except KeyboardInterrupt as exc:
+                    if not raised_by_code(exc):
+                        raise
+                except BaseException:  # noqa: BLE001 - the items report what a backend raises
+                    pass
+                finally:
+                    deadline.calling = False
+                if deadline.passed.is_set():  # returned past the limit: the next ones are left to the items
+                    break
     finally:
         if watch is not None:
             watch.cancel()
-    if not making.is_alive():
+    if stopped is None:
         return None
-    given_up.set()
-    op = current[0] if current else "?"
-    return HungFirstCall(name, op, thread=making, limit=seconds, message=(
-        f"not run: {name}'s first call of {op} (its first explicit example, float32 on cpu), made "
+    return HungFirstCall(name, stopped, limit=seconds, message=(
+        f"not run: {name}'s first call of {stopped} (its first explicit example, float32 on cpu), made "
         f"before any item ran, had not returned {round(time.monotonic() - started, 1):g} s after it started "
-        f"(its limit: {seconds:g} s) and is still running in this process: it hangs, or its first use "
-        f"takes longer than the limit (a slow import? a larger --conformance-timeout raises the limit). "
-        f"An item of {name}/{op} that starts while it runs is not run"))
-
-
-def _make_first_calls(backend: Backend, ops: list[str], seconds: float, current: list[str],
-                      given_up: threading.Event, watch: FirstCallsWatch | None) -> None:
-    """The first-calls thread: ``backend``'s first call of each op, the op under way in ``current``,
-    until the caller gives up (``given_up``); what a call raises is left to the items to report."""
-    for op in ops:
-        examples = OPS[op].explicit_examples("float32")
-        if not examples or given_up.is_set():
-            continue
-        current[:] = [op]
-        if watch is not None:
-            watch.making(first_call_label(backend.name, op), seconds)
-        try:
-            backend.run(op, examples[0], RunContext("cpu", torch.float32))
-        except BaseException:  # noqa: BLE001 - the items report what a backend raises
-            pass
-    current.clear()
+        f"(its limit: {seconds:g} s) and was stopped there: it hangs, or its first use takes longer than the "
+        f"limit (a slow import? a larger --conformance-timeout raises the limit). An item of {name}/{stopped} is "
+        f"not run: the process may still hold what the call left (a lock, a half-made import)"))

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from conformance.core import forks
 from conformance.core.record import ItemRecord
 from conformance.results.store import now, to_jsonable
 from conformance.run import outcomes, sidecar
@@ -40,6 +41,8 @@ class Sidecar:
         self.process = subprocess.Popen([sys.executable, "-I", sidecar.__file__, str(results)],
                                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL)
+        self.fd = self.process.stdin.fileno()
+        forks.not_held_by_copies(self.fd)  # a forked copy left running would keep it from seeing the run end
 
     def tell(self, line: str) -> None:
         if self.process.stdin is None:
@@ -51,6 +54,7 @@ class Sidecar:
             self.process.stdin = None
 
     def close(self) -> None:
+        forks.not_held_by_copies(self.fd, closed=True)
         if self.process.stdin is not None:
             try:
                 self.process.stdin.close()

@@ -24,6 +24,7 @@ from conformance.run import (breaker, crashes, generated_plugin, options, outcom
 from conformance.backends import builtin_backends
 from conformance.run.benchmark import benchmark_items
 from conformance.backends.candidate import CandidateBackend, CandidateError, load_candidates
+from conformance.backends.compiled import inductor_cache
 from conformance.core.devices import DEFAULT_DEVICES, DEVICES
 from conformance.ops import OPS
 from conformance.core.record import CANDIDATE, ItemRecord
@@ -136,6 +137,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _configure_selection(config: pytest.Config) -> None:
+    if is_conformance_run(config):  # before a candidate's import can import torch._dynamo, which fixes it
+        inductor_cache()  # Inductor's cache: the suite's own folder, not torch's machine-wide one
     config.stash[SELECTION] = _select(config)
     config.addinivalue_line("markers", "conformance: an item generated from a spec case")
     if not is_conformance_run(config):
@@ -323,7 +326,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             problem, hung = first_calls_made(items, lambda backend: first_call_limit(config, backend),
                                              timeouts.first_calls_watchdog(config))
             timeouts.first_calls_did_not_finish(config, {
-                f"{call.backend}/{call.op}": f"still running in another worker at its limit of {call.limit:g} s"
+                f"{call.backend}/{call.op}": f"stopped at its limit of {call.limit:g} s in another worker"
                 for call in hung})
         config.stash[HUNG_FIRST_CALLS] = {(call.backend, call.op): call for call in hung}
         if problem:

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from conformance.core.forks import leave_if_forked
 from conformance.core.types import RunContext
 from conformance.ops.contract import changed, check_like, same_device, snapshot, violation
 from conformance.core.tensors import is_masked_tensor, not_plain_tensor
@@ -34,7 +35,10 @@ def watch_optimizer(op: Any, candidate: Any):
         def checked_step(*step_args, **step_kwargs):
             given = [(p, p.grad, None if p.grad is None else snapshot(p.grad))
                      for group in optimizer.param_groups for p in group["params"]]
-            result = step(*step_args, **step_kwargs)
+            try:
+                result = step(*step_args, **step_kwargs)
+            finally:
+                leave_if_forked()  # a forked copy goes no further: its next steps would fork again
             for param, grad, before in given:
                 if param.grad is not grad:
                     raise violation(op_name, "step() leaves param.grad, the gradient the harness set",

@@ -458,6 +458,10 @@ def release(session: nox.Session, torch_version: str) -> None:
     status: dict = {"torch_requested": torch_version, "suite_commit": commit}
     try:
         _install(session, torch_version)  # NumPy 1 where the release needs it (_constraints_for)
+        if subprocess.run([_venv_python(session), "-c", "import pkg_resources"], capture_output=True).returncode:
+            # torch 2.1's Inductor imports pkg_resources without declaring setuptools (a venv of nox's has none):
+            # every compiled item was "BackendCompilerFailed: No module named 'pkg_resources'"
+            _pip(session, "setuptools<81")
     except InstallFailed as exc:
         status.update(status="install failed", error=str(exc), seconds=round(time.monotonic() - started, 1))
         status_path.write_text(json.dumps(status, indent=2) + "\n")

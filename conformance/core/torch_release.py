@@ -20,8 +20,8 @@ def _installed() -> str:
     """torch's version, read without importing torch (a usage error is reported before torch is imported)."""
     try:
         return version("torch")
-    except PackageNotFoundError:  # a source build on sys.path
-        import torch
+    except PackageNotFoundError:
+        import torch  # only where no distribution names it (a source build on sys.path): importing costs seconds
 
         return torch.__version__
 

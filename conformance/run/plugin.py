@@ -341,6 +341,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
     backend = getattr(item, "backend", None)
     if isinstance(item, ConformanceItem) and backend is not None:
         backend.warmed()
+    keep_denormals()  # nor what the first calls did before it (made in this thread)
     try:
         return (yield)
     finally:

@@ -13,11 +13,11 @@ from torch.masked import masked_tensor
 
 from conformance.core.types import RunContext, Unsupported
 from conformance.backends.base import Backend
-from conformance.backends.dense import adagrad_steps, sgd_gradient, sparse_adam_steps, step_gradient
+from conformance.backends.dense import adagrad_steps, sgd_gradient, sparse_adam_steps
 from conformance.ops.masked_mean import MaskedMeanInputs
 from conformance.ops import OPS  # the optimizer records, looked up by name (docs/architecture.md)
 from conformance.ops.optimizers.inputs import OptimizerInputs
-from conformance.core.tensors import CooArray, to_torch
+from conformance.core.tensors import to_torch
 
 
 def masked(data: torch.Tensor, mask: torch.Tensor, requires_grad: bool = False):

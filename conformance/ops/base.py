@@ -10,7 +10,6 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 import numpy as np
-import torch
 from hypothesis import strategies as st
 
 from conformance.core.divergences import Divergence

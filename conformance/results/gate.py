@@ -235,7 +235,7 @@ def run_gate(base: Results, head: Results, *, ops: set[str] | None = None, scope
              ratio: float = DEFAULT_RATIO, alpha: float = DEFAULT_ALPHA, min_duration: float = DEFAULT_MIN_DURATION,
              allow_different_machine: bool = False, skip_timing: bool = False,
              allow_incomplete_baseline: bool = False, limit: int = 25) -> GateResult:
-    lines = [f"conformance gate",
+    lines = ["conformance gate",
              f"  baseline:  {_describe(base)}",
              f"  candidate: {_describe(head)}"]
     if scope_note:
@@ -331,7 +331,7 @@ def _findings(diff: RunDiff, problems: list[str], *, ratio: float, alpha: float,
                       [f"{t.label}: median {_fmt_seconds(t.base_median)} -> {_fmt_seconds(t.head_median)} "
                        f"(x{t.ratio:.2f}, p={t.p_value:.3g}, {t.base_samples} vs {t.head_samples} samples)"
                        for t in diff.slower], limit)
-    lines += _listing(f"NOT COMPARABLE:", problems, limit)
+    lines += _listing("NOT COMPARABLE:", problems, limit)
     lines += _listing(f"no longer supported ({len(lost)}; passed in the baseline, unsupported in the candidate -- "
                       "not counted as a regression):",
                       [f"{c.label}" + (f" -- {c.head_message}" if c.head_message else "") for c in lost], 10)

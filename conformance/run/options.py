@@ -23,7 +23,6 @@ PYTEST_DONT_REWRITE: a pytest plugin without test assertions, imported before py
 
 from __future__ import annotations
 
-import argparse
 import functools
 import os
 import shlex

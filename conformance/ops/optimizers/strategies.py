@@ -11,13 +11,12 @@ from hypothesis import strategies as st
 
 from conformance.core.dtypes import DTYPES
 from conformance.ops import draw as d
-from conformance.ops.base import SIZE_BOUNDARIES
+from conformance.ops.base import SIZE_BOUNDARIES, Op
 from conformance.ops.optimizers.inputs import LifecycleInputs, Member, OptimizerInputs, ParamGroupsInputs, empty_gradient
 from conformance.core.tensors import CooArray
 
-
 @st.composite
-def drawn_inputs(draw, op: "OptimizerOp", dtype: str = "float64", *, max_steps: int = 4,
+def drawn_inputs(draw, op: Op, dtype: str = "float64", *, max_steps: int = 4,
                  hyperparameters: Any = None) -> OptimizerInputs:
     """A parameter (1-3 dims), a gradient trajectory and valid hyperparameters for ``op`` (drawn
     from ``hyperparameters`` when given, else from ``op.strategies.hyperparameters()``)."""
@@ -36,7 +35,7 @@ LONG_EXAMPLES = 10  # drawn long trajectories per item, beside the explicit ones
 
 
 @st.composite
-def long_trajectories(draw, op: "OptimizerOp", dtype: str = "float64") -> OptimizerInputs:
+def long_trajectories(draw, op: Op, dtype: str = "float64") -> OptimizerInputs:
     """A trajectory of 100-160 steps: a short drawn one (its parameter, hyperparameters and
     gradients) repeated, so that an error made once per step -- momentum or 1 - beta2 computed in
     float32 -- accumulates over as many steps as a training run's first few hundred."""
@@ -53,7 +52,7 @@ def _padded(inputs: OptimizerInputs, steps: int) -> OptimizerInputs:
 
 
 @st.composite
-def param_groups(draw, op: "OptimizerOp", dtype: str = "float64", *, min_steps: int = 1) -> "ParamGroupsInputs":
+def param_groups(draw, op: Op, dtype: str = "float64", *, min_steps: int = 1) -> "ParamGroupsInputs":
     """Two param groups with their own hyperparameters: the first holds one parameter, the second
     a parameter of another shape and one that never gets a gradient (as torch's OptimizerInfo
     tests). The trajectories are padded with empty gradients to the same number of steps."""
@@ -64,7 +63,7 @@ def param_groups(draw, op: "OptimizerOp", dtype: str = "float64", *, min_steps: 
 
 
 @st.composite
-def resume_points(draw, op: "OptimizerOp", dtype: str = "float64") -> tuple["ParamGroupsInputs", int]:
+def resume_points(draw, op: Op, dtype: str = "float64") -> tuple["ParamGroupsInputs", int]:
     """Param groups (:func:`param_groups`, at least two steps) and the step after which the
     optimizer's state_dict is saved and loaded into a fresh optimizer."""
     inputs = draw(param_groups(op, dtype, min_steps=2))
@@ -72,7 +71,7 @@ def resume_points(draw, op: "OptimizerOp", dtype: str = "float64") -> tuple["Par
 
 
 @st.composite
-def rounding_inputs(draw, op: "OptimizerOp", dtype: str) -> OptimizerInputs:
+def rounding_inputs(draw, op: Op, dtype: str) -> OptimizerInputs:
     """One sparse step without duplicate indices on a parameter of magnitude 1..8, with a learning
     rate that moves it by 0.05 to 20 ulps: there rounding, not arithmetic, decides the result."""
     d.check_dtype(dtype)
@@ -104,7 +103,7 @@ LIFECYCLE_SHAPES = ((2, 3), (), (0,), (3,), (2, 2))  # 0-d and zero-size among t
 
 
 @st.composite
-def lifecycles(draw, op: "OptimizerOp", dtype: str = "float64") -> "LifecycleInputs":
+def lifecycles(draw, op: Op, dtype: str = "float64") -> "LifecycleInputs":
     """1-3 parameters (shapes from LIFECYCLE_SHAPES; sparse-only optimizers: 1-D and 2-D ones), each but the
     first possibly added mid-run, missing its gradient on some steps, of a second float dtype (float32 beside
     float64 items, float64 beside float32, float32 beside half ones: torch's test_mixed_device_dtype), maybe a
@@ -144,7 +143,7 @@ def lifecycles(draw, op: "OptimizerOp", dtype: str = "float64") -> "LifecycleInp
 
 
 @st.composite
-def complex_trajectories(draw, op: "OptimizerOp", dtype: str = "float64") -> OptimizerInputs:
+def complex_trajectories(draw, op: Op, dtype: str = "float64") -> OptimizerInputs:
     """A trajectory whose parameter and gradients end in a dim of 2 (real, imaginary): what the property
     complex-agrees runs as complex numbers and as their view_as_real. Sparse gradients keep that last dim
     dense (hybrid), so each specified entry is a whole complex number."""
@@ -174,7 +173,7 @@ def _patterned(draw, shape: tuple[int, ...], values: st.SearchStrategy[float]) -
 
 
 @st.composite
-def sized_inputs(draw, op: "OptimizerOp", dtype: str = "float64") -> OptimizerInputs:
+def sized_inputs(draw, op: Op, dtype: str = "float64") -> OptimizerInputs:
     """A parameter whose entries (or whose hybrid rows) sit at a kernel-size boundary (SIZE_BOUNDARIES; rows
     of 257 or 300 for a hybrid sparse gradient), 1-2 steps of patterned gradients: dense ones, or sparse ones
     specifying every k-th row."""

@@ -53,6 +53,7 @@ from conformance.backends.torch_paths import TorchPathBackend, keywords_text
 from conformance.ops.base import COMPILED, TorchPath
 from conformance.ops import OPS
 from conformance.core.divergences import STOCK_TORCH, PathDivergence, register
+from conformance.core.caches import suite_cache_directory
 from conformance.core.dtypes import info
 from conformance.core.float_env import keep_denormals
 from conformance.core.record import COMPILES, INDUCTOR, compiles
@@ -124,8 +125,6 @@ def inductor_cache() -> str:
     here (a run sets it at its start, conformance.run.plugin); a corrupt entry in torch's machine-wide
     folder (``/tmp/torchinductor_<user>``), left by any program, failed every later run's compiled items."""
     if not os.environ.get(INDUCTOR_CACHE_DIR):
-        from conformance.kernels import suite_cache_directory  # lazy: a cost paid when compiling only
-
         os.environ[INDUCTOR_CACHE_DIR] = str(suite_cache_directory("inductor"))
     return os.environ[INDUCTOR_CACHE_DIR]
 

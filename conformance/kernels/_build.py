@@ -13,13 +13,14 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import sys
 import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import torch
+
+from conformance.core.caches import environment_tag, suite_cache_directory
 
 _SOURCE = Path(__file__).resolve().parent / "csrc" / "sparse_kernels.cpp"
 _EXTENSION_NAME = "conformance_kernels_cpu"
@@ -40,22 +41,7 @@ def build_directory() -> Path:
     override = os.environ.get("CONFORMANCE_KERNELS_BUILD_DIR")
     # keyed by the source too: two checkouts with different kernels must not rebuild over each other
     source = hashlib.sha256(_SOURCE.read_bytes()).hexdigest()[:12]
-    return Path(override) / _environment_tag(source) if override else suite_cache_directory(source)
-
-
-def suite_cache_directory(kind: str) -> Path:
-    """The suite's folder for what it compiles (``kind``: the kernels' source hash, ``inductor``) in this
-    environment: under ``$XDG_CACHE_HOME/torch_sparse_conformance/``, else ``~/.cache/...``."""
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "torch_sparse_conformance" / _environment_tag(kind)
-
-
-def _environment_tag(kind: str) -> str:
-    # keyed by where torch is installed: the compile command names its headers, so two environments
-    # with the same torch version (a venv and the system's) took turns recompiling in one directory
-    install = hashlib.sha256(str(Path(torch.__file__).resolve().parent).encode()).hexdigest()[:8]
-    tag = f"torch{torch.__version__}-py{sys.version_info.major}{sys.version_info.minor}-{kind}-{install}"
-    return tag.replace("+", "_")
+    return Path(override) / environment_tag(source) if override else suite_cache_directory(source)
 
 
 def _stable_source(directory: Path) -> Path:

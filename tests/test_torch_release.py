@@ -67,3 +67,22 @@ def test_a_module_the_release_cannot_import_is_left_out_of_the_suites_import(tmp
     finally:
         for name in [n for n in sys.modules if n.startswith("oldtorchpkg")]:
             del sys.modules[name]
+
+
+def test_a_compile_failure_wrapping_inductors_refusal_further_down_is_unsupported():
+    """torch 2.4.1: BackendCompilerFailed <- LoweringException <- NotImplementedError ("could not find
+    kernel for aten._coalesce.default"); the compiled coalesce items were errors there."""
+    from conformance.backends.compiled import _not_implemented
+
+    refusal = NotImplementedError("could not find kernel for aten._coalesce.default at dispatch key CPU")
+    try:
+        try:
+            raise refusal
+        except NotImplementedError as exc:
+            raise RuntimeError("LoweringException: NotImplementedError: ...") from exc
+    except RuntimeError as lowering:
+        wrapped = lowering
+    outer = Exception("BackendCompilerFailed")
+    outer.inner_exception = wrapped
+    assert _not_implemented(outer) is refusal
+    assert _not_implemented(Exception("another failure")) is None

@@ -292,9 +292,9 @@ def compiled_function(op: str, function: Callable, calls: list[dict[str, int]]) 
         except torch._dynamo.exc.Unsupported as exc:  # Dynamo's own refusal (fullgraph, or raised through)
             raise Unsupported(f"{name}: Dynamo does not trace it: {one_line(str(exc))}") from exc
         except torch._dynamo.exc.BackendCompilerFailed as exc:
-            inner = getattr(exc, "inner_exception", None) or exc.__cause__
-            if isinstance(inner, NotImplementedError):  # Inductor has no lowering for this input
-                raise Unsupported(f"{name}: Inductor does not compile it: {inner}") from exc
+            refused = _not_implemented(exc)
+            if refused is not None:  # Inductor has no lowering or kernel for this input
+                raise Unsupported(f"{name}: Inductor does not compile it: {refused}") from exc
             raise
         graphs, breaks, frames = (after - was for after, was in zip(_counters(), before))
         if not calls and graphs == 0:
@@ -307,6 +307,19 @@ def compiled_function(op: str, function: Callable, calls: list[dict[str, int]]) 
 
     call.__name__ = call.__qualname__ = name
     return call
+
+
+def _not_implemented(exc: BaseException) -> NotImplementedError | None:
+    """The NotImplementedError a compile failure wraps, directly (``inner_exception``) or further down
+    its causes: torch 2.4's Inductor wraps it in a LoweringException ("could not find kernel for
+    aten._coalesce.default"), later releases do not get that far (Dynamo graph-breaks on a sparse input)."""
+    seen: list[BaseException] = []
+    while exc is not None and len(seen) < 8 and exc not in seen:
+        if isinstance(exc, NotImplementedError):
+            return exc
+        seen.append(exc)
+        exc = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__
+    return None
 
 
 INDUCTOR_DEVICES = ("cpu", "cuda")  # the devices Inductor generates code for

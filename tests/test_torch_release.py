@@ -86,3 +86,19 @@ def test_a_compile_failure_wrapping_inductors_refusal_further_down_is_unsupporte
     outer.inner_exception = wrapped
     assert _not_implemented(outer) is refusal
     assert _not_implemented(Exception("another failure")) is None
+
+
+class FusedSGDWithoutCPUKernel(torch.optim.SGD):
+    """torch.optim.SGD(fused=True) as torch 2.3 has it on cpu: the keyword, and no CPU kernel."""
+
+    def step(self, closure=None):
+        raise NotImplementedError("Could not run 'aten::_fused_sgd_' with arguments from the 'CPU' backend. "
+                                  "This could be because the operator doesn't exist for this backend")
+
+
+def test_a_fused_kernel_the_release_lacks_for_the_device_is_not_in_torch():
+    param = torch.nn.Parameter(torch.zeros(3))
+    param.grad = torch.ones(3)
+    optimizer = path_class(FusedSGDWithoutCPUKernel, "fused", {}, None)([param], lr=0.5)
+    with pytest.raises(NotInTorch, match=r"not in torch \d+\.\d+: the aten::_fused_sgd_ kernel for CPU tensors"):
+        optimizer.step()

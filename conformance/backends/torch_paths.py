@@ -15,6 +15,7 @@ for. The twins (``paths-agree``, conformance/cases/checks.py) run the path and t
 from __future__ import annotations
 
 import inspect
+import re
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,10 @@ UNSUPPORTED_DEVICE_OR_DTYPE = "requires all the params to be floating point Tens
 
 def keywords_text(keywords: dict) -> str:
     return ", ".join(f"{key}={value!r}" for key, value in keywords.items())
+
+
+# the dispatcher with no kernel of a fused step for the device: a release before torch had it there
+_FUSED_KERNEL_MISSING = re.compile(r"Could not run '(aten::_fused_\w+)' with arguments from the '(\w+)' backend")
 
 
 def path_class(torch_class: type, path: str, keywords: dict, on_sparse: str | None) -> type:
@@ -72,6 +77,11 @@ def path_class(torch_class: type, path: str, keywords: dict, on_sparse: str | No
                             p.grad = p.grad.clone()
             try:
                 return super().step(closure)
+            except NotImplementedError as exc:
+                kernel = _FUSED_KERNEL_MISSING.search(str(exc))
+                if kernel is not None:  # torch 2.3: fused SGD is there for CUDA tensors only
+                    raise NotInTorch(f"the {kernel[1]} kernel for {kernel[2]} tensors, which {name} runs") from exc
+                raise
             except RuntimeError as exc:
                 if (sparse and on_sparse == REFUSES) or UNSUPPORTED_DEVICE_OR_DTYPE in str(exc):
                     raise Unsupported(f"torch's {path} path: {name} raises: {exc}") from exc

@@ -5,6 +5,8 @@ the suite's and a real change of torch's read differently; each links to its ite
 
 from __future__ import annotations
 
+import re
+
 from packaging.version import InvalidVersion, Version
 
 from conformance.results.gate import diff_runs
@@ -42,9 +44,15 @@ def _change(key, base: dict | None, head: dict | None, head_index: int, item_ind
             "was": capped((base or {}).get("message") or ""), "now": capped((head or {}).get("message") or "")}
 
 
+def _reason(record: dict) -> str:
+    """A record's message less what differs between any two releases' runs: numbers (the release's own,
+    "not in torch 2.1"; triton's version; an error's size) and the venv a path runs through."""
+    return re.sub(r"\d+", "N", re.sub(r"/\.nox/[^/\s]+", "/.nox/VENV", record.get("message") or ""))
+
+
 def what_moved(runs: list[Results], item_index: dict) -> list[dict]:
     """For each release and the next: the items that started failing, started passing, changed outcome
-    otherwise, or kept a non-passing outcome for another reason (message)."""
+    otherwise, or kept a non-passing outcome for another reason (its message, numbers and venv paths aside)."""
     order = release_order(runs)
     steps = []
     for a, b in zip(order, order[1:]):
@@ -56,7 +64,7 @@ def what_moved(runs: list[Results], item_index: dict) -> list[dict]:
                  "reason": [_change(key, base[key], record, b, item_index) for key, record in head.items()
                             if key in base and record["outcome"] == base[key]["outcome"]
                             and record["outcome"] != "passed"
-                            and (record.get("message") or "") != (base[key].get("message") or "")]}
+                            and _reason(record) != _reason(base[key])]}
         steps.append({"base": a, "head": b, "from": str(release_of(runs[a])), "to": str(release_of(runs[b])),
                       "compared": diff.compared, "kinds": moved})
     return steps

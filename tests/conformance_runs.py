@@ -193,3 +193,20 @@ def sharded_runs() -> dict[str, Path]:
         assert code in (0, 1) and path.exists(), f"shard {k}/3: exit code {code}"
         paths[f"shard-{k}"] = path
     return paths
+
+
+def stub_checks_pytest(patch: pytest.MonkeyPatch, records: list[dict], **run_fields) -> None:
+    """``conformance check`` with its probe skipped and its pytest stubbed: the run writes a complete
+    results file of ``records`` (exit status 0), under the run id check gave it."""
+    from conformance.entry_points import check, supervise
+    from test_results_files import document
+
+    patch.setattr(check, "_probe", lambda *args, **kwargs: None)
+
+    def fake_pytest(command):
+        run_id = command[command.index("--conformance-run-id") + 1]
+        results = Path(command[command.index("--conformance-results") + 1])
+        results.write_text(json.dumps(document(records, id=run_id, exit_status=0, **run_fields)))
+        return 0, None
+
+    patch.setattr(supervise, "run_pytest", fake_pytest)

@@ -613,20 +613,13 @@ def test_python_m_conformance_parses_before_it_imports_torch(tmp_path):
 def test_check_html_states_the_verdict_and_a_second_check_says_what_it_moved(tmp_path, monkeypatch, capsys):
     """pytest itself stubbed: it writes a complete run of one passing candidate item."""
     from conformance.entry_points.cli import main
-    from test_results_files import document, record
+    from conformance_runs import stub_checks_pytest
+    from test_results_files import record
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(check, "_probe", lambda *args, **kwargs: None)
-
-    def fake_pytest(command):
-        run_id = command[command.index("--conformance-run-id") + 1]
-        results = Path(command[command.index("--conformance-results") + 1])
-        results.write_text(json.dumps(document(
-            [record("c", op="adagrad", backend="candidate", nodeid="specs/adagrad.yaml::c[candidate-cpu-float32]")],
-            id=run_id, label="candidate adagrad=torch.optim:Adagrad", exit_status=0)))
-        return 0, None
-
-    monkeypatch.setattr(supervise, "run_pytest", fake_pytest)
+    stub_checks_pytest(monkeypatch, [record("c", op="adagrad", backend="candidate",
+                                            nodeid="specs/adagrad.yaml::c[candidate-cpu-float32]")],
+                       label="candidate adagrad=torch.optim:Adagrad")
     assert main(["check", "adagrad=torch.optim:Adagrad"]) == 0
     first = capsys.readouterr().out
     assert "RESULT: PASS" in first and "moved the previous" not in first

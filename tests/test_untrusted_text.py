@@ -13,11 +13,11 @@ from types import SimpleNamespace
 import pytest
 
 from conformance.core.text import safe_to_show, valid_strings, valid_text
-from conformance.entry_points import check, supervise
+from conformance.entry_points import check
 from conformance.entry_points.cli import main
 from conformance.results.store import load_results
 from conformance.results.writing import to_jsonable
-from conformance_runs import REPO
+from conformance_runs import REPO, stub_checks_pytest
 from test_results_files import document, record, write
 
 SURROGATE = "caf\udcff"  # os.listdir() of a Latin-1 folder: b"caf\xff" read as text
@@ -164,17 +164,9 @@ def test_check_prints_and_writes_markdown_safely(tmp_path, monkeypatch, capsys):
     """pytest stubbed: a run whose candidate items were all skipped, with a reason holding escape
     sequences; the label (``--label``) holds a lone surrogate."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(check, "_probe", lambda *args, **kwargs: None)
-
-    def fake_pytest(command):
-        run_id = command[command.index("--conformance-run-id") + 1]
-        results = Path(command[command.index("--conformance-results") + 1])
-        results.write_text(json.dumps(document(
-            [record("c", op="adagrad", backend="candidate", outcome="skipped", message=f"{ANSI} {SURROGATE}",
-                    nodeid="specs/adagrad.yaml::c[candidate-cpu-float32]")], id=run_id, exit_status=0)))
-        return 0, None
-
-    monkeypatch.setattr(supervise, "run_pytest", fake_pytest)
+    stub_checks_pytest(monkeypatch, [record("c", op="adagrad", backend="candidate", outcome="skipped",
+                                            message=f"{ANSI} {SURROGATE}",
+                                            nodeid="specs/adagrad.yaml::c[candidate-cpu-float32]")])
     summary = tmp_path / "summary.md"
     assert main(["check", "adagrad=torch.optim:Adagrad", "--label", f"nightly {SURROGATE}\x1b[2J",
                  "--markdown", str(summary)]) == check.COULD_NOT_JUDGE

@@ -176,3 +176,42 @@ def test_bad_impl_option_is_a_usage_error(spec_dir):
     result.stderr.fnmatch_lines(["*unknown op 'nosuchop'*"])
     result = run(spec_dir, "--conformance-backend", "nosuch")
     result.stderr.fnmatch_lines(["*unknown backend(s) nosuch*"])
+
+
+PINNED_ERROR_SPEC = """
+    op: coalesce
+    cases:
+      - id: one
+        derivation: one entry, nothing to sum
+        inputs:
+          tensor: {{indices: [[0]], values: [1.0], size: [2]}}
+        expected:
+          indices: [[0]]
+          values: [1.0]
+        known_divergences:
+          - backends: [candidate]
+            kind: error
+            raises: RuntimeError
+            match: {match}
+            reason: the candidate's documented refusal
+    """
+
+
+@pytest.mark.parametrize("match, outcome", [("boom from", {"xfailed": 2}), ("another refusal", {"errors": 2})])
+def test_a_known_error_is_pinned_by_type_and_message(spec_dir, match, outcome):
+    """A divergence of kind error excuses only the exception it names: another message (or type) fails the
+    item (an error, as without the divergence), so the suite's own error or a new one can never pass as the
+    known one (issue 51). Two items: the spec's default dtypes, float32 and float64."""
+    spec_dir.makefile(".yaml", **{"specs/pinned": textwrap.dedent(PINNED_ERROR_SPEC.format(match=repr(match)))})
+    result = run(spec_dir, "--conformance-device", "cpu", "--conformance-impl", "coalesce=cands:raises",
+                 "--conformance-backend", "candidate", target="specs/pinned.yaml")
+    result.assert_outcomes(**outcome)
+
+
+def test_a_known_error_without_its_exception_is_an_invalid_spec(spec_dir):
+    text = textwrap.dedent(PINNED_ERROR_SPEC.format(match="x")).replace("        raises: RuntimeError\n", "")
+    spec_dir.makefile(".yaml", **{"specs/unpinned": text})
+    result = run(spec_dir, "--conformance-device", "cpu", "--conformance-impl", "coalesce=cands:raises",
+                 "--conformance-backend", "candidate", target="specs/unpinned.yaml")
+    result.stdout.fnmatch_lines(["*unpinned.yaml*known_divergences[[]0[]]*raises*"])
+    assert result.ret != 0

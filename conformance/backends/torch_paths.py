@@ -308,7 +308,8 @@ FUSED_CUDA_REFUSES_MIXED_STRIDES = register(LayoutDivergence(
     "sgd-layout-invariant[fused-cuda-*], momentum 0.5); not yet re-run",
     "https://github.com/pytorch/pytorch/blob/v2.11.0/aten/src/ATen/native/cuda/fused_sgd_impl.cu",
     ops=("sgd",), backends=("fused",), devices=("cuda",), properties=(LAYOUT_INVARIANT,),
-    behaviour=STOCK_TORCH, kind="error", triggered=_param_and_grad_strides_differ,
+    behaviour=STOCK_TORCH, kind="error", raises="RuntimeError", match="check_fast_path_restrictions",
+    triggered=_param_and_grad_strides_differ,
 ))
 
 
@@ -329,7 +330,7 @@ FUSED_SGD_MIXED_BUFFERS = register(ConditionalDivergence(
     "fused=True) with a gradient for a only at step 1 and for both at step 2 raises; shown by torch 2.13.0 and 2.14.1",
     "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/optim/sgd.py",
     ops=("sgd",), backends=("fused",), devices=("cpu",), properties=("lifecycle",), behaviour=STOCK_TORCH,
-    kind="error", triggered=_first_steps_differ,
+    kind="error", raises="TypeError", match="expected Tensor as element", triggered=_first_steps_differ,
 ))
 
 FOREACH_HALF_MOMENTUM_BY_GROUP = register(ConditionalDivergence(

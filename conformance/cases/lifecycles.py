@@ -47,7 +47,7 @@ def check_lifecycle(trial: Trial, inputs: LifecycleInputs) -> None:
             raise
         except Exception as exc:  # noqa: BLE001 - a refusal torch is known for (kind "error"), else an error
             trial.excuse_conditional(LIFECYCLE, inputs, f"lifecycle ({inputs.events()}): "
-                                f"{exception_text(exc).splitlines()[0]}", kind="error")
+                                f"{exception_text(exc).splitlines()[0]}", kind="error", error=exc)
             raise
         together, alone = [contract_entries(op, o) for o in together], [contract_entries(op, o) for o in alone]
         for index, (ours, theirs) in enumerate(zip(together, alone)):

@@ -17,10 +17,17 @@ A divergence that torch fixed (or brought in) in some release says which release
 a PEP 440 specifier set on the running torch's release (its local label, ``+cpu``, dropped), e.g.
 ``"<2.14"``. On any other torch it does not apply: its items pass or fail on their own, as they would
 without it, and never read as an unexpected pass of a divergence that version does not have.
+
+A divergence of ``kind: error`` pins the exception it expects: ``raises`` (a type name, matched against the
+exception's classes and those of the exceptions it was raised from) and ``match`` (a regular expression
+searched in that exception's message), so that no other error -- the suite's own, a missing module --
+passes as the known one. A stock-torch divergence names its ``finding``: the torch-only reproducer
+``findings/reproducers/<finding>.py`` that dates it across releases (``conformance.results.dating``).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Iterable
@@ -49,10 +56,51 @@ class Divergence:
     rounding: str | None = None  # the rounding mode used instead of round-to-nearest-even
     kind: str = "mismatch"  # what a spec item's xfail catches: mismatch, error or any
     torch: str | None = None  # the torch releases that show it (PEP 440 specifiers, "<2.14"); None: every one
+    raises: str | None = None  # kind "error": the expected exception's type name (it, or one it was raised from)
+    match: str | None = None  # kind "error": a regular expression searched in that exception's message
+    finding: str | None = None  # the reproducer that dates it (findings/reproducers/<finding>.py); None: the key
 
     def __post_init__(self) -> None:
         if self.torch is not None:
             torch_specifier(self.torch)  # a typo must not silently make it apply nowhere
+        if self.kind == "error" and not self.raises:
+            raise ValueError(f"divergence {self.key}: kind 'error' names the exception it expects (raises: "
+                             "a type name, and match: a pattern of its message)")
+        if self.match is not None:
+            try:
+                re.compile(self.match)
+            except re.error as exc:
+                raise ValueError(f"divergence {self.key}: match {self.match!r} is not a regular expression "
+                                 f"({exc})") from None
+
+    @property
+    def finding_name(self) -> str:
+        """The name of its finding and reproducer (``finding``, else its key)."""
+        return self.finding or self.key
+
+    def error_matches(self, error: BaseException) -> bool:
+        """Whether ``error`` is the exception this divergence expects: for kind "error", one of type ``raises``
+        whose message ``match`` finds, ``error`` itself or one it was raised from (its cause or context);
+        for kind "any", any; for kind "mismatch", none."""
+        if self.kind == "any":
+            return True
+        if self.kind != "error":
+            return False
+        seen: set[int] = set()
+        current: BaseException | None = error
+        while current is not None and id(current) not in seen:
+            seen.add(id(current))
+            names = {cls.__name__ for cls in type(current).__mro__} | {
+                f"{cls.__module__}.{cls.__qualname__}" for cls in type(current).__mro__}
+            if self.raises in names and (self.match is None or re.search(self.match, str(current))):
+                return True
+            current = current.__cause__ or current.__context__
+        return False
+
+    def expected_error(self) -> type:
+        """A class whose instances are exactly the errors :meth:`error_matches` accepts (pytest's
+        ``xfail(raises=...)`` takes a class and asks isinstance)."""
+        return _ExpectedErrorType(f"Expected[{self.raises}]", (BaseException,), {"divergence": self})
 
     @property
     def is_torch_behaviour(self) -> bool:
@@ -110,6 +158,13 @@ class PathDivergence(Divergence):
     tolerance of a correct implementation in the dtype)."""
 
     explains: Callable[..., bool] | None = None
+
+
+class _ExpectedErrorType(type):
+    """The type of :meth:`Divergence.expected_error`'s classes: isinstance asks the divergence."""
+
+    def __instancecheck__(cls, instance: object) -> bool:
+        return isinstance(instance, BaseException) and cls.divergence.error_matches(instance)  # type: ignore[attr-defined]
 
 
 class InvalidTorchVersions(ValueError):

@@ -213,7 +213,8 @@ class SpecFile(pytest.File):
             item = CaseItem.placed(self, case.id, placement, case=case)
             divergence = case.divergence_for(placement.backend.name, placement.device, placement.dtype)
             if divergence is not None:
-                raises = {"mismatch": Mismatch, "error": Exception, "any": BaseException}[divergence.kind]
+                raises = {"mismatch": Mismatch, "error": divergence.expected_error(),
+                          "any": BaseException}[divergence.kind]
                 text = divergence.reason + (f" ({divergence.link})" if divergence.link else "")
                 item.add_marker(pytest.mark.xfail(reason=f"known divergence: {text}", raises=raises, strict=False))
                 item.record["divergence"] = {"reason": divergence.reason, "link": divergence.link}

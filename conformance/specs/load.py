@@ -287,4 +287,5 @@ def _divergence(case_id: str, index: int, op: Op, entry: dict) -> Divergence:
     return Divergence(f"{case_id}/{index}", entry["reason"], entry.get("link"), ops=(op.name,),
                       backends=names("backends"), devices=names("devices"), dtypes=names("dtypes"),
                       properties=(case_id,), behaviour=entry.get("behaviour"), kind=entry.get("kind", "mismatch"),
-                      torch=entry.get("torch"))
+                      torch=entry.get("torch"), raises=entry.get("raises"), match=entry.get("match"),
+                      finding=entry.get("finding"))

@@ -6,6 +6,8 @@ turns into a SpecError naming ``file:line`` and the field."""
 
 from __future__ import annotations
 
+import re
+
 import copy
 import json
 import math
@@ -167,6 +169,12 @@ def check_names(data: dict, fail: Fail) -> None:
                 except InvalidTorchVersions as exc:
                     raise fail(("cases", index, "known_divergences", d_index, "torch"),
                                 str(exc)) from None
+            if isinstance(divergence, dict) and isinstance(divergence.get("match"), str):
+                try:  # a pattern that cannot compile would pin nothing
+                    re.compile(divergence["match"])
+                except re.error as exc:
+                    raise fail(("cases", index, "known_divergences", d_index, "match"),
+                                f"invalid regular expression: {exc}") from None
     for index, bench in enumerate(data.get("benchmark", []) or []):
         check(bench, ("benchmark", index))
     if isinstance(data.get("defaults"), dict):

@@ -266,6 +266,6 @@ ADD_PARAM_GROUP_KEYERROR = register(ConditionalDivergence(
     "on coo, foreach and kernel) and by torch 2.9.0 on cpu (nox, the same day: coo, foreach, fused, kernel); "
     "torch 2.9.0's and 2.11's adagrad.py have no lazy state, 2.12.0's has",
     "https://github.com/pytorch/pytorch/issues/53712",
-    ops=("adagrad",), properties=("lifecycle",), behaviour=STOCK_TORCH, kind="error", torch="<2.12",
+    ops=("adagrad",), properties=("lifecycle",), behaviour=STOCK_TORCH, kind="error", raises="KeyError", match="sum", torch="<2.12",
     triggered=_a_group_added_steps,
 ))

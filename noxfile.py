@@ -475,7 +475,10 @@ def release(session: nox.Session, torch_version: str) -> None:
     # 0 or 1 (items failed: torch's differences, the report lists them) is a completed run; anything else
     # (an error of the suite's at startup, an interrupted run) is this release's failure
     status.update(status="completed" if code in (0, 1) else "failed", pytest_exit_code=code,
-                  test_seconds=round(time.monotonic() - ran, 1), seconds=round(time.monotonic() - started, 1))
+                  test_seconds=round(time.monotonic() - ran, 1))
+    # the findings' reproducers in the same venv: the dates of docs/findings.md (nox -t findings: these alone)
+    status["findings"] = _date_findings(session, torch_version)
+    status["seconds"] = round(time.monotonic() - started, 1)
     if os.environ.get("CONFORMANCE_RELEASES_KEEP_VENVS", "0") in ("", "0"):
         import shutil
 
@@ -485,6 +488,71 @@ def release(session: nox.Session, torch_version: str) -> None:
     session.log(f"status: {status_path.relative_to(ROOT)}: {status['status']} (pytest exit {code})")
     if code not in (0, 1):
         session.error(f"the spec run on torch {torch_version} did not complete (pytest exit {code})")
+
+
+def _date_findings(session: nox.Session, torch_version: str) -> str:
+    """Run every reproducer of findings/reproducers/ in the session's venv into
+    reports/releases/findings-torch-<V>.json; what happened, in words (a failure is said, never raised:
+    the release's spec results stand)."""
+    out = RELEASES_DIR / f"findings-torch-{torch_version}.json"
+    command = [sys.executable, "-m", "conformance.entry_points.dating", "run", "--python", _venv_python(session),
+               "-o", str(out)]
+    session.log(" ".join(command[1:]))
+    done = subprocess.run(command, cwd=ROOT)
+    if done.returncode != 0:
+        session.warn(f"the findings' reproducers did not run on torch {torch_version} (exit {done.returncode})")
+        return f"failed (exit {done.returncode})"
+    return str(out.relative_to(ROOT))
+
+
+def _findings_already_dated(out: Path, torch_version: str) -> bool:
+    """Whether ``out`` holds this release's run of the reproducers as they are now."""
+    from conformance.entry_points.dating import fingerprint, release_of
+
+    try:
+        data = json.loads(out.read_text())
+    except (OSError, ValueError):
+        return False
+    return release_of(data.get("torch") or "") == torch_version and data.get("reproducers") == fingerprint()
+
+
+@nox.session(tags=["findings"])
+@nox.parametrize("torch_version", [nox.param(v, id=f"torch-{v}") for v in RELEASES])
+def findings(session: nox.Session, torch_version: str) -> None:
+    """The findings' torch-only reproducers (findings/reproducers/) on one torch release, into
+    reports/releases/findings-torch-<V>.json; nox -t findings runs every release, then findings_dates.
+    Only torch is installed (no suite); resumable: a release that ran the same reproducers is skipped."""
+    RELEASES_DIR.mkdir(parents=True, exist_ok=True)
+    out = RELEASES_DIR / f"findings-torch-{torch_version}.json"
+    position = f"release {RELEASES.index(torch_version) + 1} of {len(RELEASES)}"
+    if _findings_already_dated(out, torch_version):
+        session.log(f"{position}: torch {torch_version}'s reproducers already ran ({out.relative_to(ROOT)})")
+        return
+    session.log(f"{position}: torch {torch_version}")
+    try:
+        if _installed(session, "torch") != torch_version:
+            _pip(session, f"torch=={torch_version}", *_index_args())
+        if subprocess.run([_venv_python(session), "-c", "import pkg_resources"], capture_output=True).returncode:
+            _pip(session, "setuptools<81")  # torch 2.1's Inductor imports it undeclared (see release)
+    except InstallFailed as exc:
+        session.error(f"install failed for torch {torch_version}:\n{exc}")
+    outcome = _date_findings(session, torch_version)
+    if os.environ.get("CONFORMANCE_RELEASES_KEEP_VENVS", "0") in ("", "0"):
+        import shutil
+
+        shutil.rmtree(session.virtualenv.location, ignore_errors=True)
+    if outcome.startswith("failed"):
+        session.error(f"the reproducers did not run on torch {torch_version}: {outcome}")
+
+
+@nox.session(tags=["findings"], venv_backend="none")
+def findings_dates(session: nox.Session) -> None:
+    """Merge the releases' reproducer runs into findings/dates.json and docs/findings.md's table (runs last
+    in nox -t findings; commit both: tests/test_findings_dates.py checks the registrations against them)."""
+    files = sorted(RELEASES_DIR.glob("findings-torch-*.json"))
+    if not files:
+        session.error(f"no release's reproducers ran under {RELEASES_DIR.relative_to(ROOT)}: run nox -t findings")
+    session.run(sys.executable, "-m", "conformance.entry_points.dating", "table", *map(str, files), external=True)
 
 
 @nox.session(tags=["releases"])

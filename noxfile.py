@@ -513,7 +513,8 @@ def _findings_already_dated(out: Path, torch_version: str) -> bool:
         data = json.loads(out.read_text())
     except (OSError, ValueError):
         return False
-    return release_of(data.get("torch") or "") == torch_version and data.get("reproducers") == fingerprint()
+    return (release_of(data.get("torch") or "") == torch_version
+            and data.get("reproducers") == fingerprint(ROOT / "findings" / "reproducers"))
 
 
 @nox.session(tags=["findings"])

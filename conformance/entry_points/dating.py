@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Iterable
 
 from packaging.version import Version
@@ -35,7 +36,7 @@ BEGIN, END = "<!-- findings-dates: begin (python -m conformance.entry_points.dat
     "<!-- findings-dates: end -->"
 
 SHOWS, DOES_NOT_SHOW, CANNOT_RUN = 1, 0, 3
-MARKS = {SHOWS: "■", DOES_NOT_SHOW: "□", CANNOT_RUN: "–"}  # anything else (a crash, a timeout): "?"
+MARKS = MappingProxyType({SHOWS: "■", DOES_NOT_SHOW: "□", CANNOT_RUN: "–"})  # else (a crash, a timeout): "?"
 TIMEOUT = 300.0
 
 
@@ -164,9 +165,11 @@ def finding_records() -> list[Any]:
     """Every record of a divergence of torch's that names a finding: the Python records' (behaviour
     stock-torch) and the spec entries with a ``finding``. Several records may share one finding (a spec
     case and the property that found it): each must give it the measured range."""
+    # here, not at the top: they import torch and every op record, which running reproducers in another
+    # interpreter (the nox sessions' use of this module) does not need
     import conformance.backends
     import conformance.cases.lowprec  # noqa: F401 - registers stock torch's half-precision arithmetic
-    import conformance.ops  # noqa: F401
+    import conformance.ops  # noqa: F401 - registers the op records' divergences
     from conformance.core.divergences import _REGISTERED
     from conformance.results.rerun import suite_specs
     from conformance.specs.load import load_spec
@@ -223,9 +226,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.dates.parent.mkdir(parents=True, exist_ok=True)
     args.dates.write_text(json.dumps(dates, indent=2) + "\n")
-    from conformance.entry_points.dating_registry import registered_ranges
-
-    changed = write_section(args.document, table(dates, registered_ranges()))
+    registered = {name: record.torch for name, record in registered_findings().items()}
+    changed = write_section(args.document, table(dates, registered))
     print(f"wrote {args.dates} ({len(dates['releases'])} releases, {len(dates['findings'])} findings); "
           f"{args.document} {'updated' if changed else 'unchanged'}")
     return 0

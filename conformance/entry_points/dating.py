@@ -61,7 +61,7 @@ def run_one(python: str, script: Path, timeout: float = TIMEOUT) -> dict[str, An
         try:
             done = subprocess.run([python, "-I", str(script)], cwd=cwd, capture_output=True, text=True,
                                   timeout=timeout, errors="replace",
-                                  env={**os.environ, "PYTHONHASHSEED": "0", "CUDA_VISIBLE_DEVICES": ""})
+                                  env={**os.environ, "PYTHONHASHSEED": "0"})
         except subprocess.TimeoutExpired:
             return {"exit": None, "verdict": f"timed out after {timeout:.0f} s", "seconds": round(timeout, 1)}
     lines = [line for line in done.stdout.splitlines() if line.strip()]

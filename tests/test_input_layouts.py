@@ -130,6 +130,12 @@ def test_a_torch_divergence_seen_by_layout_invariant_gets_a_torch_only_reproduce
         runpy.run_path(str(written[0]), run_name="__main__")
     assert exited.value.code == 1  # torch 2.13/2.14 show it
     assert not any(name.startswith("conformance") for name in set(sys.modules) - before)
+    # on a torch that cannot run the example (here: a keyword it lacks, as fused= on 2.1) it exits 3, not 1
+    lacking = tmp_path / "lacking.py"
+    lacking.write_text(script.replace("'fused': True", "'no_such_keyword': True"))
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_path(str(lacking), run_name="__main__")
+    assert exited.value.code == 3
 
 
 def test_the_cuda_layout_divergences_name_the_examples_the_h200_run_shrank_to():

@@ -4,7 +4,8 @@ and on the views (actual), torch's version and the machine -- ready to paste int
 
 Written for the layout-invariant property's examples on torch's own optimizer classes (the coo backend's
 for-loop step, foreach, fused): ``reports/torch-reproducers/<item>.py``; the script exits 1 while torch
-still shows it, 0 once fixed.
+still shows it, 0 once fixed, 3 when the torch running it cannot run the example at all (the protocol of
+``findings/reproducers/``).
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ def layout_reproducer(optimizer_class: Any, example: tuple, dtype: str, reason: 
 
 {reason}
 
-Imports only torch. Exit 1 while the results differ (torch shows it), 0 once they agree.
+Imports only torch. Exit 1 while the results differ (torch shows it), 0 once they agree, 3 when this torch
+cannot run the example (a keyword or kernel it lacks).
 Written by torch-sparse-conformance's layout-invariant property."""
 import platform
 import sys
@@ -110,8 +112,18 @@ def run(on_views):
     return param.detach().clone()
 
 
-expected, actual = run(False), run(True)
 print(f"torch {{torch.__version__}}, {{platform.platform()}}, {{platform.machine()}}, python {{platform.python_version()}}")
+try:
+    expected = run(False)
+except Exception as exc:  # this torch cannot run the example at all (a keyword or kernel it lacks): not the divergence
+    print(f"cannot run: {{type(exc).__name__}}: {{exc}}")
+    sys.exit(3)
+try:
+    actual = run(True)
+except Exception as exc:  # the views refused where the contiguous copies run
+    print("expected (contiguous copies):", expected.tolist())
+    print(f"actual ({views}): raises {{type(exc).__name__}}: {{exc}}")
+    sys.exit(1)
 print("expected (contiguous copies):", expected.tolist())
 print("actual ({views}):", actual.tolist())
 sys.exit(0 if torch.equal(expected, actual) else 1)

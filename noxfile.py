@@ -556,6 +556,43 @@ def findings_dates(session: nox.Session) -> None:
     session.run(sys.executable, "-m", "conformance.entry_points.dating", "table", *map(str, files), external=True)
 
 
+OLDEST_TORCH = "2.1.2"  # the oldest release pyproject.toml's torch>=2.1 claims (the newest patch of 2.1)
+# the specs whose items all pass, are known divergences or unsupported on it (docs/findings.md): exit 0
+OLDEST_RUN_SPECS = ("specs/coalesce.yaml", "specs/sparse_adam.yaml")
+
+
+@nox.session
+def oldest(session: nox.Session) -> None:
+    """The plugin on the oldest torch the suite claims (CI runs it; issue 51): every spec collected with
+    no error of the suite's own, and the specs of OLDEST_RUN_SPECS run to a complete results file with
+    every item passed, a known divergence or unsupported ("not in torch 2.1: ..."). The whole release
+    is `nox -s "release(torch-2.1.2)"`."""
+    started = time.monotonic()
+    status: dict = {"torch_requested": OLDEST_TORCH}
+    status_path = REPORTS / "status-oldest.json"
+    REPORTS.mkdir(exist_ok=True)
+    try:
+        _install(session, OLDEST_TORCH)
+        if subprocess.run([_venv_python(session), "-c", "import pkg_resources"], capture_output=True).returncode:
+            _pip(session, "setuptools<81")  # torch 2.1's Inductor imports it undeclared (see release)
+    except InstallFailed as exc:
+        status.update(status="install failed", error=str(exc))
+        status_path.write_text(json.dumps(status, indent=2) + "\n")
+        session.error(f"install failed for torch {OLDEST_TORCH} ({status_path.relative_to(ROOT)}):\n{exc}")
+    status.update(torch=_installed(session, "torch"), install_seconds=round(time.monotonic() - started, 1))
+    if _install_only(session, status_path, status):
+        return
+    results = REPORTS / "results-oldest.json"
+    codes = {"collect": _pytest(session, ["specs", "--collect-only", "-q", "-p", "no:cacheprovider"], {}),
+             "run": _pytest(session, [*OLDEST_RUN_SPECS, "-p", "no:cacheprovider", "-n", "auto",
+                                      "--conformance-device", "cpu", f"--conformance-results={results}"], {})}
+    status.update(status="passed" if set(codes.values()) == {0} else "failed", pytest_exit_codes=codes,
+                  seconds=round(time.monotonic() - started, 1))
+    status_path.write_text(json.dumps(status, indent=2) + "\n")
+    if status["status"] != "passed":
+        session.error(f"the suite on torch {OLDEST_TORCH}: pytest exited {codes} ({status_path.relative_to(ROOT)})")
+
+
 @nox.session(tags=["releases"])
 def releases_report(session: nox.Session) -> None:
     """One report across the releases that ran (reports/releases/index.html), with what moved from each

@@ -208,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         if not Path(args.python).exists():
             parser.error(f"--python {args.python}: no such interpreter")
-        data = run_all(args.python, timeout=args.timeout)
+        # absolute: each reproducer runs from an empty folder of its own (a relative path would name nothing there)
+        data = run_all(str(Path(args.python).absolute()), timeout=args.timeout)
         if data["torch"] is None:
             print(f"{args.python} cannot import torch", file=sys.stderr)
             return 2

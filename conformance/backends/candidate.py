@@ -41,6 +41,7 @@ def load_object(target: CandidateTarget) -> Any:
         if not path.is_file():
             raise CandidateError(f"{where}: no such file {path}")
         spec = importlib.util.spec_from_file_location(f"conformance_candidate_{path.stem}", path)
+        assert spec is not None and spec.loader is not None  # (a .py file's: Python's source loader)
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         try:

@@ -147,7 +147,7 @@ def _cache_named():
         yield
     except Exception as exc:
         for cause in (exc, getattr(exc, "inner_exception", None)):
-            if isinstance(cause, CACHE_FAILURES) or type(cause).__name__ in CACHE_FAILURE_NAMES:
+            if cause is not None and (isinstance(cause, CACHE_FAILURES) or type(cause).__name__ in CACHE_FAILURE_NAMES):
                 raise InductorCacheSuspect(f"{_cache_note(cause)}\n{exception_text(exc)}") from exc
         raise
 
@@ -193,7 +193,7 @@ def sparse_unsupported(name: str) -> Unsupported:
                        f"and {name} runs the step eagerly (the coo backend's items run that step)")
 
 
-def compiled_class(torch_class: type, keywords: Mapping[str, Any], log: StepLog) -> type:
+def compiled_class(torch_class: type[torch.optim.Optimizer], keywords: Mapping[str, Any], log: StepLog) -> type:
     """``torch_class`` constructed with ``keywords``, whose ``step()`` runs under torch.compile (what
     Dynamo did on each step counted in ``log``)."""
     name = f"torch.compile({torch_class.__name__}({keywords_text(keywords)}).step)"
@@ -212,7 +212,9 @@ def compiled_class(torch_class: type, keywords: Mapping[str, Any], log: StepLog)
             # one built here, so that Dynamo traces the same frames whether or not an item of another
             # backend built one first (SGD with nesterov traced 5 frames and broke once in a process with
             # no SGD built yet, 11 frames and twice after a coo item)
-            torch_class([torch.nn.Parameter(torch.zeros(1))], **({"lr": 0.1} if "lr" in _init_parameters(torch_class) else {}))
+            construct: Callable[..., torch.optim.Optimizer] = torch_class  # (a subclass: its own constructor)
+            construct([torch.nn.Parameter(torch.zeros(1))],
+                      **({"lr": 0.1} if "lr" in _init_parameters(torch_class) else {}))
             torch._dynamo.reset()  # this optimizer's graphs only (Dynamo guards on the optimizer object)
 
         def eager_step(self, closure=None):
@@ -237,7 +239,7 @@ def compiled_class(torch_class: type, keywords: Mapping[str, Any], log: StepLog)
     return TorchCompiled
 
 
-def _init_parameters(torch_class: type) -> set[str]:
+def _init_parameters(torch_class: type[torch.optim.Optimizer]) -> set[str]:
 
     return set(inspect.signature(torch_class.__init__).parameters)
 
@@ -267,7 +269,8 @@ def _compiling_here():
     # counts show (a step that compiled nothing is Unsupported)
     strict = {"fail_on_recompile_limit_hit": True} if hasattr(torch._dynamo.config, "fail_on_recompile_limit_hit") else {}
     try:
-        with torch._dynamo.config.patch(**strict), torch._inductor.config.patch(compile_threads=1):
+        # (patch's dict form: torch annotates its **kwargs as dicts)
+        with torch._dynamo.config.patch(strict), torch._inductor.config.patch(compile_threads=1):
             yield
     finally:
         keep_denormals()  # torch 2.5's compiled C++ turns on flush-to-zero for the process (core/float_env.py)
@@ -309,7 +312,7 @@ def compiled_function(op: str, function: Callable, calls: list[dict[str, int]]) 
     return call
 
 
-def _not_implemented(exc: BaseException) -> NotImplementedError | None:
+def _not_implemented(exc: BaseException | None) -> NotImplementedError | None:
     """The NotImplementedError a compile failure wraps, directly (``inner_exception``) or further down
     its causes: torch 2.4's Inductor wraps it in a LoweringException ("could not find kernel for
     aten._coalesce.default"), later releases do not get that far (Dynamo graph-breaks on a sparse input)."""
@@ -361,7 +364,9 @@ class CompiledBackend(TorchPathBackend):
     @staticmethod
     def function(op: str) -> Callable:
         """The function record ``op`` declares compiled (looked up at each run)."""
-        return OPS[op].torch_path(COMPILED).function
+        path = OPS[op].torch_path(COMPILED)
+        assert path is not None and path.function is not None, f"{op} declares no compiled function"
+        return path.function
 
     def _refuse(self, ctx: RunContext, dtypes: tuple[str, ...] | None, what: str = "steps") -> None:
         """Unsupported on a device Inductor generates no code for, or a dtype this backend does not compile

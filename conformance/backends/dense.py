@@ -8,13 +8,14 @@ the form that runs on any device, XLA included.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
 from conformance.core.types import RunContext, Unsupported
 from conformance.backends.base import Backend
 from conformance.ops.masked_mean import MaskedMeanInputs, differentiate
-from conformance.ops import OPS  # the optimizer records, looked up by name (docs/architecture.md)
+from conformance.ops import OPS, optimizer_record  # the optimizer records, looked up by name (docs/architecture.md)
 from conformance.ops.optimizers.inputs import OptimizerInputs
 from conformance.core.tensors import CooArray, to_torch
 
@@ -68,7 +69,7 @@ def adagrad_steps(inputs: OptimizerInputs, ctx: RunContext, update) -> dict:
     """Adagrad's documented loop (maximize, weight decay, the decayed lr) around one formulation's
     ``update(param, state_sum, g, mask, eps, clr) -> (param, state_sum, std)``: the dense and
     masked backends differ only there."""
-    adagrad = OPS["adagrad"]
+    adagrad: Any = OPS["adagrad"]  # (the record's own attributes: its class is not imported here)
     h = adagrad.hyperparameters(inputs.hyperparameters)
     param = ctx.place("param", to_torch(inputs.param, ctx.dtype, ctx.torch_device))
     state_sum = torch.full_like(param, h["initial_accumulator_value"])
@@ -115,7 +116,7 @@ def sparse_adam_steps(inputs: OptimizerInputs, ctx: RunContext, update) -> dict:
     the bias-corrected step size) around one formulation's
     ``update(param, exp_avg, exp_avg_sq, g, mask, beta1, beta2, eps, step_size) -> (param, exp_avg, exp_avg_sq)``:
     the dense and masked backends differ only there."""
-    sparse_adam = OPS["sparse_adam"]
+    sparse_adam: Any = OPS["sparse_adam"]  # (the record's own attributes: its class is not imported here)
     h = sparse_adam.hyperparameters(inputs.hyperparameters)
     beta1, beta2 = h["betas"]
     param = ctx.place("param", to_torch(inputs.param, ctx.dtype, ctx.torch_device))
@@ -148,7 +149,8 @@ def sgd_gradient(h: dict, grad, param: torch.Tensor, ctx: RunContext, layout: bo
     """One SGD step's gradient as the dense and masked backends prepare it: torch's sparse/dense add
     errors and the buffer's layout after the step (the sgd record's ``buffer_layout``), then the
     dense gradient with maximize and weight_decay applied, and its mask: ``(g, mask, layout)``."""
-    layout = OPS["sgd"].buffer_layout(h, isinstance(grad, CooArray), layout)
+    sgd: Any = OPS["sgd"]  # (the record's own attributes: its class is not imported here)
+    layout = sgd.buffer_layout(h, isinstance(grad, CooArray), layout)
     g, mask, _ = step_gradient(grad, param, ctx)
     if h["maximize"]:
         g = -g
@@ -158,7 +160,7 @@ def sgd_gradient(h: dict, grad, param: torch.Tensor, ctx: RunContext, layout: bo
 
 
 def sgd_dense(inputs: OptimizerInputs, ctx: RunContext):
-    h = OPS["sgd"].hyperparameters(inputs.hyperparameters)
+    h = optimizer_record("sgd").hyperparameters(inputs.hyperparameters)
     m = h["momentum"]
     param = ctx.place("param", to_torch(inputs.param, ctx.dtype, ctx.torch_device))
     buf = buf_mask = layout = None

@@ -15,7 +15,7 @@ from conformance.core.types import RunContext, Unsupported
 from conformance.backends.base import Backend
 from conformance.backends.dense import adagrad_steps, sgd_gradient, sparse_adam_steps
 from conformance.ops.masked_mean import MaskedMeanInputs
-from conformance.ops import OPS  # the optimizer records, looked up by name (docs/architecture.md)
+from conformance.ops import optimizer_record  # the optimizer records, looked up by name (docs/architecture.md)
 from conformance.ops.optimizers.inputs import OptimizerInputs
 from conformance.core.tensors import to_torch
 
@@ -47,7 +47,7 @@ def adagrad_masked(inputs: OptimizerInputs, ctx: RunContext):
 
 
 def sparse_adam_masked(inputs: OptimizerInputs, ctx: RunContext):
-    OPS["sparse_adam"].hyperparameters(inputs.hyperparameters)  # torch's constructor errors come first
+    optimizer_record("sparse_adam").hyperparameters(inputs.hyperparameters)  # torch's constructor errors come first
     param = ctx.place("param", to_torch(inputs.param, ctx.dtype, ctx.torch_device))
     masked(param, torch.ones_like(param, dtype=torch.bool))  # dtype check even with no steps
 
@@ -66,7 +66,7 @@ def sparse_adam_masked(inputs: OptimizerInputs, ctx: RunContext):
 def sgd_masked(inputs: OptimizerInputs, ctx: RunContext):
     """The gradient's (and the momentum buffer's) specified entries as masks; the update is
     ``param.add(masked_step.to_tensor(0), alpha=-lr)``."""
-    h = OPS["sgd"].hyperparameters(inputs.hyperparameters)
+    h = optimizer_record("sgd").hyperparameters(inputs.hyperparameters)
     m, dampening = h["momentum"], h["dampening"]
     param = ctx.place("param", to_torch(inputs.param, ctx.dtype, ctx.torch_device))
     masked(param, torch.ones_like(param, dtype=torch.bool))  # dtype check even with no steps

@@ -123,6 +123,7 @@ def mean_zero_grad(values: torch.Tensor, mask: torch.Tensor):
     x = _leaf(values)
     value = _multiply_loss(x, mask)
     value.backward()
+    assert x.grad is not None  # (x is a leaf that requires grad: backward set it)
     x.grad = x.grad * mask
     return value.detach(), x.grad
 

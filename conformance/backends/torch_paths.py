@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
+import torch
 
 from conformance.backends.base import PATHS_AGREE, Backend, torch_kernels_missing_are_unsupported
-from conformance.ops import OPS
+from conformance.ops import OPS, optimizer_record
 from conformance.ops.base import COMPILED, FOR_LOOP, REFUSES, TorchPath
 from conformance.ops.optimizers.inputs import OptimizerInputs
 from conformance.core.divergences import STOCK_TORCH, ConditionalDivergence, LayoutDivergence, PathDivergence, register
@@ -33,7 +34,7 @@ from conformance.core.types import RunContext, Unsupported
 UNSUPPORTED_DEVICE_OR_DTYPE = "requires all the params to be floating point Tensors of supported devices"
 
 
-def keywords_text(keywords: dict) -> str:
+def keywords_text(keywords: Mapping[str, Any]) -> str:
     return ", ".join(f"{key}={value!r}" for key, value in keywords.items())
 
 
@@ -41,7 +42,8 @@ def keywords_text(keywords: dict) -> str:
 _FUSED_KERNEL_MISSING = re.compile(r"Could not run '(aten::_fused_\w+)' with arguments from the '(\w+)' backend")
 
 
-def path_class(torch_class: type, path: str, keywords: dict, on_sparse: str | None) -> type:
+def path_class(torch_class: type[torch.optim.Optimizer], path: str, keywords: Mapping[str, Any],
+               on_sparse: str | None) -> type:
     """``torch_class`` constructed with ``keywords`` (whatever else it is given), whose ``step()``
     raises Unsupported where torch does not run the path: a sparse gradient on a path that runs the
     for-loop step instead (``on_sparse`` "for-loop"), torch's own RuntimeError on a sparse gradient
@@ -101,7 +103,7 @@ class TorchPathBackend(Backend):
     # generated: only the twin (the path against torch's for-loop step on the same inputs); the
     # for-loop step itself is the coo backend's, checked against the reference by every property
     # the twin, and the path on views, through lifecycles and on complex parameters
-    generated_properties = ("paths-agree", "layout-invariant", "lifecycle", "complex-agrees")
+    generated_properties: tuple[str, ...] = ("paths-agree", "layout-invariant", "lifecycle", "complex-agrees")
 
     def __init__(self, path: str, classes: dict[str, type] | None = None, *, name: str | None = None,
                  description: str | None = None):
@@ -121,7 +123,7 @@ class TorchPathBackend(Backend):
                         for op, cls in classes.items()}
         self.torch_classes = dict(classes)  # op -> torch's optimizer class whose path runs
         # the other half of the twins: the same class's for-loop step
-        self.for_loop_classes = {op: path_class(cls, FOR_LOOP, OPS[op].torch_for_loop, None)
+        self.for_loop_classes = {op: path_class(cls, FOR_LOOP, optimizer_record(op).torch_for_loop, None)
                                  for op, cls in classes.items()}
         self.description = description or (f"stock torch.optim's {path} step: "
                                            + "; ".join(cls.__name__ for cls in self.classes.values()))
@@ -181,7 +183,7 @@ def _numerator_overflows(inputs, got, for_loop, agrees) -> bool:
     and output is within a few ulps of the for-loop step's."""
     if "param" not in got or not isinstance(inputs, OptimizerInputs):
         return False
-    h = OPS["adagrad"].hyperparameters(inputs.hyperparameters)  # torch's defaults filled in
+    h = optimizer_record("adagrad").hyperparameters(inputs.hyperparameters)  # torch's defaults filled in
     overflow = np.zeros(np.shape(inputs.param), dtype=bool)
     for step, grad in enumerate(inputs.grads, start=1):
         if isinstance(grad, np.ndarray):

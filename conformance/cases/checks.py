@@ -10,7 +10,7 @@ optimizers' unspecified-unchanged, sparse-equals-dense, param-groups and state-d
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,10 @@ from conformance.core.tensors import CooArray, quantize, to_numpy, torch_dtype
 from conformance.core.types import Mismatch, RunContext, Unsupported, exception_text, safe_text
 from conformance.judging.verdict import StockTorch
 
+if TYPE_CHECKING:
+    from conformance.ops.optimizers.base import OptimizerOp
+
+
 def check_agrees_with_reference(trial: Trial, inputs: Any) -> None:
     outputs = trial.run(inputs)
     trial.op.check_invariants(outputs, inputs)
@@ -47,9 +51,10 @@ def check_configuration(trial: Trial, inputs: OptimizerInputs) -> None:
     try:
         check_agrees_with_reference(trial, inputs)
     except Mismatch as mismatch:
-        row, failure = row_of(trial.op, inputs), mismatch
+        op = trial.optimizer
+        row, failure = row_of(op, inputs), mismatch
         while True:
-            for simpler in simpler_rows(trial.op, row):
+            for simpler in simpler_rows(op, row):
                 try:
                     check_agrees_with_reference(trial, inputs_of(simpler))
                 except Mismatch as still:
@@ -59,8 +64,8 @@ def check_configuration(trial: Trial, inputs: OptimizerInputs) -> None:
                     continue
             else:
                 break
-        drawn = describe(trial.op, inputs)
-        named = describe(trial.op, inputs_of(row))
+        drawn = describe(op, inputs)
+        named = describe(op, inputs_of(row))
         raise Mismatch(f"configuration {named}" + (f" (shrunk from {drawn})" if named != drawn else "") + f": {failure}",
                        failure.max_abs_error, failure.max_rel_error) from None
 
@@ -83,7 +88,7 @@ def check_unspecified_unchanged(trial: Trial, inputs: OptimizerInputs) -> None:
             prefixes[steps] = trial.run(prefix)
         return prefixes[steps]
 
-    previous = {name: to_numpy(value) for name, value in trial.op.state_before_steps(run_prefix, inputs).items()}
+    previous = {name: to_numpy(value) for name, value in trial.optimizer.state_before_steps(run_prefix, inputs).items()}
     for step in range(1, inputs.steps + 1):
         outputs = run_prefix(OptimizerInputs(inputs.param, inputs.grads[:step], inputs.hyperparameters))
         untouched = ~specified_mask(inputs.grads[step - 1], inputs.param.shape)
@@ -105,9 +110,9 @@ def check_sparse_equals_dense(trial: Trial, inputs: OptimizerInputs) -> None:
     for grad in inputs.grads:
         touched |= specified_mask(grad, inputs.param.shape)
     names = ("param", *trial.op.state_tensors)
-    title = trial.op.title
+    title = trial.optimizer.title
     compared = {name: touched for name in names}
-    compared["param"] = touched & ~undefined_when_densified(trial.op, dense_inputs, trial.dtype)
+    compared["param"] = touched & ~undefined_when_densified(trial.optimizer, dense_inputs, trial.dtype)
     pick = {name: to_numpy(sparse_out[name])[compared[name]] for name in names}
     want = {name: to_numpy(dense_out[name])[compared[name]] for name in names}
     tols = tolerances.generated(trial.op, inputs, trial.dtype)
@@ -123,7 +128,7 @@ def check_sparse_equals_dense(trial: Trial, inputs: OptimizerInputs) -> None:
                   model=model)
 
 
-def undefined_when_densified(op: Op, dense_inputs: OptimizerInputs, dtype: str) -> np.ndarray:
+def undefined_when_densified(op: OptimizerOp, dense_inputs: OptimizerInputs, dtype: str) -> np.ndarray:
     """The parameter's entries where torch's documented dense update itself is 0/0: Adagrad with eps 0
     (or an eps ``dtype`` rounds to 0, 1e-10 in float16) at an accumulator still 0 (or underflowed to
     0). The dense run writes NaN there, whether a step's gradient leaves the entry out (the sparse run
@@ -226,7 +231,9 @@ def _param_groups_divergence(trial: Trial, inputs: ParamGroupsInputs, together: 
     """The known divergence of stock torch the backend's grouped run matches, or None. A candidate
     (judged against torch) is excused only where stock torch matches the same model."""
     found = lookup(op=trial.op.name, device=trial.device, dtype=trial.dtype, property=PARAM_GROUPS)
-    for entry in (entry for entry in found if entry.model is not None):
+    for entry in found:
+        if entry.model is None:
+            continue
         modelled = entry.model(inputs)
         if not _matches_group_model(trial, inputs, modelled, together, entry):
             continue
@@ -322,7 +329,7 @@ def check_paths_agree(trial: Trial, inputs: OptimizerInputs) -> None:
         missing = [name for name in names if name not in got]
         if missing:
             raise Mismatch(f"torch's {path} step did not produce {', '.join(missing)}")
-        declared = op.torch_path(path)
+        declared = op.torch_path(path) if path is not None else None  # (a path's backend names one)
         if declared is not None and trial.device in declared.bit_exact_on and trial.dtype not in HALF_DTYPES:
             for name in names:
                 assert_bits_equal(name, got[name], want[name], None, against=against)

@@ -137,7 +137,7 @@ def _same_in_storage_order(placed: dict, modelled: dict, ctx: RunContext) -> boo
             if value != other:
                 return False
             continue
-        if not hasattr(other, "shape"):
+        if other is None or not hasattr(other, "shape"):
             return False
         if value.layout == other.layout == torch.strided and value.untyped_storage().data_ptr() in storages:
             continue

@@ -30,7 +30,7 @@ def check_lifecycle(trial: Trial, inputs: LifecycleInputs) -> None:
     stepped only where that parameter has a gradient (the agreement tolerance off cpu); a frozen parameter keeps
     its value. A candidate's own run (first parameter) with the lr changed also agrees with stock torch's class
     (:func:`_assert_lr_schedule_followed`). A failure names the events."""
-    op = trial.op
+    op = trial.optimizer
     ctx = RunContext(trial.device, torch_dtype(trial.dtype))
     base_lr = float(op.hyperparameters(inputs.hyperparameters)["lr"])
 
@@ -72,7 +72,7 @@ def check_lifecycle(trial: Trial, inputs: LifecycleInputs) -> None:
 def observe_lifecycle(trial: Trial, inputs: LifecycleInputs) -> dict[str, Any]:
     """The lifecycle run's parameters and states, flat (what the three-way verdict compares with torch's)."""
     ctx = RunContext(trial.device, torch_dtype(trial.dtype))
-    base_lr = float(trial.op.hyperparameters(inputs.hyperparameters)["lr"])
+    base_lr = float(trial.optimizer.hyperparameters(inputs.hyperparameters)["lr"])
     together = trial.backend.drive_optimizer(trial.op.name, ctx,
                                              lambda cls: run_lifecycle(cls, inputs, ctx, base_lr))
     return {f"{name} of parameter {index}": value for index, outputs in enumerate(together)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.backends import builtin_backends
+from conformance.backends.base import Backend
 from conformance.backends.candidate import CandidateBackend, CandidateError, load_object
 from conformance.core.interrupts import SignalWatch
 from conformance.core.record import CANDIDATE
@@ -60,7 +61,7 @@ def main(*, property_id: str, backend: str, device: str, dtype: str, impl: str |
             folder = str(Path(target.module).absolute().parent) if target.is_file else None
             if folder and folder not in sys.path:
                 sys.path.insert(1, folder)  # then the file's own folder (a replay run elsewhere wrote this script)
-            chosen = CandidateBackend(CANDIDATE, {prop.op: load_object(target)}, description=impl)
+            chosen: Backend = CandidateBackend(CANDIDATE, {prop.op: load_object(target)}, description=impl)
         else:
             chosen = builtin_backends()[backend]
     except (CandidateError, TargetError, KeyError) as exc:

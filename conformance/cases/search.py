@@ -111,11 +111,15 @@ def _agreement(prop: Property, trial: Trial, torch_trial: Trial, example: Any, s
     :func:`conformance.core.tolerances.agreement`): the property's own observation (``observe``),
     else each of the example's cases run alone. Leaves in ``seen`` what the verdict's messages
     need: the outputs compared and their tolerances, or how far apart they are."""
-    if prop.observe is not None:  # the property's own outputs, not its cases' single runs
-        runs = [lambda: (prop.observe(trial, example), prop.observe(torch_trial, example))]
+    observe = prop.observe
+    runs: list[Callable[[], tuple[dict[str, Any], dict[str, Any]]]]
+    if observe is not None:  # the property's own outputs, not its cases' single runs
+        runs = [lambda: (observe(trial, example), observe(torch_trial, example))]
     else:
-        runs = [lambda inputs=inputs: (trial.run(inputs), torch_trial.run(inputs))
-                for _, inputs in prop.to_cases(example, trial.dtype)]
+        def both(inputs: Any) -> Callable[[], tuple[dict[str, Any], dict[str, Any]]]:
+            return lambda: (trial.run(inputs), torch_trial.run(inputs))
+
+        runs = [both(inputs) for _, inputs in prop.to_cases(example, trial.dtype)]
     seen["runs"] = len(runs)
     for run in runs:
         try:
@@ -151,6 +155,7 @@ def three_way(prop: Property, trial: Trial, torch_trial: Trial, example: Any, fa
         raise DivergenceObserved(same_as_torch(divergence), str(failure).splitlines()[0]) from None
     if judgement.verdict is Verdict.DIFFERS:
         note = "has the property" if torch_run is not None and torch_run.conforms else seen.get("note")
+        assert failure is not None  # (judge: differs only where the backend missed the property)
         raise differs(failure, torch_run, on="example", torch_note=note) from None
     return judgement
 
@@ -189,7 +194,7 @@ def _name_the_mistake(result: PropertyResult, prop: Property, trial: Trial, exam
         if as_failure(exc) is exc:
             raise
         return
-    if result.looks_like is not None:
+    if result.looks_like is not None and result.failure is not None:  # (the failure just kept)
         result.failure = diagnosis.annotated(result.failure, result.looks_like)
 
 
@@ -377,6 +382,7 @@ def _search(prop: Property, dtype: str, generated_case: Callable[[Any], None], r
     def test_case(drawn):
         generated_case(drawn)
 
+    assert prop.strategy is not None  # (a property bound to its op: property_of)
     strategy = prop.strategy(dtype)
     explicit = prop.examples(dtype)
     if narrowing is not None and narrowing.op.option_names():

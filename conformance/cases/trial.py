@@ -14,9 +14,10 @@ when it matches one, the example is recorded as that divergence with its reason
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 import numpy as np
 from hypothesis import strategies as st
@@ -31,6 +32,7 @@ from conformance.core.types import Mismatch, RunContext, Unsupported
 
 if TYPE_CHECKING:  # annotations only: the judging and cases stages take any op record
     from conformance.ops.base import Op
+    from conformance.ops.optimizers.base import OptimizerOp
 
 # ---------------------------------------------------------------- outcomes of one example
 
@@ -52,6 +54,11 @@ class Trial:
     backend: Backend
     device: str
     dtype: str
+
+    @property
+    def optimizer(self) -> OptimizerOp:
+        """The op, typed as the optimizer record it is in an optimizer's property (what OptimizerOp declares)."""
+        return cast("OptimizerOp", self.op)
 
     def run(self, inputs: Any) -> dict[str, Any]:
         return self.backend.run(self.op.name, inputs, self.context())
@@ -105,7 +112,7 @@ class Trial:
         if self.backend.is_oracle:
             return None
         models: list[tuple[Divergence, Callable[[], dict]]] = [
-            (entry, lambda entry=entry: entry.model(inputs)) for entry in self.idioms()]
+            (entry, functools.partial(entry.model, inputs)) for entry in self.idioms() if entry.model is not None]
         half = lowprec.explain(self.op, inputs, self.dtype)
         if half is not None:
             models.append((half, lowprec_model or (lambda: lowprec.emulate(self.op, inputs, self.dtype))))

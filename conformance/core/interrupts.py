@@ -46,8 +46,9 @@ class SignalWatch:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
+        previous = self.previous  # (read first: mypy narrows self to getsignal's type on `is self`)
         if self.installed and signal.getsignal(signal.SIGINT) is self:
-            signal.signal(signal.SIGINT, self.previous)
+            signal.signal(signal.SIGINT, previous)
         self.installed = False
 
 

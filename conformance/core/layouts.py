@@ -120,11 +120,10 @@ def _geometry(shape: tuple[int, ...], layout: Layout) -> tuple[int, tuple[int, .
     if layout.kind == STRIDED:
         if not shape:
             return layout.offset + 1, (), layout.offset
-        strides = [layout.step]
+        steps = [layout.step]
         for size in reversed(shape[1:]):
-            strides.append(strides[-1] * max(size, 1))
-        strides = tuple(reversed(strides))
-        return layout.offset + numel * layout.step, strides, layout.offset
+            steps.append(steps[-1] * max(size, 1))
+        return layout.offset + numel * layout.step, tuple(reversed(steps)), layout.offset
     if layout.kind == TRANSPOSED:
         reversed_strides = contiguous_strides(tuple(reversed(shape)))
         return numel, tuple(reversed(reversed_strides)), 0
@@ -202,7 +201,8 @@ def in_storage_order(tensor: torch.Tensor) -> torch.Tensor:
     storage window; else its entries in index order."""
     if tensor.layout != torch.strided or not tensor.numel():
         return tensor.reshape(-1) if tensor.layout == torch.strided else tensor
-    order = sorted(range(tensor.dim()), key=lambda dim: -tensor.stride(dim))
+    strides = tensor.stride()
+    order = sorted(range(tensor.dim()), key=lambda dim: -strides[dim])
     permuted = tensor.permute(order)
     if permuted.is_contiguous():
         return permuted.reshape(-1)

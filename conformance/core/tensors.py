@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
+import numpy.typing as npt
 import torch
 from torch.masked import MaskedTensor
 
@@ -35,7 +36,7 @@ def decode_array(node: Any, dtype=np.float64) -> np.ndarray:
     return array
 
 
-def quantize(array: np.ndarray, dtype: str | torch.dtype) -> np.ndarray:
+def quantize(array: npt.ArrayLike, dtype: str | torch.dtype) -> np.ndarray:
     """Round float64 values to ``dtype`` (a name or a torch dtype) and back, so the reference sees
     what a backend sees."""
     array = np.asarray(array, dtype=np.float64)
@@ -200,11 +201,11 @@ def not_plain_tensor(value: Any, layout: torch.layout = torch.strided) -> str | 
     return None
 
 
-def is_masked_tensor(value: Any) -> bool:
+def is_masked_tensor(value: Any) -> TypeGuard[MaskedTensor]:
     return isinstance(value, MaskedTensor)
 
 
-def specified_data(value: torch.Tensor, fill: float) -> torch.Tensor:
+def specified_data(value: MaskedTensor, fill: float) -> torch.Tensor:
     """A MaskedTensor read as a plain strided tensor (detached): its data at its specified (masked-in)
     entries, ``fill`` at the others -- what the data holds there is no value (a MaskedTensor gradient's
     data is 1/count at masked-out entries too)."""

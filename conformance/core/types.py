@@ -85,7 +85,7 @@ class Mistake:
 
     name: str
     explanation: str
-    model: Callable[[Any], Mapping[str, Any] | None] | None = None
+    model: Callable[..., Mapping[str, Any] | None] | None = None  # (inputs) or, tight or takes_dtype, (inputs, dtype)
     raises: Callable[[Any, BaseException], bool] | None = None
     control: Callable[[Any], Any] | None = None
     tight: bool = False

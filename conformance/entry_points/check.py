@@ -47,6 +47,7 @@ import sys
 import uuid
 from importlib import resources
 from pathlib import Path
+from typing import Sequence
 
 from conformance.core.record import CANDIDATE
 from conformance.core.target import CandidateTarget
@@ -83,14 +84,14 @@ def isolation_args(workers: str = DEFAULT_WORKERS) -> list[str]:
     return ["-n", str(workers), "-p", "no:benchmark"]
 
 
-def pytest_command(targets: list[CandidateTarget], *, results: Path, devices: str = "cpu", extra: list[str] = (),
+def pytest_command(targets: list[CandidateTarget], *, results: Path, devices: str = "cpu", extra: Sequence[str] = (),
                    run_id: str | None = None, specs: list[str] | None = None, examples: int = DEFAULT_EXAMPLES,
                    workers: str = DEFAULT_WORKERS, max_crashes: int = DEFAULT_MAX_CRASHES) -> list[str]:
     """The ``python -m pytest`` command line that :func:`main` runs."""
     ops = _ops_of(targets)
     from conformance.ops import OPS  # stock torch's backend beside the candidate: Op.stock_backend
 
-    backends = [CANDIDATE] + sorted({OPS[op].stock_backend for op in ops if op in OPS and OPS[op].stock_backend})
+    backends = [CANDIDATE] + sorted({stock for op in ops if op in OPS and (stock := OPS[op].stock_backend)})
     paths, rootdir = ([str(specs_dir())], str(specs_dir().parent)) if not specs else (list(specs), str(Path.cwd()))
     command = [sys.executable, "-m", "pytest", *paths, "--rootdir", rootdir,
                "-p", "no:cacheprovider", "-o", "addopts=", "--assert=plain", "-q", "-rfE", *isolation_args(workers),

@@ -54,7 +54,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None, *, func: Callabl
             f"{name}: {op.candidate_contract}" for name, op in OPS.items())
         return format_help()
 
-    parser.format_help = help_with_the_op_names
+    setattr(parser, "format_help", help_with_the_op_names)  # (this parser's own: setattr, as mypy refuses a method)
     parser.add_argument("--specs", nargs="+", metavar="PATH", default=None,
                         help="spec files or folders to run instead of the suite's own (e.g. your own cases)")
     parser.add_argument("--device", default="cpu", help="device(s) to run on, comma-separated (default: %(default)s)")
@@ -84,7 +84,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None, *, func: Callabl
                         help="more pytest options, one string (e.g. \"-k 'not generated'\", \"-rx\" for the "
                              "reasons of xfail items, \"-n 0\" to run in one process without crash isolation)")
     parser.set_defaults(func=func)
-    parser.error = _usage_error(parser)  # a bad option is a usage error (4), not "could not judge" (2)
+    setattr(parser, "error", _usage_error(parser))  # a bad option is a usage error (4), not "could not judge" (2)
     return parser
 
 

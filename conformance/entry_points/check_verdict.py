@@ -114,7 +114,7 @@ def _nothing_ran(verdict: Verdict, counts: Counter, candidate: list[ItemRecord])
         verdict.code, verdict.word = UNSUPPORTED, "UNSUPPORTED"
         verdict.reason = "every candidate item was unsupported: nothing was checked"
     else:
-        why = Counter(r.get("message") for r in candidate if r.get("outcome") == "skipped" and r.get("message"))
+        why = Counter(r.get("message") or "" for r in candidate if r.get("outcome") == "skipped" and r.get("message"))
         verdict.reason = "no candidate item ran" + (
             f": every one was skipped ({'; '.join(reason for reason, _ in why.most_common(2))})" if why else "")
     return verdict

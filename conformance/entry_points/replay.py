@@ -74,6 +74,7 @@ def replay_args(item: ItemId, *, impls: Iterable[str] = (), seed: int | None = N
         if item.device == "xla":
             command.append("--conformance-generated-on-xla")
     if item.backend:
+        assert item.device is not None and item.dtype is not None  # (parse_item: the three together)
         command += ["--conformance-backend", item.backend, "--conformance-device", item.device,
                     "--conformance-dtype", item.dtype]
     command += ReplayOptions(impls=tuple(impls), seed=seed, profile=profile, examples=examples, shrink=shrink,

@@ -70,6 +70,7 @@ def expected_error_problem(case: Case, call: Callable[[], Any], by_kind: bool = 
     backends' own items) the message must match ``expected_error.match`` too. ``raised``, when
     given, gets the exception ``call`` raised."""
     wanted = case.expected_error
+    assert wanted is not None  # (a case that expects an error)
     describe = wanted.describe()
     if by_kind:  # what torch's text is, for the reader; not asked of this implementation
         describe = (f"{wanted.type}, the type torch raises here (the text may be the implementation's own"
@@ -98,6 +99,7 @@ def _missed_alike(failure: Mismatch | None, torch_failure: Mismatch | None) -> b
 def check_against_spec(case: Case, backend: Backend, inputs: Any, dtype, outputs: dict[str, Any]) -> None:
     """The op's invariants, the golden values and the NumPy reference (raises Mismatch)."""
     op = case.op
+    assert case.expected is not None  # (a case that expects outputs)
     op.check_invariants(outputs, inputs)
     compare_outputs(outputs, op.decode_expected(case.expected), tolerances.golden(case, dtype),
                     against=_source_label(case))
@@ -146,7 +148,8 @@ def _runner_on(case: Case, backend: Backend, device: str, dtype) -> Callable[[An
 def _run_expecting_error(case: Case, backend: Backend, inputs: Any, ctx: RunContext, device: str, dtype,
                          divergence: Divergence | None) -> RunContext:
     """An item whose case expects an error: does the backend raise it, and does stock torch."""
-    op = case.op
+    op, wanted = case.op, case.expected_error
+    assert wanted is not None  # (run_item: a case that expects an error)
     # a candidate's refusal is judged by its kind (the exception type), stock torch's and the
     # built-in backends' by the text too; torch's second opinion on a candidate's item by kind
     by_kind = backend.judged_against_torch
@@ -165,7 +168,7 @@ def _run_expecting_error(case: Case, backend: Backend, inputs: Any, ctx: RunCont
         run = _runner_on(case, backend, device, dtype)
         raise diagnosis.looks_like(op, inputs, lambda: run(inputs), dtype, ctx.record, differs, run) from failure
     if by_kind and failure is None and raised:  # the candidate's own words, in its record
-        ctx.record["message"] = refusal_note(raised[0], case.expected_error.type)
+        ctx.record["message"] = refusal_note(raised[0], wanted.type)
     return ctx
 
 
@@ -174,6 +177,7 @@ def _run_expecting_outputs(case: Case, backend: Backend, inputs: Any, ctx: RunCo
     """An item whose case expects outputs: run and time the backend, check its outputs against the
     spec, and compare them with stock torch's where the verdict needs torch's opinion."""
     op = case.op
+    assert case.expected is not None  # (run_item: a case that expects outputs)
     started = time.perf_counter()
     with measure(device, ctx.record):  # XLA: compile counts, the lazy graph executed
         try:
@@ -225,6 +229,7 @@ def _run_torch_limitation(case: Case, backend: Backend, inputs: Any, ctx: RunCon
     built-in backend: passed), computing the documented algorithm's value (``Op.reference_beyond_torch``)
     is an improvement, and anything else -- another error, another value -- fails."""
     op, wanted = case.op, case.expected_error
+    assert wanted is not None  # (run_item: a case whose expected error is torch's limitation)
     limitation = f"a limitation of torch, not the contract: it raises {wanted.describe()}"
     computed: list[dict[str, Any]] = []
     with measure(ctx.device, ctx.record):  # a candidate's refusal: by its kind, as for a contract error
@@ -249,8 +254,9 @@ def _run_torch_limitation(case: Case, backend: Backend, inputs: Any, ctx: RunCon
         failure = missed or Mismatch(f"raised torch's limitation {wanted.describe()} where the documented "
                                      "algorithm has a value")
     torch = run_stock_torch(op, inputs, ctx, check)  # (on cpu where the device has no sparse kernel)
-    same = not computed and missed is None and torch is not None and torch.error is not None and \
-        expected_error_problem(case, lambda: _reraise(torch.error), backend.judged_against_torch) is None
+    torch_error = torch.error if torch is not None else None
+    same = not computed and missed is None and torch_error is not None and \
+        expected_error_problem(case, lambda: _reraise(torch_error), backend.judged_against_torch) is None
     link = (case.source or {}).get("url")  # where torch raises it: the case's source, when it has an address
     as_torch = Divergence(TORCH_LIMITATION, limitation, link, behaviour=STOCK_TORCH)
     _conclude(case, backend, ctx, failure, torch, same, as_torch, expected={}, outputs=computed[0] if computed else {})
@@ -285,4 +291,5 @@ def _conclude(case: Case, backend: Backend, ctx: RunContext, failure: Mismatch |
         if table:
             ctx.record["values"] = table
         computed = case.op.computed_outputs() if backend.judged_against_torch else None
+        assert failure is not None  # (judge: differs only where the backend missed the spec)
         raise differs(failure, torch, table=table, computed=computed) from failure

@@ -43,7 +43,9 @@ class Verdict(str, Enum):
     DIFFERS = "differs"
 
     __str__ = str.__str__
-    __format__ = str.__format__
+
+    def __format__(self, format_spec: str) -> str:  # (str's: a verdict formats as its value)
+        return str.__format__(self, format_spec)
 
 
 class SameAsTorch(Exception):

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from typing import TYPE_CHECKING
 
 import torch
 from torch.optim.adagrad import adagrad as _torch_adagrad
@@ -36,9 +37,9 @@ from torch.optim.optimizer import _get_value
 try:
     from torch.optim.optimizer import _to_scalar  # torch 2.6+ (a tensor lr)
 except ImportError:
-    def _to_scalar(value):
+    def _to_scalar(x: float | torch.Tensor):  # (torch's signature: mypy checks the two variants agree)
         """A 0-d tensor's number (a tensor lr), else the value: torch's ``_to_scalar`` before it was there."""
-        return value.item() if isinstance(value, torch.Tensor) else value
+        return x.item() if isinstance(x, torch.Tensor) else x
 
 from ._memory import advise_huge_pages, state_like
 from ._ops import adagrad_step, resolve_impl, sparse_adam_step
@@ -60,7 +61,13 @@ def _update_in_place(update, targets: list[torch.Tensor], *args, **kwargs):
     return result
 
 
-class _KernelOptimizer:
+if TYPE_CHECKING:  # what the mixin is mixed into (its methods call the optimizer's)
+    _OptimizerBase = torch.optim.Optimizer
+else:
+    _OptimizerBase = object
+
+
+class _KernelOptimizer(_OptimizerBase):
     """Mixin: huge pages for CPU parameters (see ``_memory``), deferred CUDA index checks."""
 
     capturable = False
@@ -207,7 +214,7 @@ class Adagrad(_KernelOptimizer, torch.optim.Adagrad):
                 if not torch.is_complex(p) and "sum" in state:
                     state["sum"] = state_like(p, self.defaults["initial_accumulator_value"])
 
-    __init__.__signature__ = inspect.signature(torch.optim.Adagrad.__init__)
+    setattr(__init__, "__signature__", inspect.signature(torch.optim.Adagrad.__init__))  # (what inspect reads)
     __init__.__doc__ = torch.optim.Adagrad.__init__.__doc__
 
     def step(self, closure=None):
@@ -226,10 +233,15 @@ class Adagrad(_KernelOptimizer, torch.optim.Adagrad):
     def _kernel_step(self) -> None:
         impl = resolve_impl()
         for group in self.param_groups:
-            params, grads, state_sums, state_steps = [], [], [], []
+            params: list[torch.Tensor] = []
+            grads: list[torch.Tensor] = []
+            state_sums: list[torch.Tensor] = []
+            state_steps: list[torch.Tensor] = []
             _, has_complex = self._init_group(group, params, grads, state_sums, state_steps)
             lr = _to_scalar(group["lr"])
-            dense = ([], [], [], [])
+            # params, grads, state sums, steps of the entries torch's own step takes
+            dense: tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]] = (
+                [], [], [], [])
             for param, grad, state_sum, step_t in zip(params, grads, state_sums, state_steps):
                 if not grad.is_sparse or torch.is_complex(param):
                     for bucket, item in zip(dense, (param, grad, state_sum, step_t)):

@@ -240,7 +240,7 @@ class IndexCheck:
         if last.device.type == "cuda":
             self.host = torch.empty(1, dtype=last.dtype, pin_memory=True)
             self.host.copy_(last, non_blocking=True)
-            self.event = torch.cuda.Event()
+            self.event: torch.cuda.Event | None = torch.cuda.Event()
             self.event.record()
         else:
             self.host = last.clone()

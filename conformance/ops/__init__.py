@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
     from conformance.ops.base import Op
+    from conformance.ops.optimizers.base import OptimizerOp
 
-__all__ = ["OPS"]
+__all__ = ["OPS", "optimizer_record"]
 
 
 def _discover() -> dict[str, Op]:
@@ -34,3 +35,9 @@ def _discover() -> dict[str, Op]:
 
 
 OPS: dict[str, Op] = _discover()
+
+
+def optimizer_record(name: str) -> OptimizerOp:
+    """``OPS[name]``, an optimizer record, as one: what a backend's runner reads of it (torch's defaults,
+    ``hyperparameters``; its for-loop keywords) is OptimizerOp's."""
+    return cast("OptimizerOp", OPS[name])

@@ -73,6 +73,7 @@ class GeneratedProperty:
 def inputs_in_layouts(op: "Op", dtype: str) -> Any:
     """(inputs, layouts by role): the op's valid inputs, each role of its ``input_layouts`` in a drawn layout
     (shrinking toward contiguous): what layout-invariant draws unless the record declares another."""
+    assert op.strategies.inputs is not None  # (an op has layout-invariant only beside strategies.inputs)
     return st.tuples(op.strategies.inputs(op, dtype), layouts_strategy(op.input_layouts))
 
 
@@ -115,9 +116,10 @@ class Drawing:
     :class:`GeneratedProperty` draws from); equal for the same op and strategy."""
 
     op: Any
-    strategy: Callable[..., Any]
+    strategy: Callable[..., Any] | None  # None: the op declares no such strategy (an item of it cannot draw)
 
     def __call__(self, dtype: str, **options: Any) -> Any:
+        assert self.strategy is not None, f"op {getattr(self.op, 'name', self.op)!r} declares no such strategy"
         return self.strategy(self.op, dtype, **options)
 
 
@@ -190,7 +192,7 @@ class Op:
     # the Hypothesis strategies its properties draw from (none: the op has no generated property)
     strategies: Strategies = Strategies()
 
-    def drawing(self, strategy: Callable[..., Any]) -> Drawing:
+    def drawing(self, strategy: Callable[..., Any] | None) -> Drawing:
         """``strategy`` (one of :attr:`strategies`) bound to this op, as a property draws from it."""
         return Drawing(self, strategy)
 

@@ -5,13 +5,15 @@ value stored by truncation (round toward zero)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
 from conformance.core.tensors import CooArray, rounder
 
 
-def coalesce_reference(coo: CooArray) -> dict[str, np.ndarray]:
+def coalesce_reference(coo: CooArray) -> dict[str, Any]:  # arrays, and nnz a NumPy scalar
     """Sort unique index tuples lexicographically and sum values of duplicates in float64."""
     sparse_dim, nnz = coo.indices.shape
     dense_shape = coo.values.shape[1:]

@@ -39,7 +39,7 @@ class MaskedMeanInputs:
     mask: np.ndarray
 
 
-def masked_mean_reference(inputs: MaskedMeanInputs) -> dict[str, np.ndarray]:
+def masked_mean_reference(inputs: MaskedMeanInputs) -> dict[str, Any]:  # (value: a NumPy scalar)
     count = int(inputs.mask.sum())
     if count == 0:
         return {"value": np.float64("nan"), "grad": np.zeros_like(inputs.values)}
@@ -217,7 +217,9 @@ def zero_count_model(inputs: MaskedMeanInputs):
 def numel_model(inputs: MaskedMeanInputs):
     if inputs.values.size == 0:
         return None
-    count, grad = _count_and_grad(inputs, float(inputs.values.size))
+    counted = _count_and_grad(inputs, float(inputs.values.size))
+    assert counted is not None  # (a count of values.size, not 0)
+    count, grad = counted
     with np.errstate(invalid="ignore", over="ignore"):
         total = np.where(inputs.mask, inputs.values, 0.0).sum()
     return {"value": np.float64(total / count), "grad": grad}

@@ -10,7 +10,7 @@ from typing import Iterable
 
 from conformance.core.record import ItemRecord
 from conformance.ops import OPS
-from conformance.ops.optimizers.configurations import covering_rows, uncoverable, valid_rows
+from conformance.ops.optimizers.configurations import covering_rows, declares_space, uncoverable, valid_rows
 
 RAN = ("passed", "failed", "error", "xfail", "xpass")
 
@@ -19,7 +19,7 @@ def configuration_counts(op_name: str) -> dict[str, int] | None:
     """The op's configuration space in numbers (None: it declares none): explicit configurations run, the
     configurations torch runs, the combinations of settings torch refuses."""
     op = OPS.get(op_name)
-    if op is None or getattr(op, "configuration_space", None) is None:
+    if op is None or not declares_space(op):
         return None
     return {"explicit": len(covering_rows(op)), "valid": len(valid_rows(op)), "refused": len(uncoverable(op))}
 
@@ -30,9 +30,10 @@ def coverage_map(records: Iterable[ItemRecord], backend: str) -> dict[str, dict]
     ran: dict[str, set[str]] = defaultdict(set)
     unsupported: dict[str, dict[str, str]] = defaultdict(dict)
     for record in records:
-        if record.get("backend") != backend or not record.get("generated") or not record.get("op"):
+        op = record.get("op")
+        if record.get("backend") != backend or not record.get("generated") or not op:
             continue
-        op, prop = record["op"], (record.get("case") or "").removeprefix(f"{record['op']}-")
+        prop = (record.get("case") or "").removeprefix(f"{op}-")
         if record.get("outcome") in RAN:
             ran[op].add(prop)
         elif record.get("outcome") == "unsupported":

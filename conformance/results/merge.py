@@ -253,11 +253,11 @@ def merge_results(paths: Iterable[Path | str], output: Path | str | None = None)
 
 def _load_shards(paths: Iterable[Path | str], output: Path | str | None) -> list[tuple[Shard, Results]]:
     """The shards in ``paths``, each loaded and validated, checked to be one run and sorted by index."""
-    paths = [Path(p) for p in paths]
-    if not paths:
+    files = [Path(p) for p in paths]
+    if not files:
         raise MergeError("no results files given")
     seen: dict[Path, Path] = {}
-    for path in paths:
+    for path in files:
         resolved = path.resolve()
         if resolved in seen:
             raise MergeError(f"{path}: given twice (also as {seen[resolved]})")
@@ -265,7 +265,7 @@ def _load_shards(paths: Iterable[Path | str], output: Path | str | None) -> list
     if output is not None and Path(output).resolve() in seen:
         raise MergeError(f"-o {output}: is one of the inputs; write the merged file elsewhere")
     loaded: list[tuple[Shard, Results]] = []
-    for path in paths:
+    for path in files:
         try:
             results = load_results(path)
         except ResultsError as exc:
@@ -325,7 +325,7 @@ def _merged_run(loaded: list[tuple[Shard, Results]], incomplete: set[Path],
     run["exit_status"] = _exit_status([r.get("exit_status") for r in runs])
     run["started"] = min(r["started"] for r in runs)
     finished = [r.get("finished") for r in runs]
-    run["finished"] = None if None in finished else max(finished)
+    run["finished"] = None if None in finished else max(end for end in finished if end is not None)
     run["updated"] = now()
     _merge_machines(run, runs)
     run["options"] = _whole_run_options(first, output)

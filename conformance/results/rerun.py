@@ -124,7 +124,7 @@ class ReplayOptions:
     stand for (:meth:`pytest_flags`)."""
 
     impls: tuple[str, ...] = ()
-    seed: int | None = None
+    seed: int | str | None = None  # (a results record's seed may be a string: results.schema.json)
     profile: str | None = None
     examples: int | None = None
     shrink: bool = True
@@ -160,7 +160,7 @@ class ReplayOptions:
         return self._flags(1)
 
 
-def command(item_id: str, *, impl: str | None = None, seed: int | None = None, profile: str | None = None,
+def command(item_id: str, *, impl: str | None = None, seed: int | str | None = None, profile: str | None = None,
             examples: int | None = None, shrink: bool = True, benchmark: bool = False,
             counterexamples: str | None = None, timeout: float | None = None) -> str:
     """The one re-run command line of an item (``counterexamples``: where the run kept a generated

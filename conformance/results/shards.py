@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import NamedTuple
+from dataclasses import dataclass
 
 OPTION = "--conformance-shard"
 _FORM = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
 
-class Shard(NamedTuple):
+@dataclass(frozen=True, order=True)
+class Shard:  # (not a NamedTuple: its fields would shadow tuple's index() and count())
     index: int  # 1-based
     count: int
 

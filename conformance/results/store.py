@@ -192,7 +192,8 @@ class ResultsWriter:
         if previous is not None and previous.get("message") and record.get("message") != previous.get("message"):
             record["message"] = f"{previous['message']}\n--- then ---\n{record.get('message') or ''}"
             for key, value in previous.items():
-                record.setdefault(key, value)
+                # (a key of the same TypedDict, which mypy wants as a literal)
+                record.setdefault(key, value)  # type: ignore[misc]
         self.records[nodeid] = record
 
     def add_case(self, key: str, context: dict[str, Any]) -> None:
@@ -258,7 +259,12 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     obj = dict(pairs)
     if len(obj) != len(pairs):
         seen: set[str] = set()
-        duplicate = next(key for key, _ in pairs if key in seen or seen.add(key))
+        duplicate = ""
+        for key, _ in pairs:  # (the first key seen twice)
+            if key in seen:
+                duplicate = key
+                break
+            seen.add(key)
         raise NotStrictJSON(f"the key {duplicate[:80]!r} appears twice in one object (which one counts is up to "
                             "the reader)")
     return obj

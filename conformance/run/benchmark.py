@@ -11,13 +11,14 @@ the correctness items, and a device sync (CUDA synchronize; XLA through the devi
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
 import torch
 
 from conformance.run.items import ConformanceItem, placements
+from conformance.core.record import ItemRecord, Timing
 from conformance.core.types import RunContext
 from conformance.backends.base import Backend
 from conformance.core import devices, tolerances
@@ -75,7 +76,7 @@ def check_against_reference(op, outputs: dict, inputs: Any, dtype_name: str) -> 
     compare_outputs(outputs, reference, tols, against="the NumPy reference")
 
 
-def timing_summary(samples: list[float], rounds: int, warmup: int) -> dict[str, Any]:
+def timing_summary(samples: list[float], rounds: int, warmup: int) -> Timing:
     data = sorted(samples)
     mean = sum(data) / len(data)
     return {
@@ -86,7 +87,7 @@ def timing_summary(samples: list[float], rounds: int, warmup: int) -> dict[str, 
     }
 
 
-def _benchmark_fixture(item: pytest.Item):
+def _benchmark_fixture(item: BenchmarkItem):
     """A pytest-benchmark fixture for a non-function item, or (None, why not)."""
     config = item.config
     session = getattr(config, "_benchmarksession", None)
@@ -126,7 +127,9 @@ class BenchmarkItem(ConformanceItem):
         if fixture is None:
             pytest.skip(why_not)
         inputs = make_inputs(self.op.name, self.bench, self.dtype)
-        self.record["benchmark"]["nnz"] = nnz_of(inputs)
+        nnz = nnz_of(inputs)
+        if nnz is not None:  # (the schema's nnz is a count: none where the inputs have no entries to count)
+            self.record["benchmark"]["nnz"] = nnz
         outputs, _ = run_once(self.op.name, self.backend, inputs, self.device, self.dtype)
         if not self.backend.is_oracle:
             check_against_reference(self.op, outputs, inputs, self.dtype)
@@ -142,14 +145,14 @@ class BenchmarkItem(ConformanceItem):
             fixture._cleanup()
         samples = [float(s) for s in fixture.stats.stats.data]
         self.record["timing"] = timing_summary(samples, self.bench.rounds, self.bench.warmup)
-        self.record.update({k: v for k, v in last.items() if k != "seconds"})
+        self.record.update(cast(ItemRecord, {k: v for k, v in last.items() if k != "seconds"}))
 
     def repr_failure(self, excinfo, style=None):
         where = f"{self.spec_path}:{self.bench.line}: {self.name}"
         return f"{where}\n{super().repr_failure(excinfo, style='short')}"
 
     def reportinfo(self):
-        return self.path, self.bench.line - 1, self.name
+        return self.path, self.bench.line - 1 if self.bench.line is not None else None, self.name
 
 
 def benchmark_items(parent: pytest.File, spec, selection) -> list[pytest.Item]:

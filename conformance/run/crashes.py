@@ -29,7 +29,7 @@ def pytest_handlecrashitem(crashitem: str, report, sched) -> None:
     saying how the worker ended (the watchdog's "timed out in native code", a signal, an exit status)."""
     config = getattr(sched, "config", None)
     identity = collected(config).identity(crashitem) if config is not None else None
-    if identity is None or outcomes.record_of(report) is not None:
+    if config is None or identity is None or outcomes.record_of(report) is not None:
         return
     watch = config.stash.get(WATCH, None)
     ending = watch.ending(getattr(report, "node", None)) if watch is not None else None

@@ -234,7 +234,7 @@ def pytest_collect_directory(path: Path, parent: pytest.Collector):
     return None
 
 
-class SpecsDir(pytest.Dir):
+class SpecsDir(pytest.Dir):  # type: ignore[misc]  # (pytest marks Dir @final for typing only; subclassed on purpose)
     """The ``specs`` directory: its spec files, then the ``generated`` collector."""
 
     def collect(self):
@@ -279,7 +279,8 @@ class GeneratedItem(ConformanceItem):
         gen = self.config.stash[GENERATED]
         if not self.backend.implements(self.prop.op):  # no example could run: none is drawn
             raise Unsupported(f"backend {self.backend.name!r} does not implement op {self.prop.op!r}")
-        saved, unreadable = [], None
+        saved: list = []
+        unreadable: str | None = None
         if self.config.getoption("conformance_item", None):  # a replay: the saved failing example first
             from conformance.cases.counterexamples import load_failing_example  # lazy: see configure
 
@@ -300,9 +301,9 @@ class GeneratedItem(ConformanceItem):
             self._timed_out(gen, timed_out)
         if result.saved:
             self.record["saved_example"] = result.saved
-        self.record.update(examples=result.examples, unsupported_examples=result.unsupported_examples,
-                           seed=gen.seed, profile=gen.profile,
-                           hypothesis_database=str(gen.database) if gen.database else None)
+        self.record.update({"examples": result.examples, "unsupported_examples": result.unsupported_examples,
+                            "seed": gen.seed, "profile": gen.profile,
+                            "hypothesis_database": str(gen.database) if gen.database else None})
         if result.budget_note:
             self.record["budget_reached"] = result.budget_note
         if result.narrowed:
@@ -335,9 +336,10 @@ class GeneratedItem(ConformanceItem):
                                                optimizer_class, self.dtype, result.divergence_details)
         except Exception as exc:  # noqa: BLE001 - the divergence is reported whatever happens here
             return [f"(not written: {type(exc).__name__}: {exc})"]
-        self.record["torch_reproducers"] = [str(path) for path in written] if written else None
-        if not written:
-            self.record.pop("torch_reproducers")
+        if written:
+            self.record["torch_reproducers"] = [str(path) for path in written]
+        else:
+            self.record.pop("torch_reproducers", None)
         return [str(path) for path in written]
 
     def _in_spec_notation(self, example: Any) -> list[str]:
@@ -373,7 +375,7 @@ class GeneratedItem(ConformanceItem):
         from conformance.cases.counterexamples import save_failing_example, write_counterexample
 
         failure = result.failure
-        replay = self.record.get("rerun") or command_for(self)
+        replay = self.record.get("rerun") or command_for(self) or ""  # (an item with a record has one)
         lines = [f"generated property {self.prop.id}: {self.prop.summary}",
                  f"backend {self.backend.name}, device {self.device}, dtype {self.dtype}; "
                  + ("the saved failing example, run first: still fails" if result.saved == "still fails" else
@@ -401,7 +403,8 @@ class GeneratedItem(ConformanceItem):
             except Exception as exc:  # noqa: BLE001 - never lose the failure itself
                 lines += ["", f"(writing the counterexample failed: {type(exc).__name__}: {exc})"]
             else:
-                self.record.update(counterexample=str(written.spec_path), counterexample_script=str(written.script_path))
+                self.record.update({"counterexample": str(written.spec_path),
+                                    "counterexample_script": str(written.script_path)})
                 lines += ["", f"counterexample spec:   {written.spec_path}",
                           f"counterexample script: {written.script_path}",
                           *(f"  spec case {line}" for line in written.reproduced),

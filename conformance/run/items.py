@@ -26,7 +26,7 @@ from conformance.backends.base import Backend
 from conformance.core.compare import warm_up_comparison
 from conformance.core.interrupts import SignalWatch, raised_by_code
 from conformance.core.devices import unavailable_reason
-from conformance.core.record import ItemRecord
+from conformance.core.record import ItemRecord, Kind
 from conformance.ops import OPS
 from conformance.run import outcomes
 from conformance.run.native_hangs import capped
@@ -71,7 +71,7 @@ def placements(selection: Any, op: str, dtypes: Iterable[str], *, backends: Coll
 class ConformanceItem(pytest.Item):
     """One thing run on one placement; ``kind`` and ``identity`` (spec, case, op, ...) are its record."""
 
-    kind: str = "case"
+    kind: Kind = "case"
 
     def __init__(self, *, placement: Placement, identity: ItemRecord, **kwargs: Any):
         super().__init__(**kwargs)
@@ -90,7 +90,8 @@ class ConformanceItem(pytest.Item):
         return cls.from_parent(parent, name=f"{name}[{placement.id}]", placement=placement, **kwargs)
 
     def runtest(self) -> None:
-        hung = self.config.stash.get(HUNG_FIRST_CALLS, {}).get((self.backend.name, self.record.get("op")))
+        op = self.record.get("op")
+        hung = self.config.stash.get(HUNG_FIRST_CALLS, {}).get((self.backend.name, op)) if op is not None else None
         if hung is not None:
             self.record["timed_out"] = True  # a hang of its backend on its op: the circuit breaker counts it
             raise FirstCallHung(hung.message)

@@ -27,6 +27,7 @@ import functools
 import os
 import shlex
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -111,7 +112,7 @@ def own_options() -> frozenset[str]:
     """The names of the suite's options, as :func:`pytest_addoption` registers them: what opts a run in
     (a project's own ``--conformance-level`` does not)."""
     names = _OptionNames()
-    pytest_addoption(names)
+    pytest_addoption(cast(pytest.Parser, names))  # (the part of a Parser pytest_addoption calls)
     return frozenset(names.names)
 
 

@@ -23,7 +23,8 @@ def record_of(report) -> ItemRecord | None:
     return None
 
 
-class UnsupportedSkip(pytest.skip.Exception):
+# (pytest's public Skipped is an attribute of a function, which mypy cannot take as a base class)
+class UnsupportedSkip(pytest.skip.Exception):  # type: ignore[name-defined]
     """The pytest skip that carries the outcome ``unsupported``."""
 
 

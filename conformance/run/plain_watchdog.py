@@ -41,6 +41,7 @@ class Sidecar:
         self.process = subprocess.Popen([sys.executable, "-I", sidecar.__file__, str(results)],
                                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL)
+        assert self.process.stdin is not None  # (stdin=PIPE)
         self.fd = self.process.stdin.fileno()
         forks.not_held_by_copies(self.fd)  # a forked copy left running would keep it from seeing the run end
 
@@ -65,6 +66,11 @@ class Sidecar:
             self.process.wait(timeout=10)
         except Exception:  # noqa: BLE001 - never keep the run waiting on it
             self.process.kill()
+
+
+def _record_of(item: pytest.Item) -> ItemRecord:
+    """The record of an item the watchdog arms for (only one that has a record: a conformance item)."""
+    return getattr(item, "record")
 
 
 class PlainWatchdog:
@@ -148,7 +154,7 @@ class PlainWatchdog:
     def _if_the_run_dies(self, item: pytest.Item, seconds: float) -> str:
         """What the sidecar writes should the process end in ``item``: a crash's record, or, past
         faulthandler's deadline, a native hang's."""
-        identity: ItemRecord = dict(item.record)
+        identity: ItemRecord = _record_of(item).copy()
         where = ("in a run in one process nothing can take its place, so the run ended here: the items after it "
                  "were not run (run with -n 1 or more to lose only this item)")
         crashed: ItemRecord = {**identity, "outcome": outcomes.ERROR.value, "crashed": True,
@@ -189,11 +195,11 @@ class PlainWatchdog:
 
     def _end_the_run(self, item: pytest.Item, seconds: float, after: float) -> None:
         """The item hung: its record into the results file, a line on stderr, the process ended."""
-        frame = sys._current_frames().get(self.main)
+        frame = sys._current_frames().get(self.main) if self.main is not None else None
         where = "".join(traceback.format_stack(frame)[-12:]).rstrip() if frame is not None else ""
         ending = WorkerEnding(timed_out=True, timeout=seconds, after=after, where=where)
-        record = timed_out_record(dict(item.record), ending, replaced=False)
-        line = f"\nconformance: {item.nodeid} {record['message'].splitlines()[0]}\n"
+        record = timed_out_record(_record_of(item).copy(), ending, replaced=False)
+        line = f"\nconformance: {item.nodeid} {str(record['message']).splitlines()[0]}\n"
         state = self.config.stash.get(RESULTS, None)
         try:
             if state is not None and state.writer is not None:

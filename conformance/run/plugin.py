@@ -14,7 +14,7 @@ import traceback
 import warnings
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import torch
@@ -230,14 +230,16 @@ class CaseItem(ConformanceItem):
 
     def run(self) -> None:
         try:
-            ctx = run_item(self.case, self.backend, self.device, self.dtype, record=self.record)
+            # the item's record, which the run writes into (RunContext.record: a plain dict)
+            ctx = run_item(self.case, self.backend, self.device, self.dtype, record=cast("dict[str, Any]", self.record))
         except SameAsTorch as hit:
-            self.record.update(max_abs_error=hit.mismatch.max_abs_error, max_rel_error=hit.mismatch.max_rel_error)
+            self.record.update({"max_abs_error": hit.mismatch.max_abs_error,
+                                "max_rel_error": hit.mismatch.max_rel_error})
             pytest.xfail(f"{hit.reason}\n{hit.mismatch}")
         except Mismatch as exc:
-            self.record.update(max_abs_error=exc.max_abs_error, max_rel_error=exc.max_rel_error)
+            self.record.update({"max_abs_error": exc.max_abs_error, "max_rel_error": exc.max_rel_error})
             raise
-        self.record.update(ctx.record)
+        self.record.update(cast(ItemRecord, ctx.record))
 
     def repr_failure(self, excinfo, style=None):
         where = f"{self.case.spec_path}:{self.case.line}: {self.name}"
@@ -249,7 +251,8 @@ class CaseItem(ConformanceItem):
         return f"{where}\n{super().repr_failure(excinfo, style='short')}{rerun}"
 
     def reportinfo(self):
-        return self.path, self.case.line - 1, f"{self.case.id}[{self.placement.id}]"
+        line = self.case.line - 1 if self.case.line is not None else None
+        return self.path, line, f"{self.case.id}[{self.placement.id}]"
 
 
 class InvalidSpecItem(pytest.Item):
@@ -316,7 +319,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         earlier = timeouts.first_calls_hung_earlier(config)
         hung: list[HungFirstCall] = []
         if earlier or (marker is not None and marker.exists()):  # a replacement worker: they would hang again
-            problem = "the first calls did not finish in an earlier worker of this run; not made again"
+            problem: str | None = "the first calls did not finish in an earlier worker of this run; not made again"
             for label, how in earlier.items():
                 name, _, op = label.partition("/")
                 hung.append(HungFirstCall(name, op, message=(
@@ -394,10 +397,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     for reports in terminalreporter.stats.values():
         for report in reports:
             record = _record_of(report)
-            if record and record.get("backend"):
-                counts[record["backend"]][record["outcome"]] += 1
+            backend = record.get("backend") if record else None
+            if record and backend:
+                counts[backend][record["outcome"]] += 1
                 if record["outcome"] == outcomes.UNSUPPORTED:
-                    unsupported[(record["backend"], (record["message"] or "").removeprefix("unsupported: "))] += 1
+                    unsupported[(backend, (record["message"] or "").removeprefix("unsupported: "))] += 1
     if not counts:
         return
     terminalreporter.section("conformance summary")
@@ -415,7 +419,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 def _summarise_verdicts(terminalreporter) -> None:
     """Improvements over stock torch and stale known divergences, each listed once."""
     stale: dict[str, set] = defaultdict(set)
-    improvements: dict[tuple[str, str], set] = defaultdict(set)
+    improvements: dict[tuple[str | None, str], set] = defaultdict(set)
     for reports in terminalreporter.stats.values():
         for report in reports:
             record = _record_of(report)

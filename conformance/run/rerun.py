@@ -29,8 +29,9 @@ def command_for(item: pytest.Item) -> str | None:
     generated = bool(record.get("generated"))
     item_id = portable_id(Path(item.path), item.name, generated=generated, cwd=config.invocation_params.dir)
     impl = None
-    if record.get("backend") == CANDIDATE and record.get("op"):
-        target = candidate_targets(config).get(record["op"])
+    op = record.get("op")
+    if record.get("backend") == CANDIDATE and op:
+        target = candidate_targets(config).get(op)
         impl = str(target.absolute(config.invocation_params.dir)) if target else None
     seconds = float(config.getoption("conformance_timeout", DEFAULT_TIMEOUT) or 0)
     timeout = seconds if seconds != DEFAULT_TIMEOUT and not timeout_user_set(config) else None

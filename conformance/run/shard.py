@@ -45,7 +45,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     shard = config.stash.get(SHARD, None)
     if shard is None or shard.count == 1:
         return
-    keep, drop = [], []
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
     for item in items:
         (keep if shard_of(item.nodeid, shard.count) == shard.index else drop).append(item)
     if drop:

@@ -99,5 +99,5 @@ def configure(config: pytest.Config) -> None:
     """This module's part of the run's state (called by :func:`conformance.run.plugin.pytest_configure`)."""
     directory = getattr(config, "workerinput", {}).get(WATCH_DIR)
     if config.getoption("conformance_progress") and not config.pluginmanager.has_plugin("conformance-progress"):
-        progress = Path(directory) / f"{config.workerinput['workerid']}.progress" if directory else None
+        progress = Path(directory) / f"{getattr(config, 'workerinput')['workerid']}.progress" if directory else None
         config.pluginmanager.register(ShrinkNotice(config, progress), "conformance-progress")

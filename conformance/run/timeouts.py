@@ -36,7 +36,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         for item in items:
             if not hasattr(item, "record") or item.get_closest_marker("timeout") is not None:
                 continue
-            factor = BENCHMARK_TIMEOUT_FACTOR if item.get_closest_marker("conformance_benchmark") else 1
+            factor: float = BENCHMARK_TIMEOUT_FACTOR if item.get_closest_marker("conformance_benchmark") else 1
             factor *= getattr(getattr(item, "backend", None), "timeout_factor", 1.0)
             item.add_marker(pytest.mark.timeout(seconds * factor, func_only=True))  # not in its report
 
@@ -87,7 +87,8 @@ class WorkerWatch:
 
 def _main_thread_frames(dump: str, limit: int = 30) -> str:
     """Of faulthandler's dump (one block per thread), the block of the thread that ran the item."""
-    blocks, current = [], []
+    blocks: list[list[str]] = []
+    current: list[str] = []
     for line in dump.splitlines():
         if line.startswith(("Thread 0x", "Current thread 0x")) and current:
             blocks.append(current)
@@ -123,7 +124,8 @@ class WorkerWatchdog:
     new worker."""
 
     def __init__(self, config: pytest.Config, directory: str):
-        self.handle = open(Path(directory) / f"{config.workerinput['workerid']}.txt", "w+",  # noqa: SIM115
+        worker = getattr(config, "workerinput")["workerid"]  # (xdist's attribute of a worker's config)
+        self.handle = open(Path(directory) / f"{worker}.txt", "w+",  # noqa: SIM115
                            encoding="utf-8")
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:

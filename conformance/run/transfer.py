@@ -52,7 +52,7 @@ def collected(config: pytest.Config) -> Collected:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     collected(session.config).add(
-        (item.nodeid, item.record) for item in session.items if isinstance(getattr(item, "record", None), dict))
+        (item.nodeid, record) for item in session.items if isinstance(record := getattr(item, "record", None), dict))
 
 
 class WorkerCollections:
@@ -122,6 +122,7 @@ class WorkerText:
     @pytest.hookimpl(tryfirst=True)
     def pytest_warning_recorded(self, warning_message, when, nodeid, location) -> None:
         message = warning_message.message
+        shown: tuple[Any, ...]
         try:
             shown = (str(message), getattr(message, "args", ()))
             valid = valid_strings(shown) == shown

@@ -20,7 +20,7 @@ A spec may carry::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from conformance.core.record import BenchmarkInstance
 
 DEFAULT_ROUNDS = 5
 DEFAULT_WARMUP = 1
@@ -32,7 +32,7 @@ class Benchmark:
 
     id: str
     name: str
-    line: int
+    line: int | None
     size: tuple[int, ...]
     density: float
     steps: int = 1
@@ -46,7 +46,7 @@ class Benchmark:
     seed: int = 0
     description: str = ""
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> BenchmarkInstance:
         return {"id": self.name, "size": list(self.size), "density": self.density, "steps": self.steps}
 
 
@@ -54,7 +54,7 @@ def _density_label(density: float) -> str:
     return f"{density:g}"
 
 
-def expand(raw: dict, line: int) -> list[Benchmark]:
+def expand(raw: dict, line: int | None) -> list[Benchmark]:
     """One Benchmark per size x density of a (schema-validated) benchmark entry."""
     sizes = [tuple(int(s) for s in size) for size in raw["sizes"]]
     densities = [float(d) for d in raw.get("densities", [1.0])]

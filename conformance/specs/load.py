@@ -71,7 +71,7 @@ class Case:
     spec_path: Path
     op: Op
     id: str
-    line: int
+    line: int | None  # (line_of: None only for a path outside the file's line map)
     inputs: dict
     expected: dict | None
     expected_error: ExpectedError | None
@@ -151,7 +151,7 @@ def _load_spec(path: Path) -> Spec:
     sources = data.get("sources", {})
     defaults = data.get("defaults", {})
     spec = Spec(path, op, data.get("title", path.stem))
-    seen: dict[str, int] = {}
+    seen: dict[str, int | None] = {}
     for index, raw in enumerate(data["cases"]):
         line = line_of(lines, ("cases", index))
         case_id = raw["id"]

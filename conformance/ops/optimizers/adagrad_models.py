@@ -5,6 +5,8 @@ known mistakes, each modelled as the reference with one slip (:func:`adagrad_wit
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from types import MappingProxyType
 
@@ -38,7 +40,7 @@ def adagrad_hyperparameters(hyper: dict) -> dict:
     return h
 
 
-def adagrad_reference(inputs: OptimizerInputs) -> dict[str, np.ndarray]:
+def adagrad_reference(inputs: OptimizerInputs) -> dict[str, Any]:  # (step: a NumPy scalar)
     """Adagrad in float64 NumPy, one masked update per step."""
     h = adagrad_hyperparameters(inputs.hyperparameters)
     param = inputs.param.astype(np.float64).copy()
@@ -58,7 +60,7 @@ def adagrad_reference(inputs: OptimizerInputs) -> dict[str, np.ndarray]:
         std = np.sqrt(state_sum) + h["eps"]
         with np.errstate(divide="ignore", invalid="ignore"):  # 0/0 off the mask is discarded
             param = np.where(mask, param - clr * g / std, param)
-        std_values = std[mask] if not sparse else std[tuple(_coalesced_indices(grad))]
+        std_values = std[tuple(_coalesced_indices(grad))] if isinstance(grad, CooArray) else std[mask]
     return {"param": param, "state_sum": state_sum, "step": np.float64(inputs.steps), "std": std_values}
 
 
@@ -76,7 +78,7 @@ def adagrad_with_slip(inputs: OptimizerInputs, *, squares_each: bool = False, ep
                       rowwise: bool = False, ignore_maximize: bool = False, lr_decay_shift: int = 0,
                       sparse_weight_decay: bool = False, whole_rows: bool = False,
                       truncate_to: str | None = None, per_entry: bool = False, everywhere: bool = False,
-                      eps: float | None = None) -> dict[str, np.ndarray]:
+                      eps: float | None = None) -> dict[str, Any]:  # (step: a NumPy scalar)
     """:func:`adagrad_reference` with one slip (each keyword is one known mistake): duplicates
     squared one at a time, eps inside the root, one accumulator per row (FBGEMM's
     EXACT_ROWWISE_ADAGRAD: each touched row adds the mean of its g**2), maximize ignored, the
@@ -102,7 +104,7 @@ def adagrad_with_slip(inputs: OptimizerInputs, *, squares_each: bool = False, ep
             if h["maximize"] and not ignore_maximize:
                 g = -g
             squares = g * g
-            if squares_each and sparse:
+            if squares_each and isinstance(grad, CooArray):
                 squares = np.zeros_like(param)
                 np.add.at(squares, tuple(grad.indices), grad.values.astype(np.float64) ** 2)
             if h["weight_decay"] != 0:
@@ -111,7 +113,7 @@ def adagrad_with_slip(inputs: OptimizerInputs, *, squares_each: bool = False, ep
                 g = np.where(mask, g + h["weight_decay"] * param, g)
                 squares = g * g
             clr = h["lr"] / (1 + (step - 1 + lr_decay_shift) * h["lr_decay"])
-            if per_entry and sparse and h["weight_decay"] == 0:
+            if per_entry and isinstance(grad, CooArray) and h["weight_decay"] == 0:
                 sign = -1.0 if h["maximize"] and not ignore_maximize else 1.0
                 for position in range(grad.indices.shape[1]):  # one whole Adagrad update per written entry
                     index = tuple(grad.indices[:, position])
@@ -129,7 +131,9 @@ def adagrad_with_slip(inputs: OptimizerInputs, *, squares_each: bool = False, ep
             std = np.sqrt(state_sum + h["eps"]) if eps_inside_root else np.sqrt(state_sum) + h["eps"]
             param = param - clr * g / std if everywhere else np.where(mask, param - clr * g / std, param)
             if truncate_to is not None:
-                param = round_toward_zero(param, truncate_to)
+                truncated = round_toward_zero(param, truncate_to)
+                assert truncated is not None  # (a half dtype: truncating_model models no other)
+                param = truncated
     return {"param": param, "state_sum": state_sum, "step": np.float64(inputs.steps)}
 
 

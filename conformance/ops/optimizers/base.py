@@ -32,12 +32,14 @@ COMPILED_EXAMPLES = 3  # drawn examples per compiled-agrees item: each one compi
 
 def paths_inputs(op: "OptimizerOp", dtype: str) -> Any:
     """Drawn trajectories, or the same densified (torch's fused steps run dense gradients only): paths-agree."""
+    assert op.strategies.inputs is not None  # (OPTIMIZER_STRATEGIES declares it)
     drawn = op.strategies.inputs(op, dtype)
     return st.one_of(drawn, drawn.map(lambda inputs: densified(inputs, dtype)))
 
 
 def dense_inputs(op: "OptimizerOp", dtype: str) -> Any:
     """Drawn trajectories densified (torch.compile does not trace sparse gradients): compiled-agrees, grad-scaling."""
+    assert op.strategies.inputs is not None  # (OPTIMIZER_STRATEGIES declares it)
     return op.strategies.inputs(op, dtype).map(lambda inputs: densified(inputs, dtype))
 
 
@@ -352,9 +354,10 @@ class OptimizerOp(Op):
         examples = []
         for length in (17, 257):
             param = np.resize(np.array([1.0, -2.0, 0.5]), length)
-            grads = [np.resize(np.array([0.5, -1.0, 2.0, 0.25]), length), np.resize(np.array([-1.0, 0.5]), length)]
+            dense = [np.resize(np.array([0.5, -1.0, 2.0, 0.25]), length), np.resize(np.array([-1.0, 0.5]), length)]
+            grads: list[CooArray | np.ndarray] = list(dense)
             if not self.layout_dense_gradients:
-                grads = [CooArray(np.arange(length, dtype=np.int64).reshape(1, -1), g, (length,)) for g in grads]
+                grads = [CooArray(np.arange(length, dtype=np.int64).reshape(1, -1), g, (length,)) for g in dense]
             examples.append(OptimizerInputs(param, grads, dict(self.lifecycle_hyperparameters)))
         return examples
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import itertools
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Protocol
+from typing import Any, Iterator, Mapping, Protocol, TypeGuard
 
 import numpy as np
 from hypothesis import strategies as st
@@ -50,11 +50,27 @@ class ConfigurationSpace:
 
 class OptimizerOp(Protocol):
     """What this module reads of an optimizer record (conformance.ops.optimizers.base.OptimizerOp, which
-    imports this module): its declared space and its NumPy reference."""
+    imports this module): its declared space and its NumPy reference. The functions below take a record
+    that declares a space (:func:`declares_space`)."""
 
-    configuration_space: ConfigurationSpace
+    @property
+    def configuration_space(self) -> ConfigurationSpace | None: ...
 
     def reference(self, inputs: OptimizerInputs) -> dict[str, Any]: ...
+
+    def __hash__(self) -> int: ...  # (valid_rows and covering_rows are cached by the op)
+
+
+def declares_space(op: object) -> TypeGuard[OptimizerOp]:
+    """Whether ``op`` is a record with a configuration space (the configurations property, the coverage map)."""
+    return getattr(op, "configuration_space", None) is not None
+
+
+def space_of(op: OptimizerOp) -> ConfigurationSpace:
+    """The space ``op`` declares (the callers below run only for a record that declares one)."""
+    space = op.configuration_space
+    assert space is not None, f"{op!r} declares no configuration_space"
+    return space
 
 
 # ---------------------------------------------------------------- the trajectories of each step kind
@@ -66,15 +82,16 @@ def _sparse(indices: list[int], values: list[float]) -> CooArray:
     return CooArray(np.array([indices], dtype=np.int64), np.array(values, dtype=np.float64), (len(PARAM),))
 
 
-def trajectory(kind: str) -> list:
+def trajectory(kind: str) -> list[CooArray | np.ndarray]:
     """The gradients of a step kind: a duplicate index and entries left out in the sparse steps, a zero
     entry in the dense ones."""
     first, second = _sparse([2, 0, 2], [1.0, -0.5, 0.5]), _sparse([3, 0], [2.0, 0.25])
     dense = [np.array([0.5, -1.0, 0.25, 2.0, 0.0]), np.array([-0.25, 0.5, 1.0, -1.0, 0.5])]
-    return {"sparse": [first, second],
+    kinds: dict[str, list[CooArray | np.ndarray]] = {"sparse": [first, second],
             "dense": [dense[0], dense[1], dense[0]],
             "mixed": [dense[0], first, dense[1]],
-            "empty": [_sparse([], []), second]}[kind]
+            "empty": [_sparse([], []), second]}
+    return kinds[kind]
 
 
 def inputs_of(row: Mapping[str, Any]) -> OptimizerInputs:
@@ -112,7 +129,7 @@ def strength_groups(space: ConfigurationSpace) -> list[tuple[str, ...]]:
 def valid_rows(op: OptimizerOp) -> tuple[dict[str, Any], ...]:
     """Every configuration of the op's space that torch runs, in the product's order (once per process: the
     covering array, the coverage map and the report read it)."""
-    factors = op.configuration_space.factors()
+    factors = space_of(op).factors()
     rows = [dict(zip(factors, values)) for values in itertools.product(*factors.values())]
     return tuple(row for row in rows if refusal(op, row) is None)
 
@@ -123,7 +140,7 @@ def covering_rows(op: OptimizerOp) -> tuple[dict[str, Any], ...]:
     the row that covers most combinations not yet covered, until every combination some valid row has is
     covered (deterministic: ties go to the earlier row)."""
     rows = valid_rows(op)
-    groups = strength_groups(op.configuration_space)
+    groups = strength_groups(space_of(op))
     covers = [frozenset(_tuples(row, groups)) for row in rows]
     uncovered = set().union(*covers) if covers else set()
     chosen: list[dict[str, Any]] = []
@@ -136,8 +153,8 @@ def covering_rows(op: OptimizerOp) -> tuple[dict[str, Any], ...]:
 
 def uncoverable(op: OptimizerOp) -> set[tuple]:
     """The combinations of settings no configuration torch runs has (each one a refusal of torch's)."""
-    groups = strength_groups(op.configuration_space)
-    factors = op.configuration_space.factors()
+    groups = strength_groups(space_of(op))
+    factors = space_of(op).factors()
     every = {tuple((n, repr(v)) for n, v in zip(names, values))
              for names in groups for values in itertools.product(*(factors[n] for n in names))}
     return every - set().union(*(set(_tuples(row, groups)) for row in valid_rows(op)))
@@ -153,7 +170,7 @@ def configuration_examples(op: OptimizerOp, dtype: str) -> list[OptimizerInputs]
 def configurations(op: OptimizerOp, dtype: str) -> st.SearchStrategy:
     """Configurations drawn from the op's space (each factor's values, shrinking toward the first: torch's
     defaults and sparse steps), those torch refuses left out."""
-    factors = op.configuration_space.factors()
+    factors = space_of(op).factors()
     rows = st.fixed_dictionaries({name: st.sampled_from(values) for name, values in factors.items()})
     return rows.filter(lambda row: refusal(op, row) is None).map(inputs_of)
 
@@ -162,13 +179,14 @@ def step_kind(inputs: OptimizerInputs) -> str:
     """The step kind of a trajectory, as a configuration names it."""
     sparse = [isinstance(grad, CooArray) for grad in inputs.grads]
     if all(sparse):
-        return "empty" if inputs.grads and inputs.grads[0].values.size == 0 else "sparse"
+        first = inputs.grads[0] if inputs.grads else None
+        return "empty" if isinstance(first, CooArray) and first.values.size == 0 else "sparse"
     return "dense" if not any(sparse) else "mixed"
 
 
 def describe(op: OptimizerOp, inputs: OptimizerInputs) -> str:
     """``weight_decay=0.1, maximize=True, dense steps``: the hyperparameters not at their first value."""
-    space = op.configuration_space
+    space = space_of(op)
     settings = [f"{name}={inputs.hyperparameters[name]!r}" for name, values in space.hyperparameters.items()
                 if name in inputs.hyperparameters and inputs.hyperparameters[name] != values[0]]
     return ", ".join([*settings, f"{step_kind(inputs)} steps"])
@@ -177,7 +195,7 @@ def describe(op: OptimizerOp, inputs: OptimizerInputs) -> str:
 def row_of(op: OptimizerOp, inputs: OptimizerInputs) -> dict[str, Any]:
     """The configuration of an example: its hyperparameters (each factor's first value where it has none)
     and its step kind."""
-    space = op.configuration_space
+    space = space_of(op)
     return {**{name: inputs.hyperparameters.get(name, values[0]) for name, values in space.hyperparameters.items()},
             STEPS: step_kind(inputs)}
 
@@ -185,7 +203,7 @@ def row_of(op: OptimizerOp, inputs: OptimizerInputs) -> dict[str, Any]:
 def simpler_rows(op: OptimizerOp, row: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     """The configurations one setting simpler than ``row`` (a factor back to its first value) that torch
     runs: what a failing configuration is shrunk through."""
-    for name, values in op.configuration_space.factors().items():
+    for name, values in space_of(op).factors().items():
         if row[name] != values[0]:
             simpler = {**row, name: values[0]}
             if refusal(op, simpler) is None:

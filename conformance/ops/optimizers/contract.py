@@ -43,7 +43,7 @@ def watch_optimizer(op: Any, candidate: Any):
                 if param.grad is not grad:
                     raise violation(op_name, "step() leaves param.grad, the gradient the harness set",
                                     "step() replaced param.grad with another tensor")
-                change = None if grad is None else changed(grad, before)
+                change = None if grad is None or before is None else changed(grad, before)
                 if change:
                     raise violation(op_name, "step() leaves param.grad, the gradient the harness set",
                                     f"step() rewrote it: {change}")
@@ -58,15 +58,16 @@ def watch_optimizer(op: Any, candidate: Any):
                             "setting the instance attribute 'step' did not take")
         return optimizer
 
-    build.sparse_gradients_only = getattr(candidate, "sparse_gradients_only", False)  # (declared on the class)
+    # (setattr: attributes of a function, which mypy does not model; declared on the candidate's class)
+    setattr(build, "sparse_gradients_only", getattr(candidate, "sparse_gradients_only", False))
     # (the property complex-agrees reads it: declared, or torch's capability for a subclass of torch's own
     # optimizer -- torch's documented complex semantics -- or None, said nothing: cases/complex_dtypes.py)
     declared = getattr(candidate, "supports_complex", None)
     torch_class = op.torch_implementation
-    build.supports_complex = True if declared is None and isinstance(candidate, type) and issubclass(
-        candidate, torch_class) else declared
+    setattr(build, "supports_complex", True if declared is None and isinstance(candidate, type) and issubclass(
+        candidate, torch_class) else declared)
     # (the property grad-scaling reads it: a step that takes optimizer.grad_scale/found_inf, as torch's fused ones)
-    build.supports_grad_scaling = getattr(candidate, "supports_grad_scaling", False)
+    setattr(build, "supports_grad_scaling", getattr(candidate, "supports_grad_scaling", False))
     return build
 
 

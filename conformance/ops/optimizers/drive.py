@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -19,7 +19,7 @@ from conformance.core.tensors import to_torch
 SPARSE_ONLY_ATTRIBUTE = "sparse_gradients_only"
 
 
-def require_accepted_gradients(optimizer_class: Any, grads: list) -> None:
+def require_accepted_gradients(optimizer_class: Any, grads: Sequence) -> None:
     """Unsupported when the optimizer declares ``sparse_gradients_only = True`` (a class attribute)
     and a step's gradient is dense: the harness sends dense gradients too (spec cases that write
     ``{dense: ...}``, the densified runs of adagrad-sparse-equals-dense, SparseAdam's documented
@@ -28,7 +28,7 @@ def require_accepted_gradients(optimizer_class: Any, grads: list) -> None:
         raise Unsupported(f"the optimizer declares {SPARSE_ONLY_ATTRIBUTE} = True and this input has a dense gradient")
 
 
-def run_optimizer(optimizer_class: type, inputs: OptimizerInputs, ctx: RunContext,
+def run_optimizer(optimizer_class: Callable[..., Any], inputs: OptimizerInputs, ctx: RunContext,
                   state_outputs: dict[str, str], *, resume_after: int | None = None) -> dict[str, Any]:
     """Construct ``optimizer_class([param], **hyperparameters)``, step once per gradient, and
     read ``param`` and the state entries named in ``state_outputs`` (output name -> state key).
@@ -43,8 +43,8 @@ def run_optimizer(optimizer_class: type, inputs: OptimizerInputs, ctx: RunContex
         param.grad = grad_to_torch(grad, ctx)
         optimizer.step()
         if step == resume_after:
-            param, optimizer = _resumed(optimizer_class, optimizer, [param], inputs.hyperparameters)
-            param = param[0]
+            fresh, optimizer = _resumed(optimizer_class, optimizer, [param], inputs.hyperparameters)
+            param = fresh[0]
     return read_state(optimizer, param, state_outputs)
 
 
@@ -60,7 +60,7 @@ def read_state(optimizer: torch.optim.Optimizer, param: torch.Tensor, state_outp
     return outputs
 
 
-def _resumed(optimizer_class: type, optimizer: torch.optim.Optimizer, params: list[torch.Tensor],
+def _resumed(optimizer_class: Callable[..., Any], optimizer: torch.optim.Optimizer, params: list[torch.Tensor],
              constructor: Any) -> tuple[list[torch.Tensor], torch.optim.Optimizer]:
     """A fresh copy of ``params`` and a fresh optimizer that loaded ``optimizer``'s state_dict
     after a round trip through ``torch.save``/``torch.load`` (``constructor``: the keyword
@@ -80,14 +80,14 @@ def _resumed(optimizer_class: type, optimizer: torch.optim.Optimizer, params: li
     return fresh, new
 
 
-def run_param_groups(optimizer_class: type, inputs: ParamGroupsInputs, ctx: RunContext,
+def run_param_groups(optimizer_class: Callable[..., Any], inputs: ParamGroupsInputs, ctx: RunContext,
                      state_outputs: dict[str, str], *, resume_after: int | None = None
                      ) -> tuple[list[dict[str, Any]], list[torch.Tensor]]:
     """One optimizer over every parameter of ``inputs`` (one param group per group, with its first
     member's hyperparameters), stepped ``inputs.steps`` times: (the outputs of each member with a
     trajectory, in order, as :func:`run_optimizer` reads them; the idle parameters after the steps)."""
-    for member in inputs.members:
-        require_accepted_gradients(optimizer_class, member.grads)
+    for trajectory in inputs.members:
+        require_accepted_gradients(optimizer_class, trajectory.grads)
     params, groups = [], []
     for group in inputs.groups:
         hyper = next(m.hyperparameters for m in group if isinstance(m, OptimizerInputs))
@@ -145,7 +145,7 @@ def _member_context(ctx: RunContext, member) -> RunContext:
     return ctx if member.dtype is None else dataclasses.replace(ctx, dtype=getattr(torch, member.dtype))
 
 
-def run_lifecycle(optimizer_class: type, inputs: LifecycleInputs, ctx: RunContext, base_lr: float
+def run_lifecycle(optimizer_class: Callable[..., Any], inputs: LifecycleInputs, ctx: RunContext, base_lr: float
                   ) -> list[dict[str, Any]]:
     """One optimizer through ``inputs``' life: the members of step 0 in the constructor, each later one by
     ``add_param_group`` before its first step, every group's lr set before each step (``base_lr`` times the
@@ -199,7 +199,7 @@ def _round_trip(optimizer: torch.optim.Optimizer, step: int, make: Any, groups: 
     return fresh
 
 
-def run_member_alone(optimizer_class: type, inputs: LifecycleInputs, index: int, ctx: RunContext,
+def run_member_alone(optimizer_class: Callable[..., Any], inputs: LifecycleInputs, index: int, ctx: RunContext,
                      base_lr: float) -> dict[str, Any]:
     """Member ``index`` in an optimizer of its own, stepped only where it has a gradient, with the lr in
     effect at each of those steps, set as the lifecycle run sets it: what that run must leave it as."""
@@ -217,7 +217,7 @@ def run_member_alone(optimizer_class: type, inputs: LifecycleInputs, index: int,
     return whole_state(optimizer, param)
 
 
-def run_scaled(optimizer_class: type, inputs: OptimizerInputs, ctx: RunContext,
+def run_scaled(optimizer_class: Callable[..., Any], inputs: OptimizerInputs, ctx: RunContext,
                scaling: list[tuple[float, bool]]) -> dict[str, Any]:
     """Step as ``torch.amp.GradScaler`` steps an optimizer that takes the scaling itself (torch's fused
     steps): before each step ``optimizer.grad_scale`` (a float32 0-d tensor on the device) and
@@ -227,8 +227,8 @@ def run_scaled(optimizer_class: type, inputs: OptimizerInputs, ctx: RunContext,
     require_accepted_gradients(optimizer_class, inputs.grads)
     param = ctx.place("param", to_torch(inputs.param, ctx.dtype, ctx.torch_device))
     optimizer = optimizer_class([param], **inputs.hyperparameters)
-    for (scale, overflowed), grad in zip(scaling, inputs.grads):
-        grad = grad_to_torch(grad, ctx)
+    for (scale, overflowed), step_grad in zip(scaling, inputs.grads):
+        grad = grad_to_torch(step_grad, ctx)
         optimizer.grad_scale = torch.tensor(scale, dtype=torch.float32, device=ctx.torch_device)
         optimizer.found_inf = torch.tensor(1.0 if overflowed else 0.0, dtype=torch.float32, device=ctx.torch_device)
         param.grad = torch.full_like(grad, float("inf")) if overflowed else grad * scale
@@ -236,7 +236,7 @@ def run_scaled(optimizer_class: type, inputs: OptimizerInputs, ctx: RunContext,
     return whole_state(optimizer, param)
 
 
-def run_whole(optimizer_class: type, inputs: OptimizerInputs, ctx: RunContext) -> dict[str, Any]:
+def run_whole(optimizer_class: Callable[..., Any], inputs: OptimizerInputs, ctx: RunContext) -> dict[str, Any]:
     """The plain steps (no scaling) on ``inputs``: the parameter and its whole state (none where the
     optimizer never stepped and made none)."""
     require_accepted_gradients(optimizer_class, inputs.grads)

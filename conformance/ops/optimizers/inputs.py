@@ -4,7 +4,7 @@ their schema and decoding, several parameters in param groups, and a benchmark's
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -40,7 +40,7 @@ class OptimizerInputs:
     """A dense parameter, one gradient per step (CooArray, or ndarray for a dense gradient)."""
 
     param: np.ndarray
-    grads: list[CooArray | np.ndarray]
+    grads: Sequence[CooArray | np.ndarray]  # (a list, typed read-only: a list of CooArrays alone is one too)
     hyperparameters: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -48,6 +48,8 @@ class OptimizerInputs:
         param = quantize(decode_array(raw["param"]), dtype)
         grads: list[CooArray | np.ndarray] = []
         for step, node in enumerate(raw["grads"], start=1):
+            grad: CooArray | np.ndarray
+            shape: tuple[int, ...]
             try:
                 if "dense" in node:
                     grad = quantize(decode_array(node["dense"]), dtype)

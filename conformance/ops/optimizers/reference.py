@@ -44,7 +44,9 @@ def duplicate_sums_shifted(inputs: OptimizerInputs, unit: float) -> list[Optimiz
     Numerical Algorithms, 4.2). Empty where no gradient has duplicates."""
     from conformance.ops.coalesce import coalesce_reference  # here: a level less for this module (tests/test_layout.py)
 
-    up, down, shifted = [], [], False
+    up: list[CooArray | np.ndarray] = []
+    down: list[CooArray | np.ndarray] = []
+    shifted = False
     for grad in inputs.grads:
         if isinstance(grad, CooArray) and grad.indices.shape[1] > 1:
             counts = coalesce_reference(CooArray(grad.indices, np.ones(grad.indices.shape[1]), grad.size))["values"]

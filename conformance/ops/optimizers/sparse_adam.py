@@ -59,7 +59,7 @@ def bias_corrected_step_size(lr: float, beta1: float, beta2: float, step: int) -
     return lr * math.sqrt(1 - beta2**step) / (1 - beta1**step)
 
 
-def sparse_adam_reference(inputs: OptimizerInputs) -> dict[str, np.ndarray]:
+def sparse_adam_reference(inputs: OptimizerInputs) -> dict[str, Any]:  # (step: a NumPy scalar)
     """SparseAdam in float64 NumPy, one masked update per step."""
     h = sparse_adam_hyperparameters(inputs.hyperparameters)
     beta1, beta2 = h["betas"]
@@ -118,7 +118,7 @@ def invalid_inputs(draw, dtype: str = "float64") -> OptimizerInputs:
 
 def sparse_adam_with_slip(inputs: OptimizerInputs, *, ignore_maximize: bool = False, dense_moments: bool = False,
                           per_row_steps: bool = False, nonempty_steps: bool = False, step_shift: int = 0,
-                          adam_eps: bool = False, whole_rows: bool = False) -> dict[str, np.ndarray]:
+                          adam_eps: bool = False, whole_rows: bool = False) -> dict[str, Any]:  # (step: a NumPy scalar)
     """:func:`sparse_adam_reference` with one slip (each keyword is one known mistake): maximize
     ignored; dense Adam's moments (every entry decays and moves, every step); bias correction
     with a step count per entry (how often it was hit), with steps counted only on non-empty
@@ -259,7 +259,7 @@ class SparseAdam(OptimizerOp):
     def reference_tolerance_scale(self, inputs: OptimizerInputs) -> float:
         return 8.0 * max(1, inputs.steps)
 
-    def replay_in_dtype(self, inputs: OptimizerInputs, dtype: str, flags: set, accumulate: str) -> dict[str, np.ndarray]:
+    def replay_in_dtype(self, inputs: OptimizerInputs, dtype: str, flags: set, accumulate: str) -> dict[str, Any]:
         q = rounder(dtype)
         h = sparse_adam_hyperparameters(inputs.hyperparameters)
         beta1, beta2 = h["betas"]

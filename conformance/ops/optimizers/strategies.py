@@ -4,19 +4,44 @@ pieces the records' invalid-input strategies are made of."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from hypothesis import strategies as st
 
 from conformance.core.dtypes import DTYPES
 from conformance.ops import draw as d
-from conformance.ops.base import SIZE_BOUNDARIES, Op
+from conformance.ops.base import SIZE_BOUNDARIES, Strategies
 from conformance.ops.optimizers.inputs import LifecycleInputs, Member, OptimizerInputs, ParamGroupsInputs, empty_gradient
 from conformance.core.tensors import CooArray
 
+
+class OptimizerOp(Protocol):
+    """What these strategies read of an optimizer record (conformance.ops.optimizers.base.OptimizerOp, which
+    imports this module)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def strategies(self) -> Strategies: ...
+
+    @property
+    def layout_dense_gradients(self) -> bool: ...
+
+    def accepts_dense_steps(self, hyperparameters: dict) -> bool: ...
+
+    def rounding_hyperparameters(self, draw: Any) -> dict: ...
+
+
+def _hyperparameters(op: OptimizerOp) -> st.SearchStrategy:
+    """The record's strategy of valid hyperparameters (every optimizer record declares one)."""
+    assert op.strategies.hyperparameters is not None, f"{op.name} declares no strategies.hyperparameters"
+    return op.strategies.hyperparameters()
+
+
 @st.composite
-def drawn_inputs(draw, op: Op, dtype: str = "float64", *, max_steps: int = 4,
+def drawn_inputs(draw, op: OptimizerOp, dtype: str = "float64", *, max_steps: int = 4,
                  hyperparameters: Any = None) -> OptimizerInputs:
     """A parameter (1-3 dims), a gradient trajectory and valid hyperparameters for ``op`` (drawn
     from ``hyperparameters`` when given, else from ``op.strategies.hyperparameters()``)."""
@@ -24,7 +49,7 @@ def drawn_inputs(draw, op: Op, dtype: str = "float64", *, max_steps: int = 4,
     size = draw(d.shapes(1, 3, 1, 4, max_numel=24))
     sparse_dim = draw(st.integers(1, len(size)))
     param = d.dense_values(draw, size, d.representable_floats(dtype, d.PARAM_MAGNITUDES[dtype]))
-    hyper = draw(hyperparameters if hyperparameters is not None else op.strategies.hyperparameters())
+    hyper = draw(hyperparameters if hyperparameters is not None else _hyperparameters(op))
     grads = draw(d.trajectories(dtype, size, sparse_dim, max_steps=max_steps,
                                 dense_steps=op.accepts_dense_steps(hyper)))
     return OptimizerInputs(param, grads, hyper)
@@ -35,7 +60,7 @@ LONG_EXAMPLES = 10  # drawn long trajectories per item, beside the explicit ones
 
 
 @st.composite
-def long_trajectories(draw, op: Op, dtype: str = "float64") -> OptimizerInputs:
+def long_trajectories(draw, op: OptimizerOp, dtype: str = "float64") -> OptimizerInputs:
     """A trajectory of 100-160 steps: a short drawn one (its parameter, hyperparameters and
     gradients) repeated, so that an error made once per step -- momentum or 1 - beta2 computed in
     float32 -- accumulates over as many steps as a training run's first few hundred."""
@@ -52,7 +77,7 @@ def _padded(inputs: OptimizerInputs, steps: int) -> OptimizerInputs:
 
 
 @st.composite
-def param_groups(draw, op: Op, dtype: str = "float64", *, min_steps: int = 1) -> "ParamGroupsInputs":
+def param_groups(draw, op: OptimizerOp, dtype: str = "float64", *, min_steps: int = 1) -> "ParamGroupsInputs":
     """Two param groups with their own hyperparameters: the first holds one parameter, the second
     a parameter of another shape and one that never gets a gradient (as torch's OptimizerInfo
     tests). The trajectories are padded with empty gradients to the same number of steps."""
@@ -63,7 +88,7 @@ def param_groups(draw, op: Op, dtype: str = "float64", *, min_steps: int = 1) ->
 
 
 @st.composite
-def resume_points(draw, op: Op, dtype: str = "float64") -> tuple["ParamGroupsInputs", int]:
+def resume_points(draw, op: OptimizerOp, dtype: str = "float64") -> tuple["ParamGroupsInputs", int]:
     """Param groups (:func:`param_groups`, at least two steps) and the step after which the
     optimizer's state_dict is saved and loaded into a fresh optimizer."""
     inputs = draw(param_groups(op, dtype, min_steps=2))
@@ -71,7 +96,7 @@ def resume_points(draw, op: Op, dtype: str = "float64") -> tuple["ParamGroupsInp
 
 
 @st.composite
-def rounding_inputs(draw, op: Op, dtype: str) -> OptimizerInputs:
+def rounding_inputs(draw, op: OptimizerOp, dtype: str) -> OptimizerInputs:
     """One sparse step without duplicate indices on a parameter of magnitude 1..8, with a learning
     rate that moves it by 0.05 to 20 ulps: there rounding, not arithmetic, decides the result."""
     d.check_dtype(dtype)
@@ -103,7 +128,7 @@ LIFECYCLE_SHAPES = ((2, 3), (), (0,), (3,), (2, 2))  # 0-d and zero-size among t
 
 
 @st.composite
-def lifecycles(draw, op: Op, dtype: str = "float64") -> "LifecycleInputs":
+def lifecycles(draw, op: OptimizerOp, dtype: str = "float64") -> "LifecycleInputs":
     """1-3 parameters (shapes from LIFECYCLE_SHAPES; sparse-only optimizers: 1-D and 2-D ones), each but the
     first possibly added mid-run, missing its gradient on some steps, of a second float dtype (float32 beside
     float64 items, float64 beside float32, float32 beside half ones: torch's test_mixed_device_dtype), maybe a
@@ -112,7 +137,7 @@ def lifecycles(draw, op: Op, dtype: str = "float64") -> "LifecycleInputs":
     d.check_dtype(dtype)
     other = "float64" if dtype == "float32" else "float32"
     steps = draw(st.integers(2, 4))
-    hyper = draw(op.strategies.hyperparameters())
+    hyper = draw(_hyperparameters(op))
     sparse = not op.layout_dense_gradients
     shapes = [s for s in LIFECYCLE_SHAPES if not sparse or len(s) >= 1]
     members = []
@@ -143,14 +168,14 @@ def lifecycles(draw, op: Op, dtype: str = "float64") -> "LifecycleInputs":
 
 
 @st.composite
-def complex_trajectories(draw, op: Op, dtype: str = "float64") -> OptimizerInputs:
+def complex_trajectories(draw, op: OptimizerOp, dtype: str = "float64") -> OptimizerInputs:
     """A trajectory whose parameter and gradients end in a dim of 2 (real, imaginary): what the property
     complex-agrees runs as complex numbers and as their view_as_real. Sparse gradients keep that last dim
     dense (hybrid), so each specified entry is a whole complex number."""
     d.check_dtype(dtype)
     shape = draw(d.shapes(1, 2, 1, 3, max_numel=6))
     size = (*shape, 2)
-    hyper = draw(op.strategies.hyperparameters())
+    hyper = draw(_hyperparameters(op))
     param = d.dense_values(draw, size, d.representable_floats(dtype, d.PARAM_MAGNITUDES[dtype]))
     grads = []
     for _ in range(draw(st.integers(1, 3))):
@@ -173,12 +198,12 @@ def _patterned(draw, shape: tuple[int, ...], values: st.SearchStrategy[float]) -
 
 
 @st.composite
-def sized_inputs(draw, op: Op, dtype: str = "float64") -> OptimizerInputs:
+def sized_inputs(draw, op: OptimizerOp, dtype: str = "float64") -> OptimizerInputs:
     """A parameter whose entries (or whose hybrid rows) sit at a kernel-size boundary (SIZE_BOUNDARIES; rows
     of 257 or 300 for a hybrid sparse gradient), 1-2 steps of patterned gradients: dense ones, or sparse ones
     specifying every k-th row."""
     d.check_dtype(dtype)
-    hyper = draw(op.strategies.hyperparameters())
+    hyper = draw(_hyperparameters(op))
     dense = op.layout_dense_gradients and op.accepts_dense_steps(hyper) and draw(st.booleans())
     if dense or draw(st.booleans()):
         shape: tuple[int, ...] = (draw(st.sampled_from(SIZE_BOUNDARIES)),)

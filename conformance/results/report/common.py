@@ -71,7 +71,7 @@ def http_url(value: Any) -> str | None:
 
 def counts(records: Iterable[ItemRecord]) -> dict[str, int]:
     """How many records of each outcome (every outcome named, zeros included)."""
-    found = {o: 0 for o in outcomes.ALL}
+    found: dict[str, int] = {o: 0 for o in outcomes.ALL}  # (Outcome is a str enum)
     for record in records:
         found[record["outcome"]] = found.get(record["outcome"], 0) + 1
     return found

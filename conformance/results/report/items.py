@@ -25,7 +25,9 @@ def repro_command(record: ItemRecord, run: dict) -> str:
     ``rerun`` field, which a results file could make any command line at all."""
     try:
         run = _with_absolute_files(run, record.get("rerun"))
-        return command_from_record({key: value for key, value in record.items() if key != "rerun"}, run)
+        without_rerun = record.copy()
+        without_rerun.pop("rerun", None)
+        return command_from_record(without_rerun, run)
     except (TypeError, AttributeError, KeyError):  # a field of the wrong type (an int profile): no command
         return ""
 

@@ -13,7 +13,7 @@ from conformance.results.store import Results, ResultsError, load_results
 
 def _non_finite(document: Any) -> str | None:
     """Where the first non-finite number is ("records/3/seconds"), or None; iterative, so any depth."""
-    stack = [((), document)]
+    stack: list[tuple[tuple[Any, ...], Any]] = [((), document)]
     while stack:
         where, value = stack.pop()
         if isinstance(value, float) and not math.isfinite(value):

@@ -6,6 +6,7 @@ the suite's and a real change of torch's read differently; each links to its ite
 from __future__ import annotations
 
 import re
+from typing import Any, Mapping
 
 from packaging.version import InvalidVersion, Version
 
@@ -38,13 +39,14 @@ def release_order(runs: list[Results]) -> list[int]:
     return [last[release] for release in sorted(last)] if len(last) >= 2 else []
 
 
-def _change(key, base: dict | None, head: dict | None, head_index: int, item_index: dict) -> dict:
+def _change(key, base: Mapping[str, Any] | None, head: Mapping[str, Any] | None, head_index: int,
+            item_index: dict) -> dict:
     return {"label": capped(key_label(key)), "i": item_index.get((head_index, key)),
             "from": (base or {}).get("outcome"), "to": (head or {}).get("outcome"),
             "was": capped((base or {}).get("message") or ""), "now": capped((head or {}).get("message") or "")}
 
 
-def _reason(record: dict) -> str:
+def _reason(record: Mapping[str, Any]) -> str:
     """A record's message less what differs between any two releases' runs: numbers (the release's own,
     "not in torch 2.1"; triton's version; an error's size) and the venv a path runs through."""
     return re.sub(r"\d+", "N", re.sub(r"/\.nox/[^/\s]+", "/.nox/VENV", record.get("message") or ""))

@@ -19,8 +19,9 @@ SUMMARY_OUTCOMES = (Outcome.PASSED, Outcome.FAILED, Outcome.ERROR, Outcome.XFAIL
 def run_summary(results: Results, label: str, index: int) -> dict[str, Any]:
     """The Runs table's line for one run: every field optional (the schema requires few)."""
     run = results.run
-    suite = run.get("suite") if isinstance(run.get("suite"), dict) else {}
-    devices = run.get("devices") if isinstance(run.get("devices"), dict) else {}
+    given_suite, given_devices = run.get("suite"), run.get("devices")
+    suite = given_suite if isinstance(given_suite, dict) else {}
+    devices = given_devices if isinstance(given_devices, dict) else {}
     return {
         "label": label, "tag": run_tag(index), "path": str(results.path), "counts": counts(results.records),
         "records": len(results.records), "torch": run.get("torch"), "torch_xla": run.get("torch_xla"),

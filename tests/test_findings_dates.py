@@ -39,6 +39,7 @@ def test_runs_merge_in_release_order_and_a_range_is_read_from_them(tmp_path):
     assert dating.disagreements(dates["findings"]["a"], Divergence("a", "r", torch=">=2.10,<2.13").shown_by) == [
         "2.9.1 shows it, outside the registered range"]
     table = dating.table(dates, {"a": "<2.13", "b": None})
+    assert "| finding | 2.2.2 | 2.9.1 | 2.12.1 | 2.13.0 | shows it | registered |" in table
     assert "| `a` | – | ■ | ■ | □ | 2.9.1-2.12.1 | `torch<2.13` |" in table
     assert "| `b` | ■ | □ | – | ? | 2.2.2-2.2.2 | every release |" in table
 

@@ -37,7 +37,7 @@ BEGIN, END = "<!-- findings-dates: begin (python -m conformance.entry_points.dat
 
 SHOWS, DOES_NOT_SHOW, CANNOT_RUN = 1, 0, 3
 MARKS = MappingProxyType({SHOWS: "■", DOES_NOT_SHOW: "□", CANNOT_RUN: "–"})  # else (a crash, a timeout): "?"
-TIMEOUT = 300.0
+TIMEOUT = 900.0  # per reproducer: a compiled one on a cold Inductor cache took over 300 s at a load of 10
 
 
 def reproducers(folder: Path = REPRODUCERS) -> dict[str, Path]:
@@ -118,6 +118,8 @@ def shown_on(codes: dict[str, Any]) -> tuple[list[str], list[str]]:
 def range_text(codes: dict[str, Any]) -> str:
     """The measured range in words: "2.3.1-2.11.0", "every release that runs it", "none"."""
     shows, not_shown = shown_on(codes)
+    if codes and all(c["exit"] == CANNOT_RUN and "no CUDA device" in c["verdict"] for c in codes.values()):
+        return "needs a CUDA device: not measured here"
     if not shows:
         return "none measured"
     if not not_shown:
@@ -136,8 +138,7 @@ def table(dates: dict[str, Any], registered: dict[str, str | None] | None = None
     """docs/findings.md's table: one row per finding, a mark per release, its measured range and the
     registered one (``registered``: finding -> torch specifier or None, when known)."""
     releases = dates["releases"]
-    head = "| finding | " + " | ".join(r.rsplit(".", 1)[0] if r.endswith(".0") else r for r in releases) \
-        + " | shows it | registered |"
+    head = "| finding | " + " | ".join(releases) + " | shows it | registered |"
     lines = [head, "|" + "---|" * (len(releases) + 3)]
     for name, codes in dates["findings"].items():
         marks = [MARKS.get(codes[r]["exit"], "?") if r in codes else " " for r in releases]
@@ -228,7 +229,11 @@ def main(argv: list[str] | None = None) -> int:
     args.dates.parent.mkdir(parents=True, exist_ok=True)
     args.dates.write_text(json.dumps(dates, indent=2) + "\n")
     registered = {name: record.torch for name, record in registered_findings().items()}
-    changed = write_section(args.document, table(dates, registered))
+    try:
+        changed = write_section(args.document, table(dates, registered))
+    except (OSError, ValueError) as exc:
+        print(f"wrote {args.dates}; cannot write the table into {args.document}: {exc}", file=sys.stderr)
+        return 2
     print(f"wrote {args.dates} ({len(dates['releases'])} releases, {len(dates['findings'])} findings); "
           f"{args.document} {'updated' if changed else 'unchanged'}")
     return 0

@@ -122,3 +122,23 @@ def test_a_backend_whose_optimizer_class_the_release_lacks_still_gets_its_items_
 
     prop = Property("sgd", "lifecycle", "", None, lambda trial, example: None, needs_optimizer_object=True)
     assert prop.accepts(KernelsBefore25())
+
+
+class SGDFusedRealOnly(torch.optim.SGD):
+    """torch.optim.SGD as torch 2.4 has it: fused= refuses complex parameters at construction."""
+
+    def __init__(self, params, lr=0.1, momentum=0.0, fused=None):
+        params = list(params)
+        if fused and any(p.is_complex() for p in params):
+            raise RuntimeError("`fused=True` requires all the params to be floating point Tensors of supported "
+                               "devices: ['cuda', 'xpu', 'cpu', 'privateuseone'].")
+        super().__init__(params, lr=lr, momentum=momentum)
+
+
+def test_a_path_that_refuses_a_dtype_at_construction_is_unsupported_not_a_failure():
+    """torch 2.4.1's fused SGD and Adagrad refuse complex parameters in __init__ (later releases take them):
+    complex-agrees[fused] was `failed` there; the path's refusal is `unsupported`, quoting torch."""
+    cls = path_class(SGDFusedRealOnly, "fused", {"fused": True}, None)
+    with pytest.raises(Unsupported, match=r"torch's fused path: .* requires all the params to be floating point"):
+        cls([torch.nn.Parameter(torch.zeros(2, dtype=torch.complex64))], lr=0.5)
+    assert cls([torch.nn.Parameter(torch.zeros(2))], lr=0.5).defaults["lr"] == 0.5

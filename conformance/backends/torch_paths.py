@@ -59,7 +59,12 @@ def path_class(torch_class: type[torch.optim.Optimizer], path: str, keywords: Ma
         def __init__(self, params, *args: Any, **kwargs: Any):
             if missing:  # an older torch: the path is not there (torch 2.1's Adagrad has no fused=)
                 raise NotInTorch(f"torch.optim.{torch_class.__name__}'s keyword {missing[0]}=")
-            super().__init__(params, *args, **{**kwargs, **keywords})
+            try:
+                super().__init__(params, *args, **{**kwargs, **keywords})
+            except RuntimeError as exc:  # torch 2.4's fused= refuses complex parameters here, not at the step
+                if UNSUPPORTED_DEVICE_OR_DTYPE in str(exc):
+                    raise Unsupported(f"torch's {path} path: {name} raises: {exc}") from exc
+                raise
 
         def step(self, closure=None):
             sparse = any(p.grad is not None and p.grad.is_sparse

@@ -91,9 +91,11 @@ def test_a_compile_failure_wrapping_inductors_refusal_further_down_is_unsupporte
 class FusedSGDWithoutCPUKernel(torch.optim.SGD):
     """torch.optim.SGD(fused=True) as torch 2.3 has it on cpu: the keyword, and no CPU kernel."""
 
+    overload = ""
+
     def step(self, closure=None):
-        raise NotImplementedError("Could not run 'aten::_fused_sgd_' with arguments from the 'CPU' backend. "
-                                  "This could be because the operator doesn't exist for this backend")
+        raise NotImplementedError(f"Could not run 'aten::_fused_sgd_{self.overload}' with arguments from the 'CPU' "
+                                  "backend. This could be because the operator doesn't exist for this backend")
 
 
 def test_a_fused_kernel_the_release_lacks_for_the_device_is_not_in_torch():
@@ -102,6 +104,13 @@ def test_a_fused_kernel_the_release_lacks_for_the_device_is_not_in_torch():
     optimizer = path_class(FusedSGDWithoutCPUKernel, "fused", {}, None)([param], lr=0.5)
     with pytest.raises(NotInTorch, match=r"not in torch \d+\.\d+: the aten::_fused_sgd_ kernel for CPU tensors"):
         optimizer.step()
+    # an overload (a tensor lr, 2.3.1's lifecycle items) is the same missing kernel
+    FusedSGDWithoutCPUKernel.overload = ".tensor_lr"
+    try:
+        with pytest.raises(NotInTorch, match=r"the aten::_fused_sgd_\.tensor_lr kernel for CPU tensors"):
+            optimizer.step()
+    finally:
+        del FusedSGDWithoutCPUKernel.overload
 
 
 def test_a_backend_whose_optimizer_class_the_release_lacks_still_gets_its_items_at_collection():

@@ -39,7 +39,8 @@ def keywords_text(keywords: Mapping[str, Any]) -> str:
 
 
 # the dispatcher with no kernel of a fused step for the device: a release before torch had it there
-_FUSED_KERNEL_MISSING = re.compile(r"Could not run '(aten::_fused_\w+)' with arguments from the '(\w+)' backend")
+# (an overload's name too: 'aten::_fused_sgd_.tensor_lr' on torch 2.3.1, a tensor lr)
+_FUSED_KERNEL_MISSING = re.compile(r"Could not run '(aten::_fused_\w+(?:\.\w+)?)' with arguments from the '(\w+)' backend")
 
 
 def path_class(torch_class: type[torch.optim.Optimizer], path: str, keywords: Mapping[str, Any],

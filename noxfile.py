@@ -411,6 +411,13 @@ RELEASES_DIR = REPORTS / "releases"
 NUMPY_1_BEFORE = (2, 4)
 
 
+def _ensure_pkg_resources(session: nox.Session) -> None:
+    """torch 2.1's Inductor imports pkg_resources without declaring setuptools (a venv of nox's has none):
+    every compiled item was "BackendCompilerFailed: No module named 'pkg_resources'"; installed where missing."""
+    if subprocess.run([_venv_python(session), "-c", "import pkg_resources"], capture_output=True).returncode:
+        _pip(session, "setuptools<81")
+
+
 def _release_tuple(version: str) -> tuple[int, ...]:
     """(major, minor) of a torch version ("2.1.2+cu121" -> (2, 1))."""
     return tuple(int("".join(c for c in part if c.isdigit()) or 0) for part in version.split("+")[0].split(".")[:2])
@@ -458,10 +465,7 @@ def release(session: nox.Session, torch_version: str) -> None:
     status: dict = {"torch_requested": torch_version, "suite_commit": commit}
     try:
         _install(session, torch_version)  # NumPy 1 where the release needs it (_constraints_for)
-        if subprocess.run([_venv_python(session), "-c", "import pkg_resources"], capture_output=True).returncode:
-            # torch 2.1's Inductor imports pkg_resources without declaring setuptools (a venv of nox's has none):
-            # every compiled item was "BackendCompilerFailed: No module named 'pkg_resources'"
-            _pip(session, "setuptools<81")
+        _ensure_pkg_resources(session)
     except InstallFailed as exc:
         status.update(status="install failed", error=str(exc), seconds=round(time.monotonic() - started, 1))
         status_path.write_text(json.dumps(status, indent=2) + "\n")
@@ -533,8 +537,7 @@ def findings(session: nox.Session, torch_version: str) -> None:
     try:
         if _installed(session, "torch") != torch_version:
             _pip(session, f"torch=={torch_version}", *_index_args())
-        if subprocess.run([_venv_python(session), "-c", "import pkg_resources"], capture_output=True).returncode:
-            _pip(session, "setuptools<81")  # torch 2.1's Inductor imports it undeclared (see release)
+        _ensure_pkg_resources(session)
     except InstallFailed as exc:
         session.error(f"install failed for torch {torch_version}:\n{exc}")
     outcome = _date_findings(session, torch_version)
@@ -573,8 +576,7 @@ def oldest(session: nox.Session) -> None:
     REPORTS.mkdir(exist_ok=True)
     try:
         _install(session, OLDEST_TORCH)
-        if subprocess.run([_venv_python(session), "-c", "import pkg_resources"], capture_output=True).returncode:
-            _pip(session, "setuptools<81")  # torch 2.1's Inductor imports it undeclared (see release)
+        _ensure_pkg_resources(session)
     except InstallFailed as exc:
         status.update(status="install failed", error=str(exc))
         status_path.write_text(json.dumps(status, indent=2) + "\n")

@@ -151,3 +151,84 @@ def test_a_path_that_refuses_a_dtype_at_construction_is_unsupported_not_a_failur
     with pytest.raises(Unsupported, match=r"torch's fused path: .* requires all the params to be floating point"):
         cls([torch.nn.Parameter(torch.zeros(2, dtype=torch.complex64))], lr=0.5)
     assert cls([torch.nn.Parameter(torch.zeros(2))], lr=0.5).defaults["lr"] == 0.5
+
+
+# ------------------------------------------------------------------ an older release's errors, pinned
+
+def _raising_property(error: BaseException):
+    """A property of SGD whose check raises ``error`` on an example with a sparse gradient."""
+    import numpy as np
+    from hypothesis import strategies as st
+
+    from conformance.cases.trial import Property
+    from conformance.core.tensors import CooArray
+    from conformance.ops.optimizers.inputs import OptimizerInputs
+
+    example = OptimizerInputs(np.ones(3), [CooArray(np.array([[1]]), np.array([1.0]), (3,))], {"momentum": 0.9})
+
+    def check(trial, inputs):
+        raise error
+
+    return Property("sgd", "paths-agree", "raises", lambda dtype: st.just(example), check)
+
+
+def _search(error: BaseException):
+    from hypothesis import settings
+
+    from conformance.backends import builtin_backends
+    from conformance.cases import search
+
+    return search.run_property(_raising_property(error), builtin_backends()["foreach"], "cpu", "float64",
+                               settings=settings(max_examples=2, database=None, deadline=None), base_seed=0)
+
+
+FOREACH_SPARSE_TEXT = ("Could not run 'aten::_foreach_mul_.Scalar' with arguments from the 'SparseCPU' backend. "
+                       "This could be because the operator doesn't exist for this backend")
+
+
+@pytest.fixture
+def foreach_sparse_on_this_release(monkeypatch):
+    """torch 2.1-2.3's registered foreach-SGD error, as if the running torch were one of them."""
+    from dataclasses import replace
+
+    from conformance.backends.torch_paths import FOREACH_SGD_SPARSE
+    from conformance.core import divergences
+
+    monkeypatch.setitem(divergences._REGISTERED, FOREACH_SGD_SPARSE.key, replace(FOREACH_SGD_SPARSE, torch=None))
+    return FOREACH_SGD_SPARSE.key
+
+
+def test_a_registered_error_of_an_older_release_is_its_known_divergence_in_a_generated_item(
+        foreach_sparse_on_this_release):
+    from conformance.core.types import Mismatch
+
+    raised = _search(NotImplementedError(FOREACH_SPARSE_TEXT))
+    assert raised.failure is None and raised.divergences[foreach_sparse_on_this_release] >= 1
+    # a check that reads the error as a mismatch (raised from it) is the same divergence
+    try:
+        raise NotImplementedError(FOREACH_SPARSE_TEXT)
+    except NotImplementedError as exc:
+        try:
+            raise Mismatch("complex64: raises NotImplementedError on complex parameters") from exc
+        except Mismatch as mismatch:
+            wrapped = mismatch
+    assert _search(wrapped).failure is None
+
+
+def test_another_error_or_a_plain_mismatch_is_never_excused_by_it(foreach_sparse_on_this_release):
+    from conformance.core.types import Mismatch
+
+    for error in (NotImplementedError("Could not run 'aten::_foreach_mul_.Scalar' with arguments from the 'CPU' "
+                                      "backend"), KeyError("momentum_buffer"), Mismatch("param differs")):
+        result = _search(error)
+        assert result.failure is not None and not result.divergences, error
+
+
+def test_the_registered_error_is_not_excused_on_a_release_outside_its_range():
+    from conformance.backends.torch_paths import FOREACH_SGD_SPARSE
+
+    assert not FOREACH_SGD_SPARSE.shown_by("2.13.0") and FOREACH_SGD_SPARSE.shown_by("2.3.1")
+    if FOREACH_SGD_SPARSE.shown_by():
+        pytest.skip("the running torch is in the registered range")  # (the oldest session's torch)
+    result = _search(NotImplementedError(FOREACH_SPARSE_TEXT))
+    assert result.failure is not None and not result.divergences

@@ -27,6 +27,7 @@ from conformance.ops.base import COMPILED, FOR_LOOP, REFUSES, TorchPath
 from conformance.ops.optimizers.inputs import OptimizerInputs
 from conformance.core.divergences import STOCK_TORCH, ConditionalDivergence, LayoutDivergence, PathDivergence, register
 from conformance.core.layouts import contiguous_strides
+from conformance.core.tensors import CooArray
 from conformance.core.torch_release import NotInTorch
 from conformance.core.types import RunContext, Unsupported
 
@@ -372,4 +373,35 @@ FUSED_SGD_FOUND_INF_FIRST_STEP = register(ConditionalDivergence(
     "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/optim/sgd.py",
     ops=("sgd",), backends=("fused",), properties=(GRAD_SCALING,), behaviour=STOCK_TORCH,
     triggered=_skipped_first_step_with_momentum,
+))
+
+
+def _has_sparse_step(inputs) -> bool:
+    """Some step's gradient is sparse (a trajectory's, or a lifecycle member's)."""
+    grads = list(getattr(inputs, "grads", ())) + [g for m in getattr(inputs, "members", ()) for g in m.grads]
+    return any(isinstance(grad, CooArray) for grad in grads)
+
+
+FOREACH_SGD_SPARSE = register(ConditionalDivergence(
+    "torch-foreach-sgd-sparse-gradients-not-implemented",
+    "torch's foreach SGD step (SGD(foreach=True)) in torch 2.1-2.3 applies torch._foreach_mul_, _foreach_neg or "
+    "_foreach_add_ to sparse gradients and momentum buffers, which have no SparseCPU kernel: NotImplementedError "
+    "(\"Could not run 'aten::_foreach_mul_.Scalar' with arguments from the 'SparseCPU' backend\") with momentum, "
+    "nesterov, dampening or maximize, where its for-loop step takes them as documented; dated by its reproducer",
+    "https://github.com/pytorch/pytorch/blob/v2.3.1/torch/optim/sgd.py",
+    ops=("sgd",), backends=("foreach",), properties=(PATHS_AGREE, "complex-agrees"), behaviour=STOCK_TORCH,
+    kind="error", raises="NotImplementedError", match=r"aten::_foreach_\w+.*'Sparse", torch="<2.4",
+    triggered=_has_sparse_step,
+))
+
+FOREACH_ADAGRAD_HALF_TENSOR_LR = register(ConditionalDivergence(
+    "torch-foreach-adagrad-half-tensor-lr-internal-assert",
+    "torch 2.1's foreach Adagrad on a float16 parameter on cpu, whose addcdiv has no Half kernel there, refuses it "
+    "cleanly with a float lr (\"addcdiv_cpu_out\" not implemented for 'Half': unsupported), but with the lr a 0-d "
+    "tensor fails with \"!needs_dynamic_casting<func_t>::check(iter) INTERNAL ASSERT FAILED ... please report a bug "
+    "to PyTorch\" in torch._foreach_addcdiv_; dated by its reproducer",
+    "https://github.com/pytorch/pytorch/blob/v2.1.2/torch/optim/adagrad.py",
+    ops=("adagrad",), backends=("foreach",), devices=("cpu",), dtypes=("float16",), properties=("lifecycle",),
+    behaviour=STOCK_TORCH, kind="error", raises="RuntimeError", match="needs_dynamic_casting", torch="<2.2",
+    triggered=lambda inputs: bool(getattr(inputs, "tensor_lr", False)),
 ))

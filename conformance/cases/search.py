@@ -32,7 +32,7 @@ from conformance.cases.trial import SAME_AS_TORCH, DivergenceObserved, Property,
 from conformance.core.compare import format_error
 from conformance.core.interrupts import raised_by_code
 from conformance.ops import OPS
-from conformance.core.types import ExampleTimedOut, Mismatch, Unsupported
+from conformance.core.types import ExampleTimedOut, Mismatch, Unsupported, exception_text
 from conformance.judging.verdict import (Judgement, SameAsTorch, StockTorch, Verdict, agrees, differs,
                                  distance, first_line, judge, torch_opinion)
 
@@ -313,11 +313,14 @@ def _example_check(prop: Property, trial: Trial, torch_trial: Trial | None, resu
             _unsupported_example(result, exc, example, narrowing)
         except Mismatch as mismatch:
             result.examples += 1
-            _judged_mismatch(prop, trial, torch_trial, result, example, mismatch, on_failure)
+            if not _known_error(prop, trial, example, mismatch, result):
+                _judged_mismatch(prop, trial, torch_trial, result, example, mismatch, on_failure)
         except BaseException as exc:
             if _is_pytest_timeout(exc):
                 raise ExampleTimedOut(exc, example, result.examples) from None
             result.examples += 1
+            if _known_error(prop, trial, example, exc, result):
+                return
             failure = as_failure(exc)
             _failed(result, example, failure, on_failure)
             if failure is exc:
@@ -330,6 +333,20 @@ def _example_check(prop: Property, trial: Trial, torch_trial: Trial | None, resu
                 result.improvements += 1
 
     return generated_case
+
+
+def _known_error(prop: Property, trial: Trial, example: Any, error: BaseException, result: PropertyResult) -> bool:
+    """Whether ``error`` (raised by the example's run, or a Mismatch raised from one) is a registered error
+    of stock torch's that this example brings out (a ConditionalDivergence of kind "error": its type and
+    message pinned, on the releases that show it); then it is counted as that divergence."""
+    if isinstance(error, (KeyboardInterrupt, SystemExit)) or (isinstance(error, Mismatch) and error.__cause__ is None):
+        return False
+    try:
+        trial.excuse_conditional(prop.name, example, f"raises {exception_text(error)}", kind="error", error=error)
+    except DivergenceObserved as hit:
+        _observed(result, hit, example)
+        return True
+    return False
 
 
 def _failed(result: PropertyResult, example: Any, failure: BaseException,

@@ -22,6 +22,7 @@ import torch
 from hypothesis import strategies as st
 
 from conformance.core.compare import finite_abs_max
+from conformance.core.divergences import STOCK_TORCH, ConditionalDivergence, register
 from conformance.core.dtypes import OPMATH_ROUNDOFF
 from conformance.core.tolerances import ErrorBound
 from conformance.core.diagnosis import STEP_DOES_NOTHING
@@ -349,3 +350,15 @@ class SGD(OptimizerOp):
 
 
 OP = SGD()
+
+
+COMPILED_MOMENTUM_DYNAMO_INDEX = register(ConditionalDivergence(
+    "torch-compiled-sgd-momentum-dynamo-index-error",
+    "torch.compile of SGD's step with momentum fails in Dynamo in torch 2.1 and 2.2 while tracing _single_tensor_sgd "
+    "(buf = momentum_buffer_list[i]): InternalTorchDynamoError \"list index out of range\", where the eager step runs "
+    "as documented; dated by its reproducer",
+    "https://github.com/pytorch/pytorch/blob/v2.2.2/torch/optim/sgd.py",
+    ops=("sgd",), backends=(COMPILED,), properties=("compiled-agrees",), behaviour=STOCK_TORCH, kind="error",
+    raises="InternalTorchDynamoError", match="list index out of range", torch="<2.3",
+    triggered=lambda inputs: float(getattr(inputs, "hyperparameters", {}).get("momentum") or 0) != 0,
+))

@@ -526,7 +526,7 @@ def _findings_already_dated(out: Path, torch_version: str) -> bool:
 def findings(session: nox.Session, torch_version: str) -> None:
     """The findings' torch-only reproducers (findings/reproducers/) on one torch release, into
     reports/releases/findings-torch-<V>.json; nox -t findings runs every release, then findings_dates.
-    Only torch is installed (no suite); resumable: a release that ran the same reproducers is skipped."""
+    Only torch and NumPy are installed (no suite); resumable: a release that ran the same reproducers is skipped."""
     RELEASES_DIR.mkdir(parents=True, exist_ok=True)
     out = RELEASES_DIR / f"findings-torch-{torch_version}.json"
     position = f"release {RELEASES.index(torch_version) + 1} of {len(RELEASES)}"
@@ -536,7 +536,10 @@ def findings(session: nox.Session, torch_version: str) -> None:
     session.log(f"{position}: torch {torch_version}")
     try:
         if _installed(session, "torch") != torch_version:
-            _pip(session, f"torch=={torch_version}", *_index_args())
+            # NumPy too: torch 2.2's Dynamo imports it (the compiled reproducers "cannot run" without it), and
+            # NumPy 1 where the release was built against it
+            numpy = "numpy<2" if _release_tuple(torch_version) < NUMPY_1_BEFORE else "numpy"
+            _pip(session, f"torch=={torch_version}", numpy, *_index_args())
         _ensure_pkg_resources(session)
     except InstallFailed as exc:
         session.error(f"install failed for torch {torch_version}:\n{exc}")

@@ -42,6 +42,8 @@ def test_runs_merge_in_release_order_and_a_range_is_read_from_them(tmp_path):
     assert "| finding | 2.2.2 | 2.9.1 | 2.12.1 | 2.13.0 | shows it | registered |" in table
     assert "| `a` | – | ■ | ■ | □ | 2.9.1-2.12.1 | `torch<2.13` |" in table
     assert "| `b` | ■ | □ | – | ? | 2.2.2-2.2.2 | every release |" in table
+    # the reproducers there are now: a removed one's runs are left out
+    assert list(dating.merge(files, names=["a"])["findings"]) == ["a"]
 
 
 def test_a_run_without_torch_is_refused_naming_its_file(tmp_path):

@@ -91,9 +91,11 @@ def release_of(torch_version: str) -> str:
     return torch_version.split("+")[0]
 
 
-def merge(files: Iterable[Path]) -> dict[str, Any]:
+def merge(files: Iterable[Path], names: Iterable[str] | None = None) -> dict[str, Any]:
     """The runs of ``files`` (run_all's output, one per release) as {"releases": [...] in order,
-    "findings": {name: {release: {"exit", "verdict"}}}}."""
+    "findings": {name: {release: {"exit", "verdict"}}}}; with ``names`` (the reproducers there are now), only
+    those: a run of a reproducer since removed or renamed is left out."""
+    wanted = None if names is None else set(names)
     runs = []
     for path in files:
         data = json.loads(Path(path).read_text())
@@ -105,6 +107,8 @@ def merge(files: Iterable[Path]) -> dict[str, Any]:
     findings: dict[str, dict[str, Any]] = {}
     for data, release in zip(runs, releases):
         for name, result in data["findings"].items():
+            if wanted is not None and name not in wanted:
+                continue
             findings.setdefault(name, {})[release] = {"exit": result["exit"], "verdict": result["verdict"]}
     return {"releases": releases, "findings": dict(sorted(findings.items()))}
 
@@ -146,7 +150,8 @@ def table(dates: dict[str, Any], registered: dict[str, str | None] | None = None
         lines.append(f"| `{name}` | " + " | ".join(marks) + f" | {range_text(codes)} | "
                      + (f"`torch{torch_range}`" if torch_range else "every release") + " |")
     legend = ("■ shows it (exit 1), □ runs it and does not (exit 0), – cannot run it (exit 3: an API, "
-              "keyword or kernel that release lacks, or no CUDA device), ? crashed or timed out.")
+              "keyword or kernel that release lacks, or no CUDA device), ? crashed or timed out, blank: not run on "
+              "that release (its run predates the reproducer).")
     return "\n".join(lines) + "\n\n" + legend + "\n"
 
 
@@ -222,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         parser.error(f"no such run file: {', '.join(missing)}")
     try:
-        dates = merge(args.runs)
+        dates = merge(args.runs, names=reproducers())
     except (OSError, ValueError, KeyError) as exc:
         print(f"cannot merge the runs: {exc}", file=sys.stderr)
         return 2

@@ -2,7 +2,7 @@
 
 torch's optimizers take a complex parameter as the pairs of reals torch.view_as_real shows; SparseAdam,
 which has no complex path, refuses them in later releases (ValueError "SparseAdam does not support complex
-parameters"). torch 2.1's SparseAdam accepts a complex parameter and steps it with complex arithmetic
+parameters"). torch 2.1's and 2.2's SparseAdam accept a complex parameter and step it with complex arithmetic
 (exp_avg_sq of g * g, not |g|^2 per real pair), which differs from the same step on its view_as_real.
 
 Compared: SparseAdam(lr=0.1) for two steps on p = [1+1j, 2-1j] (complex128) with the sparse gradient

@@ -309,10 +309,10 @@ OP = SparseAdam()
 
 ACCEPTS_COMPLEX = register(ConditionalDivergence(
     "torch-sparse-adam-accepts-complex",
-    "torch 2.1's SparseAdam accepts a complex parameter and steps it with complex arithmetic (exp_avg_sq of g * g, "
+    "torch 2.1's and 2.2's SparseAdam accept a complex parameter and step it with complex arithmetic (exp_avg_sq of g * g, "
     "not |g|^2 per real pair), so it differs from the same steps on its torch.view_as_real; later releases refuse "
     "complex parameters (ValueError: SparseAdam does not support complex parameters); dated by its reproducer",
     "https://github.com/pytorch/pytorch/blob/v2.1.2/torch/optim/sparse_adam.py",
-    ops=("sparse_adam",), properties=("complex-agrees",), behaviour=STOCK_TORCH, torch="<2.2",
+    ops=("sparse_adam",), properties=("complex-agrees",), behaviour=STOCK_TORCH, torch="<2.3",
     triggered=lambda inputs: True,
 ))

@@ -75,7 +75,6 @@ class PlainSGD(OptimizerOp):
     name = "plain_sgd"
     title = "SGD"
     stock_backend = "coo"
-    repro_run = "optimizer"
     summary = "torch.optim.SGD steps with a learning rate only"
     candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.SGD's constructor"
     invalid_summary = "a negative learning rate raises torch's ValueError"
@@ -247,3 +246,20 @@ def test_a_fourth_optimizer_touches_its_record_its_spec_and_a_runner(tmp_path):
     assert len(wrong) == 6 and all(r["outcome"] == "failed" for r in wrong), run.stdout[-3000:]
     assert all(r["message"].startswith("param differs from the golden values") for r in wrong)
     assert run.returncode == 1  # the wrong golden value's items, and only them
+
+
+def _define(record: str) -> None:
+    """Run a record module's text in this process (its class is made and checked, not discovered)."""
+    exec(compile(record, "<the record of tests/test_new_op.py>", "exec"), {"__name__": "plain_sgd_record"})
+
+
+def test_the_record_is_checked_as_its_class_is_made_and_a_misspelt_field_fails_naming_it():
+    from conformance.ops.declared import InvalidRecord
+
+    _define(RECORD)  # the record as documented is a valid declaration
+    with pytest.raises(InvalidRecord, match=r"PlainSGD: 'sumary' is not a field of an op record \(did you mean 'summary'\?\)"):
+        _define(RECORD.replace("    summary = ", "    sumary = "))
+    with pytest.raises(InvalidRecord, match=r"'title' is declared as a str .* set to a list: \['SGD'\]"):
+        _define(RECORD.replace('title = "SGD"', 'title = ["SGD"]'))
+    with pytest.raises(InvalidRecord, match=r"state_outputs names 'momentum', which expected_schema has no output of"):
+        _define(RECORD.replace('    summary = ', '    state_outputs = {"momentum": "momentum_buffer"}\n    summary = '))

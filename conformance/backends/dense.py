@@ -8,15 +8,17 @@ the form that runs on any device, XLA included.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 
 from conformance.core.types import RunContext, Unsupported
 from conformance.backends.base import Backend
 from conformance.ops.masked_mean import MaskedMeanInputs, differentiate
-from conformance.ops import OPS, optimizer_record  # the optimizer records, looked up by name (docs/architecture.md)
+from conformance.ops import optimizer_record  # the optimizer records, looked up by name (docs/architecture.md)
+from conformance.ops.optimizers.adagrad_models import WEIGHT_DECAY_ERROR as ADAGRAD_WEIGHT_DECAY_ERROR
 from conformance.ops.optimizers.inputs import OptimizerInputs
+from conformance.ops.optimizers.sgd import buffer_layout
+from conformance.ops.optimizers.sparse_adam import DENSE_GRADIENT_ERROR, bias_corrected_step_size
 from conformance.core.tensors import CooArray, to_torch
 
 
@@ -69,8 +71,7 @@ def adagrad_steps(inputs: OptimizerInputs, ctx: RunContext, update) -> dict:
     """Adagrad's documented loop (maximize, weight decay, the decayed lr) around one formulation's
     ``update(param, state_sum, g, mask, eps, clr) -> (param, state_sum, std)``: the dense and
     masked backends differ only there."""
-    adagrad: Any = OPS["adagrad"]  # (the record's own attributes: its class is not imported here)
-    h = adagrad.hyperparameters(inputs.hyperparameters)
+    h = optimizer_record("adagrad").hyperparameters(inputs.hyperparameters)
     param = ctx.place("param", to_torch(inputs.param, ctx.dtype, ctx.torch_device))
     state_sum = torch.full_like(param, h["initial_accumulator_value"])
     std_values = None
@@ -80,7 +81,7 @@ def adagrad_steps(inputs: OptimizerInputs, ctx: RunContext, update) -> dict:
             g = -g
         if h["weight_decay"] != 0:
             if sparse_mask is not None:
-                raise RuntimeError(adagrad.sparse_weight_decay_error)
+                raise RuntimeError(ADAGRAD_WEIGHT_DECAY_ERROR)
             g = g + h["weight_decay"] * param
         clr = h["lr"] / (1 + (step - 1) * h["lr_decay"])
         param, state_sum, std = update(param, state_sum, g, mask, h["eps"], clr)
@@ -116,21 +117,20 @@ def sparse_adam_steps(inputs: OptimizerInputs, ctx: RunContext, update) -> dict:
     the bias-corrected step size) around one formulation's
     ``update(param, exp_avg, exp_avg_sq, g, mask, beta1, beta2, eps, step_size) -> (param, exp_avg, exp_avg_sq)``:
     the dense and masked backends differ only there."""
-    sparse_adam: Any = OPS["sparse_adam"]  # (the record's own attributes: its class is not imported here)
-    h = sparse_adam.hyperparameters(inputs.hyperparameters)
+    h = optimizer_record("sparse_adam").hyperparameters(inputs.hyperparameters)
     beta1, beta2 = h["betas"]
     param = ctx.place("param", to_torch(inputs.param, ctx.dtype, ctx.torch_device))
     exp_avg = torch.zeros_like(param)
     exp_avg_sq = torch.zeros_like(param)
     for step, grad in enumerate(inputs.grads, start=1):
         if not isinstance(grad, CooArray):
-            raise RuntimeError(sparse_adam.dense_gradient_error)
+            raise RuntimeError(DENSE_GRADIENT_ERROR)
         g, mask, _ = step_gradient(grad, param, ctx)
         if h["maximize"]:
             g = -g
         if grad.indices.shape[1] == 0:
             continue
-        step_size = sparse_adam.bias_corrected_step_size(h["lr"], beta1, beta2, step)
+        step_size = bias_corrected_step_size(h["lr"], beta1, beta2, step)
         param, exp_avg, exp_avg_sq = update(param, exp_avg, exp_avg_sq, g, mask, beta1, beta2, h["eps"], step_size)
     return {"param": param, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq, "step": float(inputs.steps)}
 
@@ -147,10 +147,9 @@ def sparse_adam_dense(inputs: OptimizerInputs, ctx: RunContext):
 
 def sgd_gradient(h: dict, grad, param: torch.Tensor, ctx: RunContext, layout: bool | None):
     """One SGD step's gradient as the dense and masked backends prepare it: torch's sparse/dense add
-    errors and the buffer's layout after the step (the sgd record's ``buffer_layout``), then the
+    errors and the buffer's layout after the step (the sgd record's :func:`buffer_layout`), then the
     dense gradient with maximize and weight_decay applied, and its mask: ``(g, mask, layout)``."""
-    sgd: Any = OPS["sgd"]  # (the record's own attributes: its class is not imported here)
-    layout = sgd.buffer_layout(h, isinstance(grad, CooArray), layout)
+    layout = buffer_layout(h, isinstance(grad, CooArray), layout)
     g, mask, _ = step_gradient(grad, param, ctx)
     if h["maximize"]:
         g = -g

@@ -23,7 +23,7 @@ import torch
 
 from conformance.backends.base import PATHS_AGREE, Backend, torch_kernels_missing_are_unsupported
 from conformance.ops import OPS, optimizer_record
-from conformance.ops.base import COMPILED, FOR_LOOP, REFUSES, TorchPath
+from conformance.ops.base import COMPILED, FOR_LOOP, FOREACH, FUSED, REFUSES, TorchPath
 from conformance.ops.optimizers.inputs import OptimizerInputs
 from conformance.core.divergences import STOCK_TORCH, ConditionalDivergence, LayoutDivergence, PathDivergence, register
 from conformance.core.layouts import contiguous_strides
@@ -119,7 +119,7 @@ class TorchPathBackend(Backend):
         self.name = name or path
         self.torch_path = path
         # torch's fused steps take GradScaler's grad_scale/found_inf (the for-loop and foreach steps assert none)
-        self.takes_grad_scaling = path == "fused"
+        self.takes_grad_scaling = path == FUSED
         if self.takes_grad_scaling:
             self.generated_properties = (*TorchPathBackend.generated_properties, GRAD_SCALING)
         if classes is None:
@@ -218,7 +218,7 @@ FOREACH_ADAGRAD_NUMERATOR_OVERFLOW = register(PathDivergence(
     "to -inf once |grad| * clr > 65504 (lr 10000 and grad 8), where the for-loop step's "
     "addcdiv_(grad, std, value=-clr) divides first in float32 and stays finite (-10000.0)",
     "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/optim/adagrad.py",
-    ops=("adagrad",), backends=("foreach",), dtypes=("float16",), properties=(PATHS_AGREE,),
+    ops=("adagrad",), backends=(FOREACH,), dtypes=("float16",), properties=(PATHS_AGREE,),
     behaviour=STOCK_TORCH, explains=_numerator_overflows,
 ))
 
@@ -231,7 +231,7 @@ FOREACH_HALF_ROUNDING = register(PathDivergence(
     "step goes through torch._foreach_mul_/_foreach_add_ (torch/optim/sgd.py, _multi_tensor_sgd). In "
     "float32/float64 the two are bit for bit the same on cpu",
     "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/optim/adagrad.py",
-    ops=("adagrad", "sgd"), backends=("foreach",), dtypes=HALF, properties=(PATHS_AGREE,), behaviour=STOCK_TORCH,
+    ops=("adagrad", "sgd"), backends=(FOREACH,), dtypes=HALF, properties=(PATHS_AGREE,), behaviour=STOCK_TORCH,
     explains=_rounds_otherwise,
 ))
 
@@ -264,7 +264,7 @@ FUSED_SGD_HALF_VECTOR = register(PathDivergence(
     "(param - lr * grad, the for-loop step) gives 0.0; float32/float64 are updated everywhere. Fixed in torch 2.14: "
     "2.14.0, 2.14.1 and 2.15.0 update every entry (2.9.0 and 2.13.0, cpu and cu130 builds alike, do not)",
     "https://github.com/pytorch/pytorch/blob/v2.13.0/aten/src/ATen/native/cpu/FusedSGDKernel.cpp",
-    ops=("sgd",), backends=("fused",), dtypes=HALF, properties=(PATHS_AGREE,), behaviour=STOCK_TORCH,
+    ops=("sgd",), backends=(FUSED,), dtypes=HALF, properties=(PATHS_AGREE,), behaviour=STOCK_TORCH,
     explains=_vectorized_entries_unmoved, torch="<2.14",
 ))
 
@@ -275,7 +275,7 @@ FUSED_ROUNDING = register(PathDivergence(
     "for-loop step rounds each intermediate it stores: the two differ by a few ulps, and by more relative to a "
     "result that cancels (param close to the update), both within the tolerance of a correct implementation",
     "https://github.com/pytorch/pytorch/blob/v2.13.0/aten/src/ATen/native/cpu/FusedAdagradKernel.cpp",
-    ops=("adagrad", "sgd"), backends=("fused",), properties=(PATHS_AGREE,), behaviour=STOCK_TORCH,
+    ops=("adagrad", "sgd"), backends=(FUSED,), properties=(PATHS_AGREE,), behaviour=STOCK_TORCH,
     explains=_rounds_otherwise,
 ))
 
@@ -292,7 +292,7 @@ FUSED_WALKS_STORAGE = register(LayoutDivergence(
     "tensor over each view's window of storage leaves every storage and state as the run did. Shown by torch "
     "2.9.0 (nox, 2026-11-28), 2.13.0 and 2.14.1 on cpu; docs/findings.md has the torch-only reproducer",
     "https://github.com/pytorch/pytorch/blob/v2.13.0/aten/src/ATen/native/cpu/FusedAdagradKernel.cpp",
-    ops=("adagrad", "sgd"), backends=("fused",), devices=("cpu",), properties=(LAYOUT_INVARIANT,),
+    ops=("adagrad", "sgd"), backends=(FUSED,), devices=("cpu",), properties=(LAYOUT_INVARIANT,),
     behaviour=STOCK_TORCH, walks=("param", "grad"),
 ))
 
@@ -316,7 +316,7 @@ FUSED_CUDA_REFUSES_MIXED_STRIDES = register(LayoutDivergence(
     "an NVIDIA H200 with torch 2.11.0+cu130 on 2026-11-28 (float16, bfloat16 and float64 items of "
     "sgd-layout-invariant[fused-cuda-*], momentum 0.5); not yet re-run",
     "https://github.com/pytorch/pytorch/blob/v2.11.0/aten/src/ATen/native/cuda/fused_sgd_impl.cu",
-    ops=("sgd",), backends=("fused",), devices=("cuda",), properties=(LAYOUT_INVARIANT,),
+    ops=("sgd",), backends=(FUSED,), devices=("cuda",), properties=(LAYOUT_INVARIANT,),
     behaviour=STOCK_TORCH, kind="error", raises="RuntimeError", match="check_fast_path_restrictions",
     triggered=_param_and_grad_strides_differ,
 ))
@@ -338,7 +338,7 @@ FUSED_SGD_MIXED_BUFFERS = register(ConditionalDivergence(
     "add_param_group later. The for-loop and foreach steps create the new buffer. SGD([a, b], lr=1, momentum=0.9, "
     "fused=True) with a gradient for a only at step 1 and for both at step 2 raises; shown by torch 2.13.0 and 2.14.1",
     "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/optim/sgd.py",
-    ops=("sgd",), backends=("fused",), devices=("cpu",), properties=("lifecycle",), behaviour=STOCK_TORCH,
+    ops=("sgd",), backends=(FUSED,), devices=("cpu",), properties=("lifecycle",), behaviour=STOCK_TORCH,
     kind="error", raises="TypeError", match="expected Tensor as element", triggered=_first_steps_differ,
 ))
 
@@ -350,7 +350,7 @@ FOREACH_HALF_MOMENTUM_BY_GROUP = register(ConditionalDivergence(
     "buffer differs by an ulp from the same parameter's in an optimizer of its own (torch-foreach-half-rounding's "
     "kind). float32/float64 agree bit for bit",
     "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/optim/sgd.py",
-    ops=("sgd",), backends=("foreach",), devices=("cpu",), dtypes=HALF, properties=("lifecycle",),
+    ops=("sgd",), backends=(FOREACH,), devices=("cpu",), dtypes=HALF, properties=("lifecycle",),
     behaviour=STOCK_TORCH, triggered=_first_steps_differ,
 ))
 
@@ -371,7 +371,7 @@ FUSED_SGD_FOUND_INF_FIRST_STEP = register(ConditionalDivergence(
     "first steps. Shown by torch 2.9.0 and 2.13.0 on cpu (2026-11-28; 2.12.0's sgd.py has the same code); "
     "docs/findings.md has the torch-only reproducer",
     "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/optim/sgd.py",
-    ops=("sgd",), backends=("fused",), properties=(GRAD_SCALING,), behaviour=STOCK_TORCH,
+    ops=("sgd",), backends=(FUSED,), properties=(GRAD_SCALING,), behaviour=STOCK_TORCH,
     triggered=_skipped_first_step_with_momentum,
 ))
 
@@ -389,7 +389,7 @@ FOREACH_SGD_SPARSE = register(ConditionalDivergence(
     "(\"Could not run 'aten::_foreach_mul_.Scalar' with arguments from the 'SparseCPU' backend\") with momentum, "
     "nesterov, dampening or maximize, where its for-loop step takes them as documented; dated by its reproducer",
     "https://github.com/pytorch/pytorch/blob/v2.3.1/torch/optim/sgd.py",
-    ops=("sgd",), backends=("foreach",), properties=(PATHS_AGREE, "complex-agrees"), behaviour=STOCK_TORCH,
+    ops=("sgd",), backends=(FOREACH,), properties=(PATHS_AGREE, "complex-agrees"), behaviour=STOCK_TORCH,
     kind="error", raises="NotImplementedError", match=r"aten::_foreach_\w+.*'Sparse", torch="<2.4",
     triggered=_has_sparse_step,
 ))
@@ -401,7 +401,7 @@ FOREACH_ADAGRAD_HALF_TENSOR_LR = register(ConditionalDivergence(
     "tensor fails with \"!needs_dynamic_casting<func_t>::check(iter) INTERNAL ASSERT FAILED ... please report a bug "
     "to PyTorch\" in torch._foreach_addcdiv_; dated by its reproducer",
     "https://github.com/pytorch/pytorch/blob/v2.1.2/torch/optim/adagrad.py",
-    ops=("adagrad",), backends=("foreach",), devices=("cpu",), dtypes=("float16",), properties=("lifecycle",),
+    ops=("adagrad",), backends=(FOREACH,), devices=("cpu",), dtypes=("float16",), properties=("lifecycle",),
     behaviour=STOCK_TORCH, kind="error", raises="RuntimeError", match="needs_dynamic_casting", torch="<2.2",
     triggered=lambda inputs: bool(getattr(inputs, "tensor_lr", False)),
 ))

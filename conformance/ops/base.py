@@ -200,10 +200,17 @@ class Op:
         """The declared path ``name``, or None."""
         return next((path for path in self.torch_paths if path.name == name), None)
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        """An op's NumPy references propagate NaN and inf as documented (0/0, inf - inf): they run
-        with NumPy's floating-point warnings off, so the documented non-finite cases print none."""
+    def __init_subclass__(cls, record_base: bool = False, **kwargs: Any) -> None:
+        """A record sets only the fields and methods its bases declare, each of its declared kind, and
+        consistent (:mod:`conformance.ops.declared`: a misspelt field raises, naming it); a ``record_base``
+        (OptimizerOp) declares fields of its own. An op's NumPy references propagate NaN and inf as
+        documented (0/0, inf - inf): they run with NumPy's floating-point warnings off, so the documented
+        non-finite cases print none."""
         super().__init_subclass__(**kwargs)
+        if not record_base:
+            from conformance.ops.declared import check_record  # (it reads this module's names)
+
+            check_record(cls, tuple(base for base in cls.__mro__[1:] if issubclass(base, Op)))
         for name in ("reference", "reference_beyond_torch"):
             if name in cls.__dict__:
                 setattr(cls, name, _quiet_numpy(cls.__dict__[name]))

@@ -101,7 +101,6 @@ class Adagrad(OptimizerOp):
     strategies = replace(OPTIMIZER_STRATEGIES, hyperparameters=hyperparameters, invalid=dtype_only(invalid_inputs))
     lifecycle_hyperparameters = {"lr": 0.5, "lr_decay": 0.5}  # lr_decay reads each parameter's own step count
     title = "Adagrad"
-    sparse_weight_decay_error = WEIGHT_DECAY_ERROR  # torch's RuntimeError, raised by the torch backends too
     invalid_summary = "invalid hyperparameters and weight_decay with sparse gradients raise torch's documented errors"
     # a large eps (inside or outside the root) with torch's other defaults, which a candidate that
     # supports only those runs too; then lr_decay, a starting accumulator and maximize

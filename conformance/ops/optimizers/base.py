@@ -55,7 +55,7 @@ OPTIMIZER_STRATEGIES = Strategies(
     long_trajectories=long_trajectories, paths=paths_inputs, dense=dense_inputs)
 
 
-class OptimizerOp(Op):
+class OptimizerOp(Op, record_base=True):
     """What the optimizer records share: generated inputs and properties, benchmark trajectories
     and the half-precision model's frame; each optimizer gives its hyperparameters and its documented
     errors (``strategies``: :data:`OPTIMIZER_STRATEGIES` with its ``hyperparameters`` and ``invalid``)

@@ -221,7 +221,6 @@ class SGD(OptimizerOp):
     layout_hyperparameters = {"lr": 0.5, "momentum": 0.5}
     lifecycle_hyperparameters = {"lr": 0.5, "momentum": 0.5}  # the momentum buffer is where fused SGD went wrong
     title = "SGD"
-    buffer_layout = staticmethod(buffer_layout)
     long_trajectory_hyperparameters = ({"lr": 0.1, "momentum": 0.9},)
     stock_backend = "coo"
     # torch's own implementations of the step beside its default (the for-loop, _single_tensor_sgd on cpu),
@@ -330,10 +329,10 @@ class SGD(OptimizerOp):
         # the dtype's floor allows (ErrorBound.atol_beyond_floor).
         param = bounds["param"]
         bounds["param"] = ErrorBound(param.rtol, param.atol, param.atol_beyond_floor + 4 * b.u * (b.steps + 1)
-                                     * self.update_magnitude(inputs))
+                                     * self._update_magnitude(inputs))
         return bounds
 
-    def update_magnitude(self, inputs: OptimizerInputs) -> float:
+    def _update_magnitude(self, inputs: OptimizerInputs) -> float:
         """The sum of the magnitudes of every term the parameter's updates are made of: the
         reference on |param| and |gradients| (every coefficient of SGD's updates is >= 0), as far
         as the parameter moves."""

@@ -208,8 +208,6 @@ class SparseAdam(OptimizerOp):
     layout_dense_gradients = False  # SparseAdam refuses dense gradients
     lifecycle_hyperparameters = {"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75)}
     title = "SparseAdam"
-    dense_gradient_error = DENSE_GRADIENT_ERROR  # torch's RuntimeError, raised by the torch backends too
-    bias_corrected_step_size = staticmethod(bias_corrected_step_size)
     invalid_summary = "invalid hyperparameters and dense gradients raise torch's documented errors"
     # a large eps (added to the root before or after bias correction), uneven betas; then maximize
     explicit_hyperparameters = ({"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75)},

@@ -1,0 +1,53 @@
+"""An op record is checked as its class is made (conformance/ops/declared.py): it sets only the fields
+and methods its bases declare, each of the declared kind, consistent with each other; a misspelt or
+inconsistent field is a TypeError naming the record and the field (tests/test_new_op.py: the documented
+new optimizer, and a misspelling of it)."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+import pytest
+
+from conformance.core.tensors import TENSOR
+from conformance.ops import OPS
+from conformance.ops.base import FOREACH, Op, TorchPath
+from conformance.ops.declared import InvalidRecord
+
+SCHEMA = {"type": "object", "properties": {"param": TENSOR, "state_sum": TENSOR}}
+
+
+def record(**fields):
+    """An op record class with ``fields`` (made, hence checked, here)."""
+    return type("Toy", (Op,), {"__module__": "toy", "name": "toy", "expected_schema": SCHEMA, **fields})
+
+
+def test_every_shipped_record_is_a_valid_declaration():
+    assert {"adagrad", "coalesce", "masked_mean", "sgd", "sparse_adam"} <= set(OPS)
+    record()  # the fields Op declares, at their kinds
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"exact_output": frozenset({"param"})}, r"Toy: 'exact_output' is not a field of an op record \(did you mean 'exact_outputs'\?\)"),
+    ({"repro_run": "optimizer"}, r"'repro_run' is not a field of an op record; the fields are declared in"),
+    ({"exact_outputs": {"param"}}, r"'exact_outputs' is declared as a frozenset .* set to a set"),
+    ({"rounding_sensitive": 1}, r"'rounding_sensitive' is declared as a bool .* set to an int"),
+    ({"reference": {"param": 1.0}}, r"'reference' is a method of an op record; it is set to"),
+    ({"state_outputs": {"exp_avg": "exp_avg"}}, r"state_outputs names 'exp_avg', which expected_schema has no output of"),
+    ({"state_outputs": {"state_sum": "sum"}, "root_outputs": {"param": ("std", "eps", 1e-10)}},
+     r"root_outputs\['param'\] is read from 'std', which is not one of its state_outputs \(state_sum\)"),
+    ({"torch_paths": (TorchPath(FOREACH), TorchPath(FOREACH))}, r"torch_paths has 'foreach' twice"),
+    ({"torch_paths": (TorchPath("jit"),)}, r"torch_paths has 'jit' \(a path is one of foreach, fused, compiled\)"),
+    ({"dimensions_left_out": MappingProxyType({"layout": "why"})}, r"dimensions_left_out names 'layout', not one of"),
+    ({"input_layouts": {"param": ("contiguous", "diagonal")}}, r"input_layouts\['param'\] has 'diagonal', not a layout"),
+])
+def test_a_field_no_base_declares_or_of_another_kind_or_inconsistent_is_refused_naming_it(fields, message):
+    with pytest.raises(InvalidRecord, match=message):
+        record(**fields)
+
+
+def test_a_record_base_declares_fields_of_its_own_and_a_helper_is_the_records_own():
+    base = type("ToyBase", (Op,), {"__module__": "toy", "toy_field": 3}, record_base=True)
+    assert type("Toy", (base,), {"__module__": "toy", "toy_field": 4, "_helper": lambda self: 1})().toy_field == 4
+    with pytest.raises(InvalidRecord, match="'toy_field' is declared as an int"):
+        type("Toy", (base,), {"__module__": "toy", "toy_field": "four"})

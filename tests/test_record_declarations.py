@@ -38,6 +38,8 @@ def test_every_shipped_record_is_a_valid_declaration():
      r"root_outputs\['param'\] is read from 'std', which is not one of its state_outputs \(state_sum\)"),
     ({"torch_paths": (TorchPath(FOREACH), TorchPath(FOREACH))}, r"torch_paths has 'foreach' twice"),
     ({"torch_paths": (TorchPath("jit"),)}, r"torch_paths has 'jit' \(a path is one of foreach, fused, compiled\)"),
+    ({"torch_paths": (TorchPath(FOREACH, twins=("paths-agreee",)),)},
+     r"the foreach path's twins have 'paths-agreee', not a twin property \(paths-agree, grad-scaling, compiled-agrees\)"),
     ({"dimensions_left_out": MappingProxyType({"layout": "why"})}, r"dimensions_left_out names 'layout', not one of"),
     ({"input_layouts": {"param": ("contiguous", "diagonal")}}, r"input_layouts\['param'\] has 'diagonal', not a layout"),
 ])

@@ -7,12 +7,12 @@ from types import MappingProxyType
 from typing import Any, Callable, Collection, Mapping
 
 from conformance.core.types import RunContext, Unsupported, missing_dtype_kernel, missing_kernel
+from conformance.ops.base import COMPILED_AGREES, PATHS_AGREE
 
 
 Runner = Callable[[Any, RunContext], dict[str, Any]]
 
-PATHS_AGREE = "paths-agree"  # the property comparing one of torch's own paths with its for-loop step
-COMPILED_AGREES = "compiled-agrees"  # the same, for the step under torch.compile
+__all__ = ["COMPILED_AGREES", "PATHS_AGREE", "Backend"]  # the twins' names are declared with TorchPath (ops/base.py)
 
 
 class Backend:

@@ -23,7 +23,7 @@ import torch
 
 from conformance.backends.base import PATHS_AGREE, Backend, torch_kernels_missing_are_unsupported
 from conformance.ops import OPS, optimizer_record
-from conformance.ops.base import COMPILED, FOR_LOOP, FOREACH, FUSED, REFUSES, TorchPath
+from conformance.ops.base import COMPILED, FOR_LOOP, FOREACH, FUSED, GRAD_SCALING, REFUSES, TorchPath
 from conformance.ops.optimizers.inputs import OptimizerInputs
 from conformance.core.divergences import STOCK_TORCH, ConditionalDivergence, LayoutDivergence, PathDivergence, register
 from conformance.core.layouts import contiguous_strides
@@ -98,9 +98,6 @@ def path_class(torch_class: type[torch.optim.Optimizer], path: str, keywords: Ma
 
     TorchPath.__name__ = TorchPath.__qualname__ = name
     return TorchPath
-
-
-GRAD_SCALING = "grad-scaling"  # the property (conformance/cases/grad_scaling.py)
 
 
 class TorchPathBackend(Backend):

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from conformance.cases.trial import DivergenceObserved, Trial
 from conformance.core.tensors import torch_dtype
 from conformance.core.types import Mismatch, RunContext, Unsupported
+from conformance.ops.base import GRAD_SCALING  # the property (the fused paths declare it: TorchPath.twins)
 from conformance.ops.optimizers.drive import run_scaled, run_whole
 from conformance.ops.optimizers.inputs import OptimizerInputs
 
-GRAD_SCALING = "grad-scaling"  # the property (an optimizer record with a fused path declares it)
 # a candidate opts in with this class attribute: one that ignores optimizer.grad_scale/found_inf, as torch's
 # for-loop and foreach steps do, is not judged on them (unsupported, with this reason)
 SUPPORTS_GRAD_SCALING = "supports_grad_scaling"

@@ -124,6 +124,11 @@ class Drawing:
 
 
 FOREACH, FUSED, COMPILED = "foreach", "fused", "compiled"  # torch's own paths beside its for-loop step
+# the generated properties that judge one of those paths against torch's own step (its twins), each declared
+# by the paths it judges (TorchPath.twins): the path against the for-loop step on the same trajectories, its
+# handling of torch.amp.GradScaler's grad_scale/found_inf, and the step under torch.compile against it eager
+PATHS_AGREE, GRAD_SCALING, COMPILED_AGREES = "paths-agree", "grad-scaling", "compiled-agrees"
+TWIN_PROPERTIES = (PATHS_AGREE, GRAD_SCALING, COMPILED_AGREES)
 FOR_LOOP = "for-loop"  # TorchPath.on_sparse: torch runs its for-loop step on a sparse gradient instead
 REFUSES = "refuses"  # TorchPath.on_sparse: torch raises RuntimeError on a sparse gradient
 
@@ -141,6 +146,9 @@ class TorchPath:
     # devices where it matches the for-loop step bit for bit in float32/float64 (the same arithmetic, tensor
     # by tensor: foreach on cpu); elsewhere within the agreement tolerance (another order of the arithmetic)
     bit_exact_on: tuple[str, ...] = ()
+    # the generated properties that judge the path (TWIN_PROPERTIES: an optimizer record's paths declare
+    # them; OptimizerOp.all_properties makes one item per property and backend); none: judged by the rest
+    twins: tuple[str, ...] = ()
 
 
 class Op:

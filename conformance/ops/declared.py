@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from conformance.core.layouts import LAYOUT_KINDS
-from conformance.ops.base import COMPILED, DIMENSIONS, FOREACH, FUSED
+from conformance.ops.base import COMPILED, DIMENSIONS, FOREACH, FUSED, TWIN_PROPERTIES
 
 PATH_NAMES = (FOREACH, FUSED, COMPILED)
 _CODE = (staticmethod, classmethod, property)
@@ -97,6 +97,11 @@ def _check_consistent(where: str, cls: type) -> None:
         if path not in PATH_NAMES or paths.count(path) > 1:
             raise InvalidRecord(f"{where}: torch_paths has {path!r} "
                                 + ("twice" if path in PATH_NAMES else f"(a path is one of {', '.join(PATH_NAMES)})"))
+    for path in getattr(cls, "torch_paths", ()):
+        unknown = [twin for twin in path.twins if twin not in TWIN_PROPERTIES]
+        if unknown:
+            raise InvalidRecord(f"{where}: the {path.name} path's twins have {', '.join(map(repr, unknown))}, not a "
+                                f"twin property ({', '.join(TWIN_PROPERTIES)})")
     for dimension in getattr(cls, "dimensions_left_out", {}):
         if dimension not in DIMENSIONS:
             raise InvalidRecord(f"{where}: dimensions_left_out names {dimension!r}, not one of the input space's "

@@ -22,7 +22,8 @@ from conformance.core.divergences import STOCK_TORCH, ConditionalDivergence, Div
 from conformance.core.tolerances import ErrorBound
 from conformance.core.dtypes import OPMATH_ROUNDOFF
 from conformance.ops import draw as d
-from conformance.ops.base import COMPILED, FOR_LOOP, FOREACH, FUSED, REFUSES, GeneratedProperty, TorchPath, dtype_only
+from conformance.ops.base import (COMPILED, COMPILED_AGREES, FOR_LOOP, FOREACH, FUSED, GRAD_SCALING, PATHS_AGREE, REFUSES,
+                                   GeneratedProperty, TorchPath, dtype_only)
 from conformance.ops.coalesce import accumulation_differs, coalesce_sequential
 # the NumPy models: torch's defaults and checks, the reference, the known mistakes (names importers take from here)
 from conformance.ops.optimizers.adagrad_models import (DEFAULTS, MISTAKES, WEIGHT_DECAY_ERROR,  # noqa: F401
@@ -119,9 +120,9 @@ class Adagrad(OptimizerOp):
     # _multi_tensor_adagrad hands a device's tensors to _single_tensor_adagrad (FOR_LOOP) and _fused_adagrad
     # raises RuntimeError (REFUSES). COMPILED: torch's for-loop step under torch.compile, against the same
     # step run eagerly; Dynamo does not trace a sparse gradient (a graph break: the step runs eagerly)
-    torch_paths = (TorchPath(FOREACH, {"foreach": True}, on_sparse=FOR_LOOP, bit_exact_on=("cpu",)),
-                   TorchPath(FUSED, {"fused": True}, on_sparse=REFUSES),
-                   TorchPath(COMPILED, {"foreach": False}))
+    torch_paths = (TorchPath(FOREACH, {"foreach": True}, on_sparse=FOR_LOOP, bit_exact_on=("cpu",), twins=(PATHS_AGREE,)),
+                   TorchPath(FUSED, {"fused": True}, on_sparse=REFUSES, twins=(PATHS_AGREE, GRAD_SCALING)),
+                   TorchPath(COMPILED, {"foreach": False}, twins=(COMPILED_AGREES,)))
     torch_for_loop = {"foreach": False, "fused": False}  # the keywords of the for-loop step, the twins' other half
 
     summary = "torch.optim.Adagrad steps on sparse (masked) gradients"

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from conformance.core.dtypes import DTYPES
 from conformance.core.layouts import CHANNELS_LAST, CONTIGUOUS, LAYOUT_KINDS, STRIDED, TRANSPOSED, Layout, layouts_strategy
 from conformance.core.types import RunContext, Unsupported
-from conformance.ops.base import COMPILED, FUSED, GeneratedProperty, Op, Strategies
+from conformance.ops.base import COMPILED, COMPILED_AGREES, GRAD_SCALING, PATHS_AGREE, GeneratedProperty, Op, Strategies
 from conformance.ops.coalesce import coalesce_reference
 from conformance.ops.optimizers.configurations import (CONFIGURATIONS, ConfigurationSpace, configuration_examples,
                                                       configurations)
@@ -280,27 +280,30 @@ class OptimizerOp(Op, record_base=True):
                                   examples=lambda dtype: configuration_examples(self, dtype)),)
 
     def all_properties(self) -> tuple[GeneratedProperty, ...]:
-        """Besides the rest, where the record declares :attr:`torch_paths`, their twins:
-        ``paths-agree`` (foreach, fused: each path against torch's for-loop step,
-        conformance/cases/checks.py) on the drawn trajectories and the same densified (what the fused
-        steps, which refuse sparse gradients, run); ``compiled-agrees`` (the step under torch.compile
-        against the same step run eagerly) on densified trajectories only (torch.compile does not trace
-        sparse gradients), float32/float64, :data:`COMPILED_EXAMPLES` drawn examples an item (each compiles)."""
+        """Besides the rest, the twins its :attr:`torch_paths` declare (``TorchPath.twins``): ``paths-agree``
+        (foreach, fused: each path against torch's for-loop step, conformance/cases/checks.py) on the drawn
+        trajectories and the same densified (what the fused steps, which refuse sparse gradients, run);
+        ``grad-scaling`` (fused: GradScaler's grad_scale and found_inf) on densified trajectories;
+        ``compiled-agrees`` (the step under torch.compile against the same step run eagerly) on densified
+        trajectories only (torch.compile does not trace sparse gradients), float32/float64,
+        :data:`COMPILED_EXAMPLES` drawn examples an item (each compiles)."""
+        def judged_by(twin: str) -> list[str]:
+            return [path.name for path in self.torch_paths if twin in path.twins]
+
         twins = []
-        paths = [path.name for path in self.torch_paths if path.name != COMPILED]
-        if paths:
+        if judged_by(PATHS_AGREE):
             twins.append(GeneratedProperty(
-                "paths-agree", f"torch's {' and '.join(paths)} {self.title} steps equal its for-loop step on "
-                "the same trajectories (sparse, mixed and all-dense)", self.drawing(self.strategies.paths)))
-        if self.torch_path(FUSED) is not None:
+                PATHS_AGREE, f"torch's {' and '.join(judged_by(PATHS_AGREE))} {self.title} steps equal its for-loop "
+                "step on the same trajectories (sparse, mixed and all-dense)", self.drawing(self.strategies.paths)))
+        if judged_by(GRAD_SCALING):
             twins.append(GeneratedProperty(
-                "grad-scaling", f"torch's fused {self.title} step takes torch.amp.GradScaler's grad_scale and "
-                "found_inf: scaled gradients step as unscaled ones, and a step with found_inf set changes neither "
-                "the parameter nor any state (first or last)", self.drawing(self.strategies.dense),
-                examples=self.grad_scaling_examples))
-        if self.torch_path(COMPILED) is not None:
+                GRAD_SCALING, f"torch's {' and '.join(judged_by(GRAD_SCALING))} {self.title} step takes "
+                "torch.amp.GradScaler's grad_scale and found_inf: scaled gradients step as unscaled ones, and a step "
+                "with found_inf set changes neither the parameter nor any state (first or last)",
+                self.drawing(self.strategies.dense), examples=self.grad_scaling_examples))
+        if judged_by(COMPILED_AGREES):
             twins.append(GeneratedProperty(
-                "compiled-agrees", f"torch's {self.title} step under torch.compile (Inductor) equals the same step "
+                COMPILED_AGREES, f"torch's {self.title} step under torch.compile (Inductor) equals the same step "
                 "run eagerly on the same dense-gradient trajectories", self.drawing(self.strategies.dense),
                 dtypes=("float32", "float64"), max_examples=COMPILED_EXAMPLES))
         return (*super().all_properties(), *twins)

@@ -7,12 +7,12 @@ from types import MappingProxyType
 from typing import Any, Callable, Collection, Mapping
 
 from conformance.core.types import RunContext, Unsupported, missing_dtype_kernel, missing_kernel
-from conformance.ops.base import COMPILED_AGREES, PATHS_AGREE
+from conformance.core.twins import COMPILED_AGREES, PATHS_AGREE
 
 
 Runner = Callable[[Any, RunContext], dict[str, Any]]
 
-__all__ = ["COMPILED_AGREES", "PATHS_AGREE", "Backend"]  # the twins' names are declared with TorchPath (ops/base.py)
+__all__ = ["COMPILED_AGREES", "PATHS_AGREE", "Backend"]  # (the twins' names: conformance/core/twins.py)
 
 
 class Backend:

@@ -15,10 +15,9 @@ from conformance.core.types import RunContext, Unsupported
 from conformance.backends.base import Backend
 from conformance.ops.masked_mean import MaskedMeanInputs, differentiate
 from conformance.ops import optimizer_record  # the optimizer records, looked up by name (docs/architecture.md)
-from conformance.ops.optimizers.adagrad_models import WEIGHT_DECAY_ERROR as ADAGRAD_WEIGHT_DECAY_ERROR
 from conformance.ops.optimizers.inputs import OptimizerInputs
-from conformance.ops.optimizers.sgd import buffer_layout
-from conformance.ops.optimizers.sparse_adam import DENSE_GRADIENT_ERROR, bias_corrected_step_size
+from conformance.ops.optimizers.sgd_models import buffer_layout
+from conformance.ops.optimizers.sparse_adam_models import bias_corrected_step_size
 from conformance.core.tensors import CooArray, to_torch
 
 
@@ -71,7 +70,8 @@ def adagrad_steps(inputs: OptimizerInputs, ctx: RunContext, update) -> dict:
     """Adagrad's documented loop (maximize, weight decay, the decayed lr) around one formulation's
     ``update(param, state_sum, g, mask, eps, clr) -> (param, state_sum, std)``: the dense and
     masked backends differ only there."""
-    h = optimizer_record("adagrad").hyperparameters(inputs.hyperparameters)
+    adagrad = optimizer_record("adagrad")
+    h = adagrad.hyperparameters(inputs.hyperparameters)
     param = ctx.place("param", to_torch(inputs.param, ctx.dtype, ctx.torch_device))
     state_sum = torch.full_like(param, h["initial_accumulator_value"])
     std_values = None
@@ -81,7 +81,7 @@ def adagrad_steps(inputs: OptimizerInputs, ctx: RunContext, update) -> dict:
             g = -g
         if h["weight_decay"] != 0:
             if sparse_mask is not None:
-                raise RuntimeError(ADAGRAD_WEIGHT_DECAY_ERROR)
+                raise RuntimeError(str(adagrad.sparse_weight_decay_error))
             g = g + h["weight_decay"] * param
         clr = h["lr"] / (1 + (step - 1) * h["lr_decay"])
         param, state_sum, std = update(param, state_sum, g, mask, h["eps"], clr)
@@ -117,14 +117,15 @@ def sparse_adam_steps(inputs: OptimizerInputs, ctx: RunContext, update) -> dict:
     the bias-corrected step size) around one formulation's
     ``update(param, exp_avg, exp_avg_sq, g, mask, beta1, beta2, eps, step_size) -> (param, exp_avg, exp_avg_sq)``:
     the dense and masked backends differ only there."""
-    h = optimizer_record("sparse_adam").hyperparameters(inputs.hyperparameters)
+    sparse_adam = optimizer_record("sparse_adam")
+    h = sparse_adam.hyperparameters(inputs.hyperparameters)
     beta1, beta2 = h["betas"]
     param = ctx.place("param", to_torch(inputs.param, ctx.dtype, ctx.torch_device))
     exp_avg = torch.zeros_like(param)
     exp_avg_sq = torch.zeros_like(param)
     for step, grad in enumerate(inputs.grads, start=1):
         if not isinstance(grad, CooArray):
-            raise RuntimeError(DENSE_GRADIENT_ERROR)
+            raise RuntimeError(str(sparse_adam.dense_gradient_error))
         g, mask, _ = step_gradient(grad, param, ctx)
         if h["maximize"]:
             g = -g
@@ -147,7 +148,7 @@ def sparse_adam_dense(inputs: OptimizerInputs, ctx: RunContext):
 
 def sgd_gradient(h: dict, grad, param: torch.Tensor, ctx: RunContext, layout: bool | None):
     """One SGD step's gradient as the dense and masked backends prepare it: torch's sparse/dense add
-    errors and the buffer's layout after the step (the sgd record's :func:`buffer_layout`), then the
+    errors and the buffer's layout after the step (:func:`conformance.ops.optimizers.sgd_models.buffer_layout`), then the
     dense gradient with maximize and weight_decay applied, and its mask: ``(g, mask, layout)``."""
     layout = buffer_layout(h, isinstance(grad, CooArray), layout)
     g, mask, _ = step_gradient(grad, param, ctx)

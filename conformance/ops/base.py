@@ -16,6 +16,7 @@ from conformance.core.divergences import Divergence
 from conformance.core.dtypes import OPMATH_ROUNDOFF
 from conformance.core.layouts import STRIDED, TRANSPOSED, Layout, layouts_strategy
 from conformance.core.tensors import encode_array
+from conformance.core.twins import COMPILED_AGREES, GRAD_SCALING, PATHS_AGREE, TWIN_PROPERTIES  # noqa: F401 - the paths' twins
 from conformance.core.types import RunContext
 
 LAYOUT_INVARIANT = "layout-invariant"  # the property every op with input_layouts has (conformance/cases/input_layouts.py)
@@ -124,11 +125,6 @@ class Drawing:
 
 
 FOREACH, FUSED, COMPILED = "foreach", "fused", "compiled"  # torch's own paths beside its for-loop step
-# the generated properties that judge one of those paths against torch's own step (its twins), each declared
-# by the paths it judges (TorchPath.twins): the path against the for-loop step on the same trajectories, its
-# handling of torch.amp.GradScaler's grad_scale/found_inf, and the step under torch.compile against it eager
-PATHS_AGREE, GRAD_SCALING, COMPILED_AGREES = "paths-agree", "grad-scaling", "compiled-agrees"
-TWIN_PROPERTIES = (PATHS_AGREE, GRAD_SCALING, COMPILED_AGREES)
 FOR_LOOP = "for-loop"  # TorchPath.on_sparse: torch runs its for-loop step on a sparse gradient instead
 REFUSES = "refuses"  # TorchPath.on_sparse: torch raises RuntimeError on a sparse gradient
 
@@ -216,9 +212,10 @@ class Op:
         non-finite cases print none."""
         super().__init_subclass__(**kwargs)
         if not record_base:
-            from conformance.ops.declared import check_record  # (it reads this module's names)
+            from conformance.ops.declared import check_record  # (lazy: a record class is made after this module)
 
-            check_record(cls, tuple(base for base in cls.__mro__[1:] if issubclass(base, Op)))
+            check_record(cls, tuple(base for base in cls.__mro__[1:] if issubclass(base, Op)),
+                         paths=(FOREACH, FUSED, COMPILED), twins=TWIN_PROPERTIES, dimensions=tuple(DIMENSIONS))
         for name in ("reference", "reference_beyond_torch"):
             if name in cls.__dict__:
                 setattr(cls, name, _quiet_numpy(cls.__dict__[name]))

@@ -13,9 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from conformance.core.layouts import LAYOUT_KINDS
-from conformance.ops.base import COMPILED, DIMENSIONS, FOREACH, FUSED, TWIN_PROPERTIES
 
-PATH_NAMES = (FOREACH, FUSED, COMPILED)
 _CODE = (staticmethod, classmethod, property)
 
 
@@ -23,9 +21,11 @@ class InvalidRecord(TypeError):
     """An op record that sets a field no base declares, or a field of the wrong kind or inconsistent."""
 
 
-def check_record(cls: type, bases: tuple[type, ...]) -> None:
+def check_record(cls: type, bases: tuple[type, ...], *, paths: tuple[str, ...], twins: tuple[str, ...],
+                 dimensions: tuple[str, ...]) -> None:
     """Raise InvalidRecord where ``cls`` (an op record) sets a name none of ``bases`` (its op-record bases,
-    nearest first) declares, or a field of another kind than the declared default's, or fields that disagree."""
+    nearest first) declares, or a field of another kind than the declared default's, or fields that disagree
+    (``paths``, ``twins``, ``dimensions``: the names a TorchPath, its twins and dimensions_left_out may take)."""
     declared: dict[str, Any] = {}
     for base in reversed(bases):
         declared.update({name: value for name, value in vars(base).items() if not name.startswith("__")})
@@ -39,7 +39,7 @@ def check_record(cls: type, bases: tuple[type, ...]) -> None:
             raise InvalidRecord(f"{where}: {name!r} is not a field of an op record{hint}; the fields are declared "
                                 f"in conformance/ops/base.py (Op) and conformance/ops/optimizers/base.py (OptimizerOp)")
         _check_kind(where, name, value, declared[name])
-    _check_consistent(where, cls)
+    _check_consistent(where, cls, paths, twins, dimensions)
 
 
 def _is_code(value: Any) -> bool:
@@ -76,7 +76,8 @@ def _a(noun: str) -> str:
     return ("an " if noun[0] in "aeiou" else "a ") + noun
 
 
-def _check_consistent(where: str, cls: type) -> None:
+def _check_consistent(where: str, cls: type, path_names: tuple[str, ...], twin_names: tuple[str, ...],
+                      dimensions: tuple[str, ...]) -> None:
     """The fields that name outputs, state, paths, dimensions and layouts name ones that exist."""
     outputs = set((getattr(cls, "expected_schema", None) or {}).get("properties", {}))
     named = {"state_outputs": set(getattr(cls, "state_outputs", {})), "root_outputs": set(getattr(cls, "root_outputs", {})),
@@ -94,18 +95,18 @@ def _check_consistent(where: str, cls: type) -> None:
                                 f"state_outputs ({', '.join(sorted(named['state_outputs'])) or 'none'})")
     paths = [path.name for path in getattr(cls, "torch_paths", ())]
     for path in paths:
-        if path not in PATH_NAMES or paths.count(path) > 1:
+        if path not in path_names or paths.count(path) > 1:
             raise InvalidRecord(f"{where}: torch_paths has {path!r} "
-                                + ("twice" if path in PATH_NAMES else f"(a path is one of {', '.join(PATH_NAMES)})"))
+                                + ("twice" if path in path_names else f"(a path is one of {', '.join(path_names)})"))
     for path in getattr(cls, "torch_paths", ()):
-        unknown = [twin for twin in path.twins if twin not in TWIN_PROPERTIES]
+        unknown = [twin for twin in path.twins if twin not in twin_names]
         if unknown:
             raise InvalidRecord(f"{where}: the {path.name} path's twins have {', '.join(map(repr, unknown))}, not a "
-                                f"twin property ({', '.join(TWIN_PROPERTIES)})")
+                                f"twin property ({', '.join(twin_names)})")
     for dimension in getattr(cls, "dimensions_left_out", {}):
-        if dimension not in DIMENSIONS:
+        if dimension not in dimensions:
             raise InvalidRecord(f"{where}: dimensions_left_out names {dimension!r}, not one of the input space's "
-                                f"dimensions ({', '.join(DIMENSIONS)})")
+                                f"dimensions ({', '.join(dimensions)})")
     for role, kinds in getattr(cls, "input_layouts", {}).items():
         unknown = [kind for kind in kinds if kind not in LAYOUT_KINDS]
         if unknown:

@@ -120,6 +120,7 @@ class Adagrad(OptimizerOp):
     # _multi_tensor_adagrad hands a device's tensors to _single_tensor_adagrad (FOR_LOOP) and _fused_adagrad
     # raises RuntimeError (REFUSES). COMPILED: torch's for-loop step under torch.compile, against the same
     # step run eagerly; Dynamo does not trace a sparse gradient (a graph break: the step runs eagerly)
+    sparse_weight_decay_error = WEIGHT_DECAY_ERROR
     torch_paths = (TorchPath(FOREACH, {"foreach": True}, on_sparse=FOR_LOOP, bit_exact_on=("cpu",), twins=(PATHS_AGREE,)),
                    TorchPath(FUSED, {"fused": True}, on_sparse=REFUSES, twins=(PATHS_AGREE, GRAD_SCALING)),
                    TorchPath(COMPILED, {"foreach": False}, twins=(COMPILED_AGREES,)))

@@ -85,6 +85,10 @@ class OptimizerOp(Op, record_base=True):
     # the hyperparameters worth testing and the step kinds, covered pairwise by the configurations property
     # (conformance/ops/optimizers/configurations.py); None: the record has no configurations property
     configuration_space: ConfigurationSpace | None = None
+    # torch's RuntimeError messages for what its step refuses, raised the same way by every backend's runner:
+    # weight_decay with a sparse gradient (None: it takes them), and a dense gradient (None: it takes them)
+    sparse_weight_decay_error: str | None = None
+    dense_gradient_error: str | None = None
 
     # the trajectory's error bounds widen by torch's algorithm replayed in the dtype (ill-conditioned steps)
     rounding_sensitive = True

@@ -12,7 +12,6 @@ RuntimeError. Candidate: a ``torch.optim.Optimizer`` subclass with SparseAdam's 
 from __future__ import annotations
 
 import math
-from types import MappingProxyType
 from dataclasses import replace
 from typing import Any
 
@@ -35,30 +34,8 @@ from conformance.ops.optimizers.drive import optimizer_problem
 from conformance.ops.optimizers.inputs import negated, optimizer_inputs_schema, OptimizerInputs
 from conformance.ops.optimizers.reference import dense_grad_and_mask, single_step_param_bounds, trajectory_bounds
 from conformance.ops.optimizers.strategies import drawn_inputs, NEGATIVE
-
-DENSE_GRADIENT_ERROR = "SparseAdam does not support dense gradients, please consider Adam instead"
-DEFAULTS = MappingProxyType({"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "maximize": False})
-
-
-def sparse_adam_hyperparameters(hyper: dict) -> dict:
-    """Torch's defaults filled in, and torch's constructor checks (ValueError, torch's messages)."""
-    h = {**DEFAULTS, **hyper}
-    if not 0.0 < h["lr"]:
-        raise ValueError(f"Invalid learning rate: {h['lr']}")
-    if not 0.0 < h["eps"]:
-        raise ValueError(f"Invalid epsilon value: {h['eps']}")
-    beta1, beta2 = h["betas"]
-    if not 0.0 <= beta1 < 1.0:
-        raise ValueError(f"Invalid beta parameter at index 0: {beta1}")
-    if not 0.0 <= beta2 < 1.0:
-        raise ValueError(f"Invalid beta parameter at index 1: {beta2}")
-    return h
-
-
-def bias_corrected_step_size(lr: float, beta1: float, beta2: float, step: int) -> float:
-    """torch's ``lr * sqrt(1 - beta2**step) / (1 - beta1**step)``, step counted globally."""
-    return lr * math.sqrt(1 - beta2**step) / (1 - beta1**step)
-
+from conformance.ops.optimizers.sparse_adam_models import (DENSE_GRADIENT_ERROR, bias_corrected_step_size,
+                                                           sparse_adam_hyperparameters)
 
 def sparse_adam_reference(inputs: OptimizerInputs) -> dict[str, Any]:  # (step: a NumPy scalar)
     """SparseAdam in float64 NumPy, one masked update per step."""
@@ -208,6 +185,7 @@ class SparseAdam(OptimizerOp):
     layout_dense_gradients = False  # SparseAdam refuses dense gradients
     lifecycle_hyperparameters = {"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75)}
     title = "SparseAdam"
+    dense_gradient_error = DENSE_GRADIENT_ERROR
     invalid_summary = "invalid hyperparameters and dense gradients raise torch's documented errors"
     # a large eps (added to the root before or after bias correction), uneven betas; then maximize
     explicit_hyperparameters = ({"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75)},

@@ -215,3 +215,44 @@ def test_a_known_error_without_its_exception_is_an_invalid_spec(spec_dir):
                  "--conformance-backend", "candidate", target="specs/unpinned.yaml")
     result.stdout.fnmatch_lines(["*unpinned.yaml*known_divergences[[]0[]]*raises*"])
     assert result.ret != 0
+
+
+EXPECTED_ERROR_MISSED_SPEC = """
+    op: sparse_adam
+    cases:
+      - id: beta1-out-of-range
+        description: the constructor rejects beta1 = 1
+        inputs:
+          param: [1.0]
+          grads:
+            - {{indices: [[0]], values: [1.0], size: [1]}}
+          hyperparameters: {{betas: [1.0, 0.999]}}
+        expected_error:
+          type: ValueError
+          match: "^Invalid beta parameter at index 0: 1.0$"
+        known_divergences:
+          - backends: [candidate]
+            kind: error
+            raises: NotImplementedError
+            match: {match}
+            reason: the candidate's documented refusal of betas
+    """
+
+REFUSES_BETAS = textwrap.dedent("""
+    import torch
+
+    class RefusesBetas(torch.optim.SparseAdam):
+        def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, maximize=False):
+            raise NotImplementedError("betas are not implemented here")
+""")
+
+
+@pytest.mark.parametrize("match, outcome", [("betas are not", {"xfailed": 2}), ("another refusal", {"failed": 2})])
+def test_a_known_error_raised_where_the_case_expects_another_is_pinned_too(spec_dir, match, outcome):
+    """Where the case expects one error and the implementation raises another, a divergence of kind error
+    that pins the one raised (its type and message) is that divergence; another message fails the item."""
+    spec_dir.makefile(".yaml", **{"specs/missed": textwrap.dedent(EXPECTED_ERROR_MISSED_SPEC.format(match=repr(match)))})
+    spec_dir.makepyfile(betas=REFUSES_BETAS)
+    result = run(spec_dir, "--conformance-device", "cpu", "--conformance-impl", "sparse_adam=betas:RefusesBetas",
+                 "--conformance-backend", "candidate", target="specs/missed.yaml")
+    result.assert_outcomes(**outcome)

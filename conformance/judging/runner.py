@@ -40,11 +40,13 @@ def _source_label(case: Case) -> str:
 
 class ErrorMissed(Mismatch):
     """How an implementation missed an expected error; ``how`` is one of ``nothing-raised``,
-    ``other-type`` and ``other-message`` (two runs miss it the same way when their ``how`` agree)."""
+    ``other-type`` and ``other-message`` (two runs miss it the same way when their ``how`` agree).
+    ``raised``: the exception it raised instead, its cause (a divergence of kind error pins it)."""
 
-    def __init__(self, message: str, how: str):
+    def __init__(self, message: str, how: str, raised: BaseException | None = None):
         super().__init__(message)
         self.how = how
+        self.__cause__ = raised
 
 
 def _type_phrase(exc: BaseException, wanted: str) -> str:
@@ -83,9 +85,10 @@ def expected_error_problem(case: Case, call: Callable[[], Any], by_kind: bool = 
         if raised is not None:
             raised.append(exc)
         if not _exception_matches(exc, wanted.type):
-            return ErrorMissed(f"expected {describe}, but it raised {exception_text(exc)}", "other-type")
+            return ErrorMissed(f"expected {describe}, but it raised {exception_text(exc)}", "other-type", exc)
         if not by_kind and wanted.match and not re.search(wanted.match, safe_text(exc)):
-            return ErrorMissed(f"expected {describe}, but the message was {safe_text(exc).strip()!r}", "other-message")
+            return ErrorMissed(f"expected {describe}, but the message was {safe_text(exc).strip()!r}", "other-message",
+                               exc)
         return None
     return ErrorMissed(f"expected {describe}, but nothing was raised", "nothing-raised")
 

@@ -73,10 +73,8 @@ class OptimizerOp(Op, record_base=True):
     # the layouts each tensor the optimizer is handed may take (layout-invariant; conformance/core/layouts.py)
     input_layouts = {"param": LAYOUT_KINDS, "grad": LAYOUT_KINDS, "grad.indices": (CONTIGUOUS, STRIDED, TRANSPOSED),
                      "grad.values": LAYOUT_KINDS}
-    # hyperparameters of layout-invariant's explicit examples (layout_examples), and whether their gradients
-    # are dense (torch's fused steps run dense gradients only) or sparse (an optimizer of sparse gradients only)
+    # hyperparameters of layout-invariant's explicit examples (layout_examples)
     layout_hyperparameters: dict = {"lr": 0.5}
-    layout_dense_gradients: bool = True
     # steps of the long-trajectory property's explicit examples (long_trajectory_examples)
     long_trajectory_steps: int = LONG_STEPS[1]
     # hyperparameters of the lifecycle property's explicit examples (lifecycle_examples)
@@ -89,6 +87,13 @@ class OptimizerOp(Op, record_base=True):
     # weight_decay with a sparse gradient (None: it takes them), and a dense gradient (None: it takes them)
     sparse_weight_decay_error: str | None = None
     dense_gradient_error: str | None = None
+
+    @property
+    def takes_dense_gradients(self) -> bool:
+        """Whether the optimizer steps dense gradients (it declares no ``dense_gradient_error``): the explicit
+        examples of the layouts, complex, sizes and lifecycle dimensions step dense gradients where it does
+        (torch's fused steps run dense gradients only), sparse ones otherwise, and drawn trajectories mix them."""
+        return self.dense_gradient_error is None
 
     # the trajectory's error bounds widen by torch's algorithm replayed in the dtype (ill-conditioned steps)
     rounding_sensitive = True
@@ -320,7 +325,7 @@ class OptimizerOp(Op, record_base=True):
         param = np.array([[1.0, -2.0, 0.5], [3.0, -1.0, 2.0]])
         dense = [np.array([[0.5, -1.0, 2.0], [1.0, 0.25, -0.5]]), np.array([[-1.0, 2.0, 0.5], [0.25, 1.0, -2.0]])]
         hyper = dict(self.layout_hyperparameters)
-        if self.layout_dense_gradients:
+        if self.takes_dense_gradients:
             grads: list = dense
             moved = {"grad": Layout(TRANSPOSED)}
         else:
@@ -332,7 +337,7 @@ class OptimizerOp(Op, record_base=True):
         # dims), its gradient contiguous
         param4 = np.array([1.0, -2.0, 0.5, 3.0, -1.0, 2.0, 0.25, -0.5]).reshape(1, 2, 2, 2)
         dense4 = [np.array([0.5, -1.0, 2.0, 1.0, 0.25, -0.5, -1.0, 2.0]).reshape(1, 2, 2, 2)]
-        grads4 = (dense4 if self.layout_dense_gradients else
+        grads4 = (dense4 if self.takes_dense_gradients else
                   [CooArray(np.array([[0]], dtype=np.int64), g, (1, 2, 2, 2)) for g in dense4])
         channels_last = (OptimizerInputs(param4, grads4, hyper), {"param": Layout(CHANNELS_LAST)})
         return [(inputs, {"param": Layout(STRIDED, 1, 2)}), (inputs, moved), channels_last]
@@ -350,7 +355,7 @@ class OptimizerOp(Op, record_base=True):
         param = np.array([[1.0, -2.0], [0.5, 3.0]])
         dense = [np.array([[0.5, -1.0], [2.0, 0.25]]), np.array([[-1.0, 2.0], [0.5, 1.0]])]
         hyper = dict(self.lifecycle_hyperparameters)
-        if self.layout_dense_gradients:
+        if self.takes_dense_gradients:
             return [OptimizerInputs(param, dense, hyper)]
         return [OptimizerInputs(param, [CooArray(np.array([[0, 1]], dtype=np.int64), g, (2, 2)) for g in dense], hyper)]
 
@@ -363,7 +368,7 @@ class OptimizerOp(Op, record_base=True):
             param = np.resize(np.array([1.0, -2.0, 0.5]), length)
             dense = [np.resize(np.array([0.5, -1.0, 2.0, 0.25]), length), np.resize(np.array([-1.0, 0.5]), length)]
             grads: list[CooArray | np.ndarray] = list(dense)
-            if not self.layout_dense_gradients:
+            if not self.takes_dense_gradients:
                 grads = [CooArray(np.arange(length, dtype=np.int64).reshape(1, -1), g, (length,)) for g in dense]
             examples.append(OptimizerInputs(param, grads, dict(self.lifecycle_hyperparameters)))
         return examples
@@ -385,7 +390,7 @@ class OptimizerOp(Op, record_base=True):
         last in its group beside a frozen one; the state_dict round trip after step 1.
         Values exact in every dtype; the record's :attr:`lifecycle_hyperparameters` (lr_decay for Adagrad: a
         step counter shared between parameters shows)."""
-        sparse = not self.layout_dense_gradients
+        sparse = not self.takes_dense_gradients
 
         def grad(values):
             values = np.asarray(values, dtype=np.float64)

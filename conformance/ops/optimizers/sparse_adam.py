@@ -182,7 +182,6 @@ class SparseAdam(OptimizerOp):
     name = "sparse_adam"
     strategies = replace(OPTIMIZER_STRATEGIES, hyperparameters=hyperparameters, invalid=dtype_only(invalid_inputs))
     layout_hyperparameters = {"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75)}
-    layout_dense_gradients = False  # SparseAdam refuses dense gradients
     lifecycle_hyperparameters = {"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75)}
     title = "SparseAdam"
     dense_gradient_error = DENSE_GRADIENT_ERROR

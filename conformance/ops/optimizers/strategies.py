@@ -27,7 +27,7 @@ class OptimizerOp(Protocol):
     def strategies(self) -> Strategies: ...
 
     @property
-    def layout_dense_gradients(self) -> bool: ...
+    def takes_dense_gradients(self) -> bool: ...
 
     def accepts_dense_steps(self, hyperparameters: dict) -> bool: ...
 
@@ -138,7 +138,7 @@ def lifecycles(draw, op: OptimizerOp, dtype: str = "float64") -> "LifecycleInput
     other = "float64" if dtype == "float32" else "float32"
     steps = draw(st.integers(2, 4))
     hyper = draw(_hyperparameters(op))
-    sparse = not op.layout_dense_gradients
+    sparse = not op.takes_dense_gradients
     shapes = [s for s in LIFECYCLE_SHAPES if not sparse or len(s) >= 1]
     members = []
     for index in range(draw(st.integers(1, 3))):
@@ -179,7 +179,7 @@ def complex_trajectories(draw, op: OptimizerOp, dtype: str = "float64") -> Optim
     param = d.dense_values(draw, size, d.representable_floats(dtype, d.PARAM_MAGNITUDES[dtype]))
     grads = []
     for _ in range(draw(st.integers(1, 3))):
-        if op.accepts_dense_steps(hyper) and op.layout_dense_gradients and draw(st.booleans()):
+        if op.accepts_dense_steps(hyper) and op.takes_dense_gradients and draw(st.booleans()):
             grads.append(d.dense_values(draw, size, d.representable_floats(dtype, d.GRADIENT_MAGNITUDES[dtype])))
         else:
             grads.append(draw(d.coo_arrays(dtype, size=size, sparse_dim=draw(st.integers(1, len(shape))),
@@ -204,7 +204,7 @@ def sized_inputs(draw, op: OptimizerOp, dtype: str = "float64") -> OptimizerInpu
     specifying every k-th row."""
     d.check_dtype(dtype)
     hyper = draw(_hyperparameters(op))
-    dense = op.layout_dense_gradients and op.accepts_dense_steps(hyper) and draw(st.booleans())
+    dense = op.takes_dense_gradients and op.accepts_dense_steps(hyper) and draw(st.booleans())
     if dense or draw(st.booleans()):
         shape: tuple[int, ...] = (draw(st.sampled_from(SIZE_BOUNDARIES)),)
     else:

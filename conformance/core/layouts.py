@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 from hypothesis import strategies as st
@@ -215,7 +215,7 @@ def _layout_of_kind(kind: str) -> st.SearchStrategy[Layout]:
     return st.just(Layout(kind))
 
 
-def layouts_strategy(roles: dict[str, tuple[str, ...]]) -> st.SearchStrategy[dict[str, Layout]]:
+def layouts_strategy(roles: Mapping[str, tuple[str, ...]]) -> st.SearchStrategy[dict[str, Layout]]:
     """A layout for each role (role -> the layouts it may take, contiguous first): Hypothesis shrinks
     each toward contiguous, so a shrunk example keeps non-contiguous only the input that matters."""
     return st.fixed_dictionaries({role: st.sampled_from(kinds).flatmap(_layout_of_kind)

@@ -155,8 +155,8 @@ class Op:
     name: str = ""
     summary: str = ""
     candidate_contract: str = ""
-    inputs_schema: dict = {}
-    expected_schema: dict = {}
+    inputs_schema: Mapping[str, Any] = MappingProxyType({})
+    expected_schema: Mapping[str, Any] = MappingProxyType({})
     exact_outputs: frozenset[str] = frozenset()
     # whether error_bounds reads the rounding sensitivity (conformance.core.tolerances.rounding_sensitivity:
     # torch's algorithm replayed in the dtype against the reference); computed only for a record that says so
@@ -168,12 +168,12 @@ class Op:
     # but inside the model's, where the divergence applies, is that divergence (conformance/cases/checks.py)
     torch_rounding_models: tuple[tuple[Divergence, dict[str, Any]], ...] = ()
     # optimizers: output name -> the optimizer's state key it is read from (empty: not an optimizer)
-    state_outputs: dict[str, str] = {}
+    state_outputs: Mapping[str, str] = MappingProxyType({})
     # optimizers: outputs read after the steps as sqrt(a state output) + a hyperparameter, at the last
     # gradient's coalesced indices (every entry, flattened, for a dense gradient): output -> (state
     # output, hyperparameter, its default) -- Adagrad's std, as the tutorial prints it. The candidate
     # driving (OptimizerOp.add_root_outputs) and the counterexample scripts (repro/run/optimizer.py.j2) read them
-    root_outputs: dict[str, tuple[str, str, float]] = {}
+    root_outputs: Mapping[str, tuple[str, str, float]] = MappingProxyType({})
     # the built-in backend that is stock torch's own way of doing this op: the column a candidate is
     # read against in reports, run beside it by `conformance check`
     stock_backend: str | None = None
@@ -187,7 +187,7 @@ class Op:
     # each input the op's examples hand over as a tensor, by role (RunContext.place), -> the memory layouts
     # it may take (conformance.core.layouts.LAYOUT_KINDS, contiguous first: what Hypothesis shrinks toward);
     # empty: the op has no layout-invariant property
-    input_layouts: dict[str, tuple[str, ...]] = {}
+    input_layouts: Mapping[str, tuple[str, ...]] = MappingProxyType({})
     # outputs a correct implementation may compute in another order on a non-contiguous input (a reduction):
     # layout-invariant compares them within the agreement tolerance, every other output bit for bit
     layout_reordered_outputs: frozenset[str] = frozenset()

@@ -4,6 +4,7 @@ half-precision model. An optimizer's record (a module of this package) subclasse
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any, Mapping
 
 import numpy as np
@@ -69,16 +70,16 @@ class OptimizerOp(Op, record_base=True):
     # rounded to float32 once per step drifts past the tolerance (see long_trajectory_examples)
     long_trajectory_hyperparameters: tuple[dict, ...] = ()
     # the constructor keywords of torch's for-loop step (its paths, Op.torch_paths, are twinned with it)
-    torch_for_loop: Mapping[str, Any] = {"foreach": False}
+    torch_for_loop: Mapping[str, Any] = MappingProxyType({"foreach": False})
     # the layouts each tensor the optimizer is handed may take (layout-invariant; conformance/core/layouts.py)
-    input_layouts = {"param": LAYOUT_KINDS, "grad": LAYOUT_KINDS, "grad.indices": (CONTIGUOUS, STRIDED, TRANSPOSED),
-                     "grad.values": LAYOUT_KINDS}
+    input_layouts = MappingProxyType({"param": LAYOUT_KINDS, "grad": LAYOUT_KINDS,
+                                      "grad.indices": (CONTIGUOUS, STRIDED, TRANSPOSED), "grad.values": LAYOUT_KINDS})
     # hyperparameters of layout-invariant's explicit examples (layout_examples)
-    layout_hyperparameters: dict = {"lr": 0.5}
+    layout_hyperparameters: Mapping[str, Any] = MappingProxyType({"lr": 0.5})
     # steps of the long-trajectory property's explicit examples (long_trajectory_examples)
     long_trajectory_steps: int = LONG_STEPS[1]
     # hyperparameters of the lifecycle property's explicit examples (lifecycle_examples)
-    lifecycle_hyperparameters: dict = {"lr": 0.5}
+    lifecycle_hyperparameters: Mapping[str, Any] = MappingProxyType({"lr": 0.5})
 
     # the hyperparameters worth testing and the step kinds, covered pairwise by the configurations property
     # (conformance/ops/optimizers/configurations.py); None: the record has no configurations property

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -29,7 +29,7 @@ def require_accepted_gradients(optimizer_class: Any, grads: Sequence) -> None:
 
 
 def run_optimizer(optimizer_class: Callable[..., Any], inputs: OptimizerInputs, ctx: RunContext,
-                  state_outputs: dict[str, str], *, resume_after: int | None = None) -> dict[str, Any]:
+                  state_outputs: Mapping[str, str], *, resume_after: int | None = None) -> dict[str, Any]:
     """Construct ``optimizer_class([param], **hyperparameters)``, step once per gradient, and
     read ``param`` and the state entries named in ``state_outputs`` (output name -> state key).
 
@@ -48,7 +48,7 @@ def run_optimizer(optimizer_class: Callable[..., Any], inputs: OptimizerInputs, 
     return read_state(optimizer, param, state_outputs)
 
 
-def read_state(optimizer: torch.optim.Optimizer, param: torch.Tensor, state_outputs: dict[str, str]) -> dict[str, Any]:
+def read_state(optimizer: torch.optim.Optimizer, param: torch.Tensor, state_outputs: Mapping[str, str]) -> dict[str, Any]:
     """``param`` and the state entries ``state_outputs`` names (output name -> state key)."""
     state = optimizer.state[param]
     outputs: dict[str, Any] = {"param": param.detach()}
@@ -81,7 +81,7 @@ def _resumed(optimizer_class: Callable[..., Any], optimizer: torch.optim.Optimiz
 
 
 def run_param_groups(optimizer_class: Callable[..., Any], inputs: ParamGroupsInputs, ctx: RunContext,
-                     state_outputs: dict[str, str], *, resume_after: int | None = None
+                     state_outputs: Mapping[str, str], *, resume_after: int | None = None
                      ) -> tuple[list[dict[str, Any]], list[torch.Tensor]]:
     """One optimizer over every parameter of ``inputs`` (one param group per group, with its first
     member's hyperparameters), stepped ``inputs.steps`` times: (the outputs of each member with a

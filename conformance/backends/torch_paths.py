@@ -391,14 +391,19 @@ FOREACH_SGD_SPARSE = register(ConditionalDivergence(
     triggered=_has_sparse_step,
 ))
 
+def _tensor_lr_on_a_0d_param(inputs) -> bool:
+    """The lr is a 0-d tensor and some parameter is 0-d."""
+    return bool(getattr(inputs, "tensor_lr", False)) and any(np.ndim(m.param) == 0 for m in getattr(inputs, "members", ()))
+
+
 FOREACH_ADAGRAD_HALF_TENSOR_LR = register(ConditionalDivergence(
     "torch-foreach-adagrad-half-tensor-lr-internal-assert",
-    "torch 2.1's foreach Adagrad on a float16 parameter on cpu, whose addcdiv has no Half kernel there, refuses it "
-    "cleanly with a float lr (\"addcdiv_cpu_out\" not implemented for 'Half': unsupported), but with the lr a 0-d "
-    "tensor fails with \"!needs_dynamic_casting<func_t>::check(iter) INTERNAL ASSERT FAILED ... please report a bug "
-    "to PyTorch\" in torch._foreach_addcdiv_; dated by its reproducer",
+    "torch 2.1's foreach Adagrad on cpu with the lr a 0-d tensor (documented: lr may be a Tensor) and a 0-d float16 "
+    "or bfloat16 parameter fails with \"!needs_dynamic_casting<func_t>::check(iter) INTERNAL ASSERT FAILED ... please "
+    "report a bug to PyTorch\" in torch._foreach_addcdiv_, where a float lr steps the bfloat16 one and refuses the "
+    "float16 one cleanly (\"addcdiv_cpu_out\" not implemented for 'Half': unsupported); dated by its reproducer",
     "https://github.com/pytorch/pytorch/blob/v2.1.2/torch/optim/adagrad.py",
-    ops=("adagrad",), backends=(FOREACH,), devices=("cpu",), dtypes=("float16",), properties=("lifecycle",),
+    ops=("adagrad",), backends=(FOREACH,), devices=("cpu",), dtypes=HALF, properties=("lifecycle",),
     behaviour=STOCK_TORCH, kind="error", raises="RuntimeError", match="needs_dynamic_casting", torch="<2.2",
-    triggered=lambda inputs: bool(getattr(inputs, "tensor_lr", False)),
+    triggered=_tensor_lr_on_a_0d_param,
 ))

@@ -53,3 +53,19 @@ def test_a_record_base_declares_fields_of_its_own_and_a_helper_is_the_records_ow
     assert type("Toy", (base,), {"__module__": "toy", "toy_field": 4, "_helper": lambda self: 1})().toy_field == 4
     with pytest.raises(InvalidRecord, match="'toy_field' is declared as an int"):
         type("Toy", (base,), {"__module__": "toy", "toy_field": "four"})
+
+
+def test_every_registered_divergence_names_backends_ops_properties_and_dtypes_that_exist():
+    """A registration names its places through what the registries declare: a misspelt backend, op, property
+    or dtype would make it apply nowhere, silently (an item it was meant for would fail or pass unexplained)."""
+    import conformance.cases.lowprec  # noqa: F401 - registers stock torch's half-precision arithmetic
+    from conformance.backends import builtin_backends
+    from conformance.core.divergences import _REGISTERED
+    from conformance.core.dtypes import DTYPES
+
+    declared = {"backends": set(builtin_backends()), "ops": set(OPS), "dtypes": set(DTYPES),
+                "properties": {p.name for op in OPS.values() for p in op.all_properties()},
+                "devices": {"cpu", "cuda", "xla"}}
+    unknown = [(divergence.key, field, name) for divergence in _REGISTERED.values() for field, names in declared.items()
+               for name in getattr(divergence, field) or () if name not in names]
+    assert len(_REGISTERED) >= 25 and unknown == []

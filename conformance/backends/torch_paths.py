@@ -407,3 +407,15 @@ FOREACH_ADAGRAD_HALF_TENSOR_LR = register(ConditionalDivergence(
     behaviour=STOCK_TORCH, kind="error", raises="RuntimeError", match="needs_dynamic_casting", torch="<2.2",
     triggered=_tensor_lr_on_a_0d_param,
 ))
+
+FOREACH_ADAGRAD_MAXIMIZE_COMPLEX = register(ConditionalDivergence(
+    "torch-foreach-adagrad-maximize-complex-tuple-assignment",
+    "torch 2.2's foreach Adagrad with maximize on a complex parameter negates the gradients with torch._foreach_neg, "
+    "which returns a tuple, then assigns their real views into it: TypeError \"'tuple' object does not support item "
+    "assignment\", where the for-loop step runs; found by the sweep's 2.2.2 run (adagrad-complex-agrees[foreach]) and "
+    "dated by its reproducer",
+    "https://github.com/pytorch/pytorch/blob/v2.2.2/torch/optim/adagrad.py",
+    ops=("adagrad",), backends=(FOREACH,), properties=("complex-agrees",), behaviour=STOCK_TORCH, kind="error",
+    raises="TypeError", match="does not support item assignment", torch=">=2.2,<2.3",
+    triggered=lambda inputs: bool(getattr(inputs, "hyperparameters", {}).get("maximize")),
+))

@@ -10,6 +10,7 @@ from conformance.core.tensors import CooArray
 from conformance.core.types import RunContext
 from conformance.backends.base import Backend, torch_kernels_missing_are_unsupported
 from conformance.ops import OPS
+from conformance.ops.base import FOREACH
 from conformance.ops.masked_mean import MaskedMeanInputs, differentiate
 
 
@@ -88,7 +89,7 @@ ONE_ENTRY_SPARSE_ADD = register(LayoutDivergence(
     "is_contiguous() calls contiguous) at the wrong place. Shown by torch 2.13.0 on cpu; docs/findings.md has the "
     "torch-only reproducer",
     "https://github.com/pytorch/pytorch/blob/v2.13.0/aten/src/ATen/native/sparse/SparseTensorMath.cpp",
-    ops=("adagrad", "sparse_adam", "sgd"), backends=("coo", "foreach"), devices=("cpu",),
+    ops=("adagrad", "sparse_adam", "sgd"), backends=(CooBackend.name, FOREACH), devices=("cpu",),
     properties=("layout-invariant",), behaviour=STOCK_TORCH, triggered=_one_entry_add_misplaced,
 ))
 
@@ -108,7 +109,7 @@ ONE_ENTRY_SPARSE_ADD_CUDA = register(LayoutDivergence(
     "(adagrad-layout-invariant[coo-cuda-float64], one shrunk example; whether more than one entry is misplaced "
     "too was not tried: the session's GPU time ran out)",
     "https://github.com/pytorch/pytorch/blob/v2.11.0/aten/src/ATen/native/sparse/cuda/SparseCUDATensorMath.cu",
-    ops=("adagrad", "sparse_adam", "sgd"), backends=("coo", "foreach"), devices=("cuda",),
+    ops=("adagrad", "sparse_adam", "sgd"), backends=(CooBackend.name, FOREACH), devices=("cuda",),
     properties=("layout-invariant",), behaviour=STOCK_TORCH, triggered=_one_entry_into_a_view,
 ))
 
@@ -130,6 +131,6 @@ HALF_DUPLICATES_BY_LAYOUT = register(LayoutDivergence(
     "1.0009765625 = 0.9990234375 on a contiguous float16 parameter and 1.0 on ones(4)[::2]. The result depends on "
     "the parameter's layout",
     "https://github.com/pytorch/pytorch/issues/84471",
-    ops=("sgd",), backends=("coo", "foreach"), devices=("cpu",), dtypes=("float16", "bfloat16"),
+    ops=("sgd",), backends=(CooBackend.name, FOREACH), devices=("cpu",), dtypes=("float16", "bfloat16"),
     properties=("layout-invariant",), behaviour=STOCK_TORCH, triggered=_half_duplicates_on_a_view,
 ))

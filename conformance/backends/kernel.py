@@ -162,15 +162,16 @@ class KernelBackend(Backend):
         return run
 
 
+BACKEND = KernelBackend("kernel", "auto", "conformance.kernels: C++ on CPU, Triton on CUDA")
+TRITON_BACKEND = KernelBackend("kernel-triton", "triton", "conformance.kernels' Triton kernels (Triton's interpreter on CPU)")
+BACKENDS = (BACKEND, TRITON_BACKEND)
+
+
 # generated rounds-correctly examples that miss round-to-nearest-even but match this mode are this divergence
 TRITON_INTERPRETER_BF16_TRUNCATION = register(Divergence(
     "triton-interpreter-bfloat16-truncation",
     "Triton's interpreter (TRITON_INTERPRET=1, the kernels' CPU path) converts float32 to bfloat16 by "
     "truncation, ignoring fp_downcast_rounding='rtne' (triton 3.9.0: 1.1298828125 -> 1.125, where "
     "round-to-nearest-even gives 1.1328125); compiled Triton on a GPU rounds to nearest even",
-    None, backends=("kernel-triton",), devices=("cpu",), dtypes=("bfloat16",), rounding=TOWARD_ZERO,
+    None, backends=(TRITON_BACKEND.name,), devices=("cpu",), dtypes=("bfloat16",), rounding=TOWARD_ZERO,
 ))
-
-BACKEND = KernelBackend("kernel", "auto", "conformance.kernels: C++ on CPU, Triton on CUDA")
-BACKENDS = (BACKEND, KernelBackend("kernel-triton", "triton",
-                               "conformance.kernels' Triton kernels (Triton's interpreter on CPU)"))

@@ -7,6 +7,8 @@ another's items."""
 
 from __future__ import annotations
 
+from conformance.core.divergences import STOCK_TORCH, Divergence, register
+
 SMALLEST_SUBNORMAL = float.fromhex("0x1p-1074")
 
 
@@ -24,3 +26,15 @@ def keep_denormals() -> bool:
     torch.set_flush_denormal(False)
     return True
 
+
+# stock torch's, dated by its reproducer (findings/reproducers/torch-compile-sets-flush-to-zero.py); it applies to
+# no item (``properties=()``): the suite keeps denormals itself (above)
+FLUSH_TO_ZERO = register(Divergence(
+    "torch-compile-sets-flush-to-zero",
+    "the first Inductor-compiled call on cpu turns on flush-to-zero and denormals-are-zero for the calling thread "
+    "(the library Inductor builds with -ffast-math sets them as it loads): float.fromhex('0x1p-1074') > 0 is then "
+    "False, and every later computation of the process treats subnormals as zero; nothing in torch.compile's "
+    "documentation says it changes the floating-point environment",
+    "https://docs.pytorch.org/docs/stable/generated/torch.compile.html",
+    properties=(), behaviour=STOCK_TORCH, torch=">=2.5,<2.6",
+))

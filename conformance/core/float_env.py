@@ -1,5 +1,5 @@
 """The process's floating-point environment. A shared library built with ``-ffast-math`` turns on
-flush-to-zero and denormals-are-zero for the whole process when it is loaded: torch 2.5's Inductor C++
+flush-to-zero and denormals-are-zero for the whole process when it is loaded: torch 2.4's and 2.5's Inductor C++
 on cpu does (its first compiled kernel, and every later item in that process then computes, compares
 and draws with subnormals as zero: Hypothesis cannot draw a float at all). The suite turns it off again
 after each compiled call and after each item, so one backend's or candidate's setting never reaches
@@ -36,5 +36,5 @@ FLUSH_TO_ZERO = register(Divergence(
     "False, and every later computation of the process treats subnormals as zero; nothing in torch.compile's "
     "documentation says it changes the floating-point environment",
     "https://docs.pytorch.org/docs/stable/generated/torch.compile.html",
-    properties=(), behaviour=STOCK_TORCH, torch=">=2.5,<2.6",
+    properties=(), behaviour=STOCK_TORCH, torch=">=2.4,<2.6",
 ))

@@ -24,10 +24,9 @@ import torch
 from conformance.backends.base import PATHS_AGREE, Backend, torch_kernels_missing_are_unsupported
 from conformance.ops import OPS, optimizer_record
 from conformance.ops.base import COMPILED, FOR_LOOP, FOREACH, FUSED, GRAD_SCALING, REFUSES, TorchPath
-from conformance.ops.optimizers.inputs import OptimizerInputs
+from conformance.ops.optimizers.inputs import OptimizerInputs, has_sparse_step
 from conformance.core.divergences import STOCK_TORCH, ConditionalDivergence, LayoutDivergence, PathDivergence, register
 from conformance.core.layouts import contiguous_strides
-from conformance.core.tensors import CooArray
 from conformance.core.torch_release import NotInTorch
 from conformance.core.types import RunContext, Unsupported
 
@@ -373,12 +372,6 @@ FUSED_SGD_FOUND_INF_FIRST_STEP = register(ConditionalDivergence(
 ))
 
 
-def _has_sparse_step(inputs) -> bool:
-    """Some step's gradient is sparse (a trajectory's, or a lifecycle member's)."""
-    grads = list(getattr(inputs, "grads", ())) + [g for m in getattr(inputs, "members", ()) for g in m.grads]
-    return any(isinstance(grad, CooArray) for grad in grads)
-
-
 FOREACH_SGD_SPARSE = register(ConditionalDivergence(
     "torch-foreach-sgd-sparse-gradients-not-implemented",
     "torch's foreach SGD step (SGD(foreach=True)) in torch 2.1-2.3 applies torch._foreach_mul_, _foreach_neg or "
@@ -388,7 +381,7 @@ FOREACH_SGD_SPARSE = register(ConditionalDivergence(
     "https://github.com/pytorch/pytorch/blob/v2.3.1/torch/optim/sgd.py",
     ops=("sgd",), backends=(FOREACH,), properties=(PATHS_AGREE, "complex-agrees"), behaviour=STOCK_TORCH,
     kind="error", raises="NotImplementedError", match=r"aten::_foreach_\w+.*'Sparse", torch="<2.4",
-    triggered=_has_sparse_step,
+    triggered=has_sparse_step,
 ))
 
 def _tensor_lr_on_a_0d_param(inputs) -> bool:

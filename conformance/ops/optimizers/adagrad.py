@@ -31,7 +31,8 @@ from conformance.ops.optimizers.adagrad_models import (DEFAULTS, MISTAKES, WEIGH
 from conformance.ops.optimizers.base import OPTIMIZER_STRATEGIES, OptimizerOp
 from conformance.ops.optimizers.configurations import ConfigurationSpace
 from conformance.ops.optimizers.drive import optimizer_problem
-from conformance.ops.optimizers.inputs import negated, optimizer_inputs_schema, OptimizerInputs, ParamGroupsInputs
+from conformance.ops.optimizers.inputs import (has_sparse_step, negated, optimizer_inputs_schema, OptimizerInputs,
+                                              ParamGroupsInputs)
 from conformance.ops.optimizers.reference import single_step_param_bounds, trajectory_bounds
 from conformance.ops.optimizers.strategies import drawn_inputs, NEGATIVE, with_sparse_weight_decay
 from conformance.core.tensors import CooArray, rounder, TENSOR
@@ -234,10 +235,6 @@ class Adagrad(OptimizerOp):
 OP = Adagrad()
 
 
-def _has_sparse_step(inputs) -> bool:
-    return any(isinstance(grad, CooArray) for grad in getattr(inputs, "grads", ()))
-
-
 SPARSE_COMPLEX = register(ConditionalDivergence(
     "torch-adagrad-sparse-complex",
     "torch's Adagrad takes a complex parameter as the pairs of reals torch.view_as_real shows on its dense path, "
@@ -249,7 +246,7 @@ SPARSE_COMPLEX = register(ConditionalDivergence(
     "H200, 2026-11-28: 1+1j with the sparse gradient 1+1j gives 0+1j after one step, the real pairs give 0+0j)",
     "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/optim/adagrad.py",
     ops=("adagrad",), devices=("cpu", "cuda"), properties=("complex-agrees",), behaviour=STOCK_TORCH,
-    triggered=_has_sparse_step,
+    triggered=has_sparse_step,
 ))
 
 

@@ -96,6 +96,12 @@ class ParamGroupsInputs:
 GRAD_ROLES = ("grad", "grad.indices", "grad.values")  # a dense gradient; a sparse one's parts (layouts)
 
 
+def has_sparse_step(inputs: Any) -> bool:
+    """Some step's gradient is sparse: a trajectory's (``grads``), or a lifecycle member's (``members``)."""
+    grads = list(getattr(inputs, "grads", ())) + [g for m in getattr(inputs, "members", ()) for g in m.grads]
+    return any(isinstance(grad, CooArray) for grad in grads)
+
+
 def grad_to_torch(grad: CooArray | np.ndarray, ctx: RunContext) -> torch.Tensor:
     """A step's gradient on the item's device and dtype, in the layout the example gives it (``grad``,
     or ``grad.indices`` and ``grad.values`` for a sparse one)."""

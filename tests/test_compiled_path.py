@@ -4,6 +4,8 @@ process loads Inductor (several seconds); the graphs after it load from Inductor
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import subprocess
 import sys
@@ -303,7 +305,8 @@ def test_a_compiled_function_dynamo_refuses_is_unsupported_with_its_reason(monke
 
     real_compile = torch.compile
     monkeypatch.setattr(torch, "compile", functools.partial(real_compile, fullgraph=True))
-    monkeypatch.setattr(OPS[MASKED_MEAN], "torch_paths", (TorchPath("compiled", function=breaks),))
+    monkeypatch.setitem(OPS, MASKED_MEAN, dataclasses.replace(OPS[MASKED_MEAN], torch_paths=(
+        TorchPath("compiled", function=breaks),)))
     with pytest.raises(Unsupported, match="Dynamo does not trace it: .*graph_break"):
         _compiled().run(MASKED_MEAN, MaskedMeanInputs(np.array([1.0, 2.0]), np.array([True, False])),
                         RunContext("cpu", torch.float32))
@@ -389,7 +392,8 @@ def _plant_wrong_compiled_masked_mean(monkeypatch) -> None:
     def one_percent_too_large(values, mask):
         return where_masked_mean(values, mask) * 1.01
 
-    monkeypatch.setattr(OPS[MASKED_MEAN], "torch_paths", (TorchPath("compiled", function=one_percent_too_large),))
+    monkeypatch.setitem(OPS, MASKED_MEAN, dataclasses.replace(OPS[MASKED_MEAN], torch_paths=(
+        TorchPath("compiled", function=one_percent_too_large),)))
 
 
 def test_a_wrong_compiled_masked_mean_fails_the_compiled_item_only(monkeypatch):

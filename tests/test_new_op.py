@@ -71,36 +71,27 @@ def invalid_inputs(draw, dtype: str = "float64") -> OptimizerInputs:
     return OptimizerInputs(inputs.param, inputs.grads, {"lr": draw(NEGATIVE)})
 
 
-class PlainSGD(OptimizerOp):
-    name = "plain_sgd"
-    title = "SGD"
-    stock_backend = "coo"
-    summary = "torch.optim.SGD steps with a learning rate only"
-    candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.SGD's constructor"
-    invalid_summary = "a negative learning rate raises torch's ValueError"
-    inputs_schema = optimizer_inputs_schema({"lr": {"type": "number"}})
-    expected_schema = {"type": "object", "additionalProperties": False, "required": ["param"],
-                       "properties": {"param": TENSOR}}
-    strategies = replace(OPTIMIZER_STRATEGIES, hyperparameters=hyperparameters, invalid=dtype_only(invalid_inputs))
-
-    @property
-    def torch_implementation(self) -> type:
-        return torch.optim.SGD
-
-    def reference(self, inputs: OptimizerInputs) -> dict[str, np.ndarray]:
-        return plain_sgd_reference(inputs)
-
-    def candidate_problem(self, candidate: Any) -> str | None:
-        return optimizer_problem(candidate)
-
-    def accepts_dense_steps(self, hyperparameters: dict) -> bool:
-        return True
-
-    def error_bounds(self, inputs: OptimizerInputs, dtype: str, sensitivity) -> dict[str, Any]:
-        return trajectory_bounds(self.reference, inputs, dtype, sensitivity)[0]
+def plain_sgd_error_bounds(inputs: OptimizerInputs, dtype: str, sensitivity) -> dict[str, Any]:
+    return trajectory_bounds(plain_sgd_reference, inputs, dtype, sensitivity)[0]
 
 
-OP = PlainSGD()
+OP = OptimizerOp(
+    name="plain_sgd",
+    title="SGD",
+    stock_backend="coo",
+    summary="torch.optim.SGD steps with a learning rate only",
+    candidate_contract="a torch.optim.Optimizer subclass with torch.optim.SGD's constructor",
+    invalid_summary="a negative learning rate raises torch's ValueError",
+    inputs_schema=optimizer_inputs_schema({"lr": {"type": "number"}}),
+    expected_schema={"type": "object", "additionalProperties": False, "required": ["param"],
+                     "properties": {"param": TENSOR}},
+    strategies=replace(OPTIMIZER_STRATEGIES, hyperparameters=hyperparameters, invalid=dtype_only(invalid_inputs)),
+    torch_implementation=torch.optim.SGD,
+    reference=plain_sgd_reference,
+    candidate_problem=optimizer_problem,
+    accepts_dense_steps=lambda hyperparameters: True,
+    error_bounds=plain_sgd_error_bounds,
+)
 '''
 
 SPEC = '''op: plain_sgd
@@ -249,17 +240,21 @@ def test_a_fourth_optimizer_touches_its_record_its_spec_and_a_runner(tmp_path):
 
 
 def _define(record: str) -> None:
-    """Run a record module's text in this process (its class is made and checked, not discovered)."""
+    """Run a record module's text in this process (its declaration is made and checked, not discovered)."""
     exec(compile(record, "<the record of tests/test_new_op.py>", "exec"), {"__name__": "plain_sgd_record"})
 
 
-def test_the_record_is_checked_as_its_class_is_made_and_a_misspelt_field_fails_naming_it():
+def test_the_record_is_checked_as_it_is_declared_and_a_misspelt_field_fails_naming_it():
     from conformance.ops.declared import InvalidRecord
 
     _define(RECORD)  # the record as documented is a valid declaration
-    with pytest.raises(InvalidRecord, match=r"PlainSGD: 'sumary' is not a field of an op record \(did you mean 'summary'\?\)"):
-        _define(RECORD.replace("    summary = ", "    sumary = "))
+    with pytest.raises(InvalidRecord, match=r"op record 'plain_sgd' \(plain_sgd_record.py\): 'sumary' is not a field of an "
+                                             r"op record \(did you mean 'summary'\?\)"):
+        _define(RECORD.replace("    summary=", "    sumary="))
     with pytest.raises(InvalidRecord, match=r"'title' is declared as a str .* set to a list: \['SGD'\]"):
-        _define(RECORD.replace('title = "SGD"', 'title = ["SGD"]'))
+        _define(RECORD.replace('title="SGD"', 'title=["SGD"]'))
     with pytest.raises(InvalidRecord, match=r"state_outputs names 'momentum', which expected_schema has no output of"):
-        _define(RECORD.replace('    summary = ', '    state_outputs = {"momentum": "momentum_buffer"}\n    summary = '))
+        _define(RECORD.replace('    summary=', '    state_outputs={"momentum": "momentum_buffer"},\n    summary='))
+    with pytest.raises(InvalidRecord, match=r"'error_bounds' is called with \(inputs, dtype, sensitivity\)"):
+        _define(RECORD.replace("def plain_sgd_error_bounds(inputs: OptimizerInputs, dtype: str, sensitivity)",
+                               "def plain_sgd_error_bounds(inputs: OptimizerInputs, dtype: str)"))

@@ -1,12 +1,15 @@
-"""An op record is checked as its class is made (conformance/ops/declared.py): it sets only the fields
-and methods its bases declare, each of the declared kind, consistent with each other; a misspelt or
-inconsistent field is a TypeError naming the record and the field (tests/test_new_op.py: the documented
-new optimizer, and a misspelling of it)."""
+"""An op record is a declaration, ``Op(name=..., ...)``, checked as it is made (conformance/ops/declared.py): it
+sets only the fields its kind declares, each of the declared kind (code: a function taking the default's
+arguments, handed the record first where its first parameter is ``op``), consistent with each other, and is
+frozen; a misspelt, mistyped or inconsistent field is a TypeError naming the record and the field
+(tests/test_new_op.py: the documented new optimizer, and a misspelling of it)."""
 
 from __future__ import annotations
 
+import dataclasses
 from types import MappingProxyType
 
+import numpy as np
 import pytest
 
 from conformance.core.tensors import TENSOR
@@ -18,8 +21,8 @@ SCHEMA = {"type": "object", "properties": {"param": TENSOR, "state_sum": TENSOR}
 
 
 def record(**fields):
-    """An op record class with ``fields`` (made, hence checked, here)."""
-    return type("Toy", (Op,), {"__module__": "toy", "name": "toy", "expected_schema": SCHEMA, **fields})
+    """An op record declared with ``fields`` (made, hence checked, here)."""
+    return Op(**{"name": "toy", "expected_schema": SCHEMA, **fields})
 
 
 def test_every_shipped_record_is_a_valid_declaration():
@@ -28,11 +31,16 @@ def test_every_shipped_record_is_a_valid_declaration():
 
 
 @pytest.mark.parametrize("fields, message", [
-    ({"exact_output": frozenset({"param"})}, r"Toy: 'exact_output' is not a field of an op record \(did you mean 'exact_outputs'\?\)"),
+    ({"exact_output": frozenset({"param"})}, r"op record 'toy' \(.*test_record_declarations.py\): 'exact_output' is not a field of an op record "
+                                         r"\(did you mean 'exact_outputs'\?\)"),
     ({"repro_run": "optimizer"}, r"'repro_run' is not a field of an op record; the fields are declared in"),
     ({"exact_outputs": {"param"}}, r"'exact_outputs' is declared as a frozenset .* set to a set"),
     ({"rounding_sensitive": 1}, r"'rounding_sensitive' is declared as a bool .* set to an int"),
-    ({"reference": {"param": 1.0}}, r"'reference' is a method of an op record; it is set to"),
+    ({"reference": {"param": 1.0}}, r"'reference' is code of an op record \(a function\); it is set to"),
+    ({"reference": lambda: {}}, r"'reference' is called with \(inputs\), and handed the record first where its first "
+                                r"parameter is 'op' \(op, inputs\); .*<lambda>\(\) takes neither"),
+    ({"error_bounds": lambda op, inputs: {}}, r"'error_bounds' is called with \(inputs, dtype, sensitivity\)"),
+    ({"name": ""}, r"'name' is the op's name, a non-empty str"),
     ({"state_outputs": {"exp_avg": "exp_avg"}}, r"state_outputs names 'exp_avg', which expected_schema has no output of"),
     ({"state_outputs": {"state_sum": "sum"}, "root_outputs": {"param": ("std", "eps", 1e-10)}},
      r"root_outputs\['param'\] is read from 'std', which is not one of its state_outputs \(state_sum\)"),
@@ -48,11 +56,39 @@ def test_a_field_no_base_declares_or_of_another_kind_or_inconsistent_is_refused_
         record(**fields)
 
 
-def test_a_record_base_declares_fields_of_its_own_and_a_helper_is_the_records_own():
-    base = type("ToyBase", (Op,), {"__module__": "toy", "toy_field": 3}, record_base=True)
-    assert type("Toy", (base,), {"__module__": "toy", "toy_field": 4, "_helper": lambda self: 1})().toy_field == 4
+def test_a_kind_of_record_declares_fields_of_its_own_and_a_record_is_frozen():
+    @dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
+    class ToyKind(Op):
+        toy_field: int = 3
+
+    assert ToyKind(name="toy", toy_field=4).toy_field == 4
     with pytest.raises(InvalidRecord, match="'toy_field' is declared as an int"):
-        type("Toy", (base,), {"__module__": "toy", "toy_field": "four"})
+        ToyKind(name="toy", toy_field="four")
+    with pytest.raises(InvalidRecord, match="'toy_feld' is not a field of an op record \\(did you mean 'toy_field'"):
+        ToyKind(name="toy", toy_feld=4)
+    with pytest.raises(InvalidRecord, match="an op record's fields are keywords"):
+        Op("toy")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        OPS["sgd"].summary = "changed"  # type: ignore[misc]
+
+
+def test_code_is_called_as_the_records_method_handed_the_record_where_it_takes_op():
+    """``reference=f``: ``op.reference(inputs)`` calls ``f(inputs)``; a function whose first parameter is ``op``
+    is handed the record first, as OpInfo's sample_inputs_func is handed the OpInfo; references run quiet."""
+    def doubled(inputs):
+        return {"param": np.float64(inputs) * 2}
+
+    def named(op, inputs):
+        return {"param": np.float64(len(op.name) + inputs)}
+
+    def divides_by_zero(inputs):
+        return {"param": np.float64(1.0) / np.float64(inputs)}
+
+    assert record(reference=doubled).reference(3)["param"] == 6
+    assert record(reference=named).reference(1)["param"] == 4  # len("toy") + 1
+    assert record(reference=divides_by_zero).reference(0)["param"] == np.inf  # no RuntimeWarning: quiet
+    replaced = dataclasses.replace(record(reference=named), name="toys")
+    assert replaced.reference(1)["param"] == 5 and replaced.record_file.endswith("test_record_declarations.py")
 
 
 def test_every_registered_divergence_names_backends_ops_properties_and_dtypes_that_exist():

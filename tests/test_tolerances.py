@@ -5,6 +5,7 @@ module makes a tolerance of its own."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -60,24 +61,21 @@ def test_a_bound_is_never_below_the_default_and_its_beyond_floor_part_adds_to_it
     assert made == {"a": Tolerance(floor.rtol, floor.atol + 1e-3), "b": Tolerance(1.0, 2.0), "c": None}
 
 
-def test_the_rounding_sensitivity_is_computed_only_for_a_record_that_reads_it(monkeypatch):
+def test_the_rounding_sensitivity_is_computed_only_for_a_record_that_reads_it():
     """coalesce's bounds never read it: its half-precision model is not run for them; an optimizer's
     record receives the values (a dict), not a function to call back."""
-    coalesce = OPS["coalesce"]
-    monkeypatch.setattr(type(coalesce), "half_precision_model",
-                        lambda *args: pytest.fail("coalesce's bounds do not read the rounding sensitivity"))
+    coalesce = dataclasses.replace(OPS["coalesce"], half_precision_model=lambda *args: pytest.fail(
+        "coalesce's bounds do not read the rounding sensitivity"))
     coo = CooArray(np.array([[0, 0, 1]]), np.array([1.0, 2.0, 3.0]), (2,))
     assert not coalesce.rounding_sensitive
     assert tolerances.generated(coalesce, coo, "float16")["values"] is not None
 
     from conformance.ops.optimizers import OptimizerInputs
 
-    adagrad = OPS["adagrad"]
     seen = []
-    real = type(adagrad).error_bounds
-    monkeypatch.setattr(type(adagrad), "error_bounds",
-                        lambda self, inputs, dtype, sensitivity: seen.append(sensitivity) or real(self, inputs, dtype,
-                                                                                                  sensitivity))
+    real = OPS["adagrad"].error_bounds
+    adagrad = dataclasses.replace(OPS["adagrad"], error_bounds=lambda inputs, dtype, sensitivity: seen.append(
+        sensitivity) or real(inputs, dtype, sensitivity))
     inputs = OptimizerInputs(np.array([1.0, -2.0]), [CooArray(np.array([[0, 0]]), np.array([0.5, 0.25]), (2,))],
                              {"lr": 0.5})
     assert adagrad.rounding_sensitive

@@ -118,8 +118,8 @@ class UsageError(Exception):
 
 def declared_op_names() -> set[str] | None:
     """The op names the records declare, read from their source without importing them (nor
-    torch): each module of ``conformance/ops`` that assigns ``OP = SomeOp()`` where ``SomeOp`` is a
-    class of that module with ``name = "<literal>"``. None when a record does not read so (then only
+    torch): each module of ``conformance/ops`` that declares ``OP = Op(name="<literal>", ...)`` (or
+    ``OptimizerOp(...)``). None when a record does not read so (then only
     :data:`conformance.ops.OPS` knows)."""
 
     names: set[str] = set()
@@ -130,13 +130,10 @@ def declared_op_names() -> set[str] | None:
                     and any(isinstance(t, ast.Name) and t.id == "OP" for t in node.targets)]
             if not made:
                 continue
-            if len(made) != 1 or not (isinstance(made[0], ast.Call) and isinstance(made[0].func, ast.Name)):
+            if len(made) != 1 or not isinstance(made[0], ast.Call):
                 return None
-            classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
-            cls = classes.get(made[0].func.id)
-            literal = [node.value.value for node in (cls.body if cls else []) if isinstance(node, ast.Assign)
-                       and any(isinstance(t, ast.Name) and t.id == "name" for t in node.targets)
-                       and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)]
+            literal = [keyword.value.value for keyword in made[0].keywords if keyword.arg == "name"
+                       and isinstance(keyword.value, ast.Constant) and isinstance(keyword.value.value, str)]
             if len(literal) != 1:
                 return None
             names.add(literal[0])

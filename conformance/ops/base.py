@@ -5,8 +5,9 @@ checked against (with the Hypothesis strategies that draw their examples)."""
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
-from types import MappingProxyType
+import sys
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType, MethodType
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -18,6 +19,7 @@ from conformance.core.layouts import STRIDED, TRANSPOSED, Layout, layouts_strate
 from conformance.core.tensors import encode_array
 from conformance.core.twins import COMPILED_AGREES, GRAD_SCALING, PATHS_AGREE, TWIN_PROPERTIES  # noqa: F401 - the paths' twins
 from conformance.core.types import RunContext
+from conformance.ops.declared import check_names, check_record, takes_op
 
 LAYOUT_INVARIANT = "layout-invariant"  # the property every op with input_layouts has (conformance/cases/input_layouts.py)
 SIZES = "sizes"  # the property of every op that declares strategies.sizes
@@ -30,6 +32,14 @@ SIZES_EXAMPLES = 4  # drawn examples per sizes item beside the explicit ones: ea
 # the sizes where kernels change behaviour: vector widths (16 floats of AVX-512, 16 halves of AVX2), block sizes
 # (32, 64, 256), each with a remainder of one either side
 SIZE_BOUNDARIES = (15, 16, 17, 31, 32, 33, 63, 64, 65, 255, 256, 257)
+
+
+def _declaring_module() -> str:
+    """The module whose code makes a record (the first caller outside this module and dataclasses')."""
+    frame = sys._getframe(2)
+    while frame.f_back is not None and frame.f_globals.get("__name__") in (__name__, "dataclasses"):
+        frame = frame.f_back
+    return str(frame.f_globals.get("__name__", "?"))
 
 
 def _quiet_numpy(reference: Callable) -> Callable:
@@ -147,16 +157,106 @@ class TorchPath:
     twins: tuple[str, ...] = ()
 
 
-class Op:
-    """Base class of the ops under test; one subclass per module in ``conformance.ops``. Every
-    method takes a dtype by its spec name (``"float16"``; facts and the torch dtype:
-    :mod:`conformance.core.dtypes`)."""
+CODE = "code"  # the metadata key of a field that is code (:func:`code`)
 
-    name: str = ""
+
+def code(default: Callable[..., Any]) -> Any:
+    """A field of an op record that is code: a function the declaration names (``reference=coalesce_reference``),
+    called as the record's method (``op.reference(inputs)``). A function whose first parameter is ``op`` is
+    handed the record first, as ``OpInfo``'s ``sample_inputs_func`` is handed the OpInfo; any other is called
+    with the arguments alone. ``default``: what a record that names none does (it takes ``op``)."""
+    return field(default=default, repr=False, metadata={CODE: True})
+
+
+def _no_decode_inputs(op: "Op", raw: dict, dtype: str) -> Any:
+    raise NotImplementedError(f"{op.name} cannot decode a spec's inputs")
+
+
+def _decode_expected(op: "Op", raw: dict) -> dict[str, np.ndarray]:
+    return {name: np.asarray(value, dtype=np.int64 if name in op.exact_outputs else np.float64)
+            for name, value in raw.items()}
+
+
+def _no_encode_inputs(op: "Op", inputs: Any) -> dict:
+    raise NotImplementedError(f"{op.name} cannot encode its inputs")
+
+
+def _no_reference(op: "Op", inputs: Any) -> dict[str, np.ndarray]:
+    raise NotImplementedError(f"{op.name} has no reference")
+
+
+def _reference_itself(op: "Op", inputs: Any) -> dict[str, np.ndarray]:
+    return op.reference(inputs)
+
+
+def _no_invariants(op: "Op", outputs: dict[str, Any], inputs: Any) -> None:
+    return None
+
+
+def _no_candidate_driving(op: "Op", candidate: Any, inputs: Any, ctx: RunContext) -> dict[str, Any]:
+    raise NotImplementedError(f"{op.name} cannot drive a candidate")
+
+
+def _callable_problem(op: "Op", candidate: Any) -> str | None:
+    return None if callable(candidate) else f"{candidate!r} is not callable"
+
+
+def _candidate_itself(op: "Op", candidate: Any) -> Any:
+    return candidate
+
+
+def _no_rounding_bounds(op: "Op", inputs: Any, dtype: str,
+                        accumulation_unit: float = OPMATH_ROUNDOFF) -> dict[str, tuple[Any, Any, Any]]:
+    return {}
+
+
+def _no_error_bounds(op: "Op", inputs: Any, dtype: str, sensitivity: Mapping[str, float]) -> dict[str, Any]:
+    raise NotImplementedError(f"{op.name} has no error bounds for generated inputs")
+
+
+def _no_benchmark_inputs(op: "Op", bench: Any, rng: Any, dtype: str) -> Any:
+    raise ValueError(f"op {op.name!r} has no benchmark inputs (Op.benchmark_inputs)")
+
+
+def _no_models(op: "Op", inputs: Any, dtype: str) -> dict[str, dict[str, Any]]:
+    return {}
+
+
+def _no_half_precision_model(op: "Op", inputs: Any, dtype: str, accumulate: str) -> Any:
+    return None
+
+
+def _no_properties(op: "Op") -> tuple[GeneratedProperty, ...]:
+    return ()
+
+
+def _no_examples(op: "Op", dtype: str) -> list:
+    return []
+
+
+def _sizes_in_general(op: "Op", inputs: Any) -> str:
+    return "the inputs' sizes"
+
+
+def _unit_scale(op: "Op", inputs: Any) -> float:
+    return 1.0
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class Op:
+    """An op under test, declared: ``OP = Op(name=..., ...)`` in one module of ``conformance.ops`` (an optimizer:
+    :class:`conformance.ops.optimizers.base.OptimizerOp`). Its fields are data (schemas, outputs, paths,
+    strategies, divergences) and a small set of code (:func:`code`: the reference, decoding and encoding, the
+    candidate driving, bounds, properties), each named by the declaration. Checked as it is made
+    (:mod:`conformance.ops.declared`): an unknown, misspelt, mistyped or inconsistent field is an InvalidRecord
+    (a TypeError) naming it, as torch's ``OpInfo`` refuses an unknown keyword. Every dtype is its spec name
+    (``"float16"``; facts and the torch dtype: :mod:`conformance.core.dtypes`). Compared by identity."""
+
+    name: str
     summary: str = ""
     candidate_contract: str = ""
-    inputs_schema: Mapping[str, Any] = MappingProxyType({})
-    expected_schema: Mapping[str, Any] = MappingProxyType({})
+    inputs_schema: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    expected_schema: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     exact_outputs: frozenset[str] = frozenset()
     # whether error_bounds reads the rounding sensitivity (conformance.core.tolerances.rounding_sensitivity:
     # torch's algorithm replayed in the dtype against the reference); computed only for a record that says so
@@ -168,17 +268,20 @@ class Op:
     # but inside the model's, where the divergence applies, is that divergence (conformance/cases/checks.py)
     torch_rounding_models: tuple[tuple[Divergence, dict[str, Any]], ...] = ()
     # optimizers: output name -> the optimizer's state key it is read from (empty: not an optimizer)
-    state_outputs: Mapping[str, str] = MappingProxyType({})
+    state_outputs: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # optimizers: outputs read after the steps as sqrt(a state output) + a hyperparameter, at the last
     # gradient's coalesced indices (every entry, flattened, for a dense gradient): output -> (state
     # output, hyperparameter, its default) -- Adagrad's std, as the tutorial prints it. The candidate
     # driving (OptimizerOp.add_root_outputs) and the counterexample scripts (repro/run/optimizer.py.j2) read them
-    root_outputs: Mapping[str, tuple[str, str, float]] = MappingProxyType({})
+    root_outputs: Mapping[str, tuple[str, str, float]] = field(default_factory=lambda: MappingProxyType({}))
     # the built-in backend that is stock torch's own way of doing this op: the column a candidate is
     # read against in reports, run beside it by `conformance check`
     stock_backend: str | None = None
+    # stock torch's implementation of this op, in the form run_candidate drives (None: no single torch
+    # function does it); a candidate is also judged against what it returns
+    torch_implementation: Any = None
     # the input space's dimensions (DIMENSIONS) the op has no property for, each with the reason
-    dimensions_left_out: Mapping[str, str] = MappingProxyType({})
+    dimensions_left_out: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # whether decode_expected reads an empty multi-dim output's {fill, shape} (else encode_expected leaves it out)
     decodes_empty_expected: bool = False
     # known mistakes in implementing the op (conformance.core.diagnosis.Mistake): what a failing output
@@ -187,7 +290,7 @@ class Op:
     # each input the op's examples hand over as a tensor, by role (RunContext.place), -> the memory layouts
     # it may take (conformance.core.layouts.LAYOUT_KINDS, contiguous first: what Hypothesis shrinks toward);
     # empty: the op has no layout-invariant property
-    input_layouts: Mapping[str, tuple[str, ...]] = MappingProxyType({})
+    input_layouts: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
     # outputs a correct implementation may compute in another order on a non-contiguous input (a reduction):
     # layout-invariant compares them within the agreement tolerance, every other output bit for bit
     layout_reordered_outputs: frozenset[str] = frozenset()
@@ -195,6 +298,86 @@ class Op:
     torch_paths: tuple[TorchPath, ...] = ()
     # the Hypothesis strategies its properties draw from (none: the op has no generated property)
     strategies: Strategies = Strategies()
+
+    # -- code (each a function the declaration names; see code()) --
+    # spec inputs -> NumPy inputs, floats rounded to the dtype (raises ValueError): (raw, dtype) -> inputs
+    decode_inputs: Callable[..., Any] = code(_no_decode_inputs)
+    # spec golden values -> NumPy arrays keyed by output name: (raw) -> outputs
+    decode_expected: Callable[..., Any] = code(_decode_expected)
+    # decoded inputs back in spec notation (decode_inputs of the result gives them back): (inputs) -> raw
+    encode_inputs: Callable[..., Any] = code(_no_encode_inputs)
+    # the independent NumPy float64 oracle (no torch math; run with NumPy's floating-point warnings off, so the
+    # documented non-finite cases, 0/0 and inf - inf, print none): (inputs) -> outputs
+    reference: Callable[..., Any] = code(_no_reference)
+    # the documented algorithm's value where the reference raises as torch does by a limitation of torch, not
+    # by the contract (a spec's expected_error of kind torch-limitation): (inputs) -> outputs; default: reference
+    reference_beyond_torch: Callable[..., Any] = code(_reference_itself)
+    # properties every correct output has, whatever the inputs (raise Mismatch): (outputs, inputs) -> None
+    check_invariants: Callable[..., Any] = code(_no_invariants)
+    # drive a user-supplied implementation of this op through its contract: (candidate, inputs, ctx) -> outputs
+    run_candidate: Callable[..., Any] = code(_no_candidate_driving)
+    # why a candidate cannot fit this op's contract, or None: (candidate) -> str | None
+    candidate_problem: Callable[..., Any] = code(_callable_problem)
+    # the candidate wrapped in the checks of the contract beyond the numbers, which run_candidate then drives
+    # (the candidate backend's, every call): a clause broken raises ``contract violated (<op>: <clause>):
+    # <detail>`` (conformance.ops.contract): (candidate) -> the candidate watched; default: itself
+    watch_candidate: Callable[..., Any] = code(_candidate_itself)
+    # float16/bfloat16: per output, (exact, low, high) -- the float64 result and the interval a correct
+    # implementation's value lies in before its last rounding to the dtype (conformance.core.rounding), sums
+    # accumulated at accumulation_unit (float32's unit roundoff; the dtype's own models torch's half-precision
+    # accumulation): (inputs, dtype, accumulation_unit=OPMATH_ROUNDOFF) -> bounds; empty: no such model
+    rounding_bounds: Callable[..., Any] = code(_no_rounding_bounds)
+    # per-output error bound (conformance.core.tolerances.ErrorBound; None: exact) of a dtype backend against
+    # the float64 reference on generated inputs: the usual bounds of the arithmetic a correct implementation
+    # does in the dtype times a small safety factor; a pure function of its arguments (conformance.core.tolerances
+    # makes the tolerances of them). sensitivity: where rounding_sensitive, how far torch's algorithm replayed in
+    # the dtype lands from the reference, per output; empty otherwise: (inputs, dtype, sensitivity) -> bounds
+    error_bounds: Callable[..., Any] = code(_no_error_bounds)
+    # inputs for a spec's benchmark section (size, density, sparse_dims, steps, hyperparameters), drawn from the
+    # NumPy generator rng: (bench, rng, dtype) -> inputs
+    benchmark_inputs: Callable[..., Any] = code(_no_benchmark_inputs)
+    # where torch_sums_duplicates_in_half: the outputs of stock torch's half-precision accumulation of duplicates
+    # in each order an implementation commonly sums them in, by the order's name: (inputs, dtype) -> models
+    half_accumulation_models: Callable[..., Any] = code(_no_models)
+    # stock torch's result computed the way torch rounds in the dtype, duplicates summed at accumulate, and the
+    # flags of what that rounding did ("accumulation", "underflow"): (inputs, dtype, accumulate) ->
+    # (outputs, flags), or None where the op has no such model (conformance/cases/lowprec.py judges from it)
+    half_precision_model: Callable[..., Any] = code(_no_half_precision_model)
+    # the generated properties of this op (GeneratedProperty) beside the ones every op has: () -> properties
+    properties: Callable[..., Any] = code(_no_properties)
+    # inputs every property drawn from strategies.inputs runs first (Hypothesis' explicit examples): small
+    # hand-written inputs on which the known mistakes differ: (dtype) -> [inputs]
+    explicit_examples: Callable[..., Any] = code(_no_examples)
+    # inputs the property sizes runs first (the boundaries themselves): (dtype) -> [inputs]
+    sizes_examples: Callable[..., Any] = code(_no_examples)
+    # the sizes of the inputs in words, as a failure of the property sizes names them: (inputs) -> str
+    describe_size: Callable[..., Any] = code(_sizes_in_general)
+    # how much looser than assert_close's dtype default the reference cross-check is: (inputs) -> float
+    reference_tolerance_scale: Callable[..., Any] = code(_unit_scale)
+
+    def __new__(cls, *args: Any, **declared: Any) -> Any:
+        """Refuse a field the record's kind does not declare (naming it, and the declared name it is closest
+        to), before the dataclass' own ``__init__`` would say less; note the module that declares the record."""
+        declared_in = _declaring_module()
+        check_names(cls, declared, declared_in, positional=args)
+        record = super().__new__(cls)
+        object.__setattr__(record, "_declared_in", declared_in)
+        return record
+
+    def __post_init__(self) -> None:
+        """Check the declaration (:mod:`conformance.ops.declared`), then make each code field the record's
+        method: handed the record first where its first parameter is ``op``; the references quiet."""
+        check_record(self, paths=(FOREACH, FUSED, COMPILED), twins=TWIN_PROPERTIES, dimensions=tuple(DIMENSIONS))
+        for spec in fields(self):
+            if not spec.metadata.get(CODE):
+                continue
+            function = getattr(self, spec.name)
+            if isinstance(function, MethodType) and isinstance(function.__self__, Op):
+                function = function.__func__  # (dataclasses.replace hands the bound method back)
+            bound = takes_op(function)
+            if spec.name in ("reference", "reference_beyond_torch"):
+                function = _quiet_numpy(function)
+            object.__setattr__(self, spec.name, MethodType(function, self) if bound else function)
 
     def drawing(self, strategy: Callable[..., Any] | None) -> Drawing:
         """``strategy`` (one of :attr:`strategies`) bound to this op, as a property draws from it."""
@@ -204,26 +387,10 @@ class Op:
         """The declared path ``name``, or None."""
         return next((path for path in self.torch_paths if path.name == name), None)
 
-    def __init_subclass__(cls, record_base: bool = False, **kwargs: Any) -> None:
-        """A record sets only the fields and methods its bases declare, each of its declared kind, and
-        consistent (:mod:`conformance.ops.declared`: a misspelt field raises, naming it); a ``record_base``
-        (OptimizerOp) declares fields of its own. An op's NumPy references propagate NaN and inf as
-        documented (0/0, inf - inf): they run with NumPy's floating-point warnings off, so the documented
-        non-finite cases print none."""
-        super().__init_subclass__(**kwargs)
-        if not record_base:
-            from conformance.ops.declared import check_record  # (lazy: a record class is made after this module)
-
-            check_record(cls, tuple(base for base in cls.__mro__[1:] if issubclass(base, Op)),
-                         paths=(FOREACH, FUSED, COMPILED), twins=TWIN_PROPERTIES, dimensions=tuple(DIMENSIONS))
-        for name in ("reference", "reference_beyond_torch"):
-            if name in cls.__dict__:
-                setattr(cls, name, _quiet_numpy(cls.__dict__[name]))
-
     @property
     def record_file(self) -> str:
-        """The record's module as a path from the repository root (``conformance/ops/coalesce.py``)."""
-        return type(self).__module__.replace(".", "/") + ".py"
+        """The module that declares the record, as a path from the repository root (``conformance/ops/coalesce.py``)."""
+        return getattr(self, "_declared_in", type(self).__module__).replace(".", "/") + ".py"
 
     def computed_outputs(self) -> dict[str, str]:
         """The outputs the suite computes from a candidate's others instead of reading them off it
@@ -235,25 +402,6 @@ class Op:
     def state_tensors(self) -> tuple[str, ...]:
         """The state outputs that are tensors of the parameter's shape (``step`` left out)."""
         return tuple(name for name in self.state_outputs if name != "step")
-
-    @property
-    def torch_implementation(self) -> Any:
-        """Stock torch's implementation of this op, in the form ``run_candidate`` drives (None: no
-        single torch function does it). A candidate is also judged against what it returns."""
-        return None
-
-    def decode_inputs(self, raw: dict, dtype: str) -> Any:
-        """Spec inputs -> NumPy inputs, floats rounded to ``dtype`` (raises ValueError)."""
-        raise NotImplementedError
-
-    def decode_expected(self, raw: dict) -> dict[str, np.ndarray]:
-        """Spec golden values -> NumPy arrays keyed by output name."""
-        return {name: np.asarray(value, dtype=np.int64 if name in self.exact_outputs else np.float64)
-                for name, value in raw.items()}
-
-    def encode_inputs(self, inputs: Any) -> dict:
-        """Decoded inputs back in spec notation (``decode_inputs`` of the result gives them back)."""
-        raise NotImplementedError(f"{self.name} cannot encode its inputs")
 
     def encode_expected(self, outputs: dict) -> dict:
         """Golden values in spec notation; empty multi-dim outputs are left out unless
@@ -273,87 +421,15 @@ class Op:
                 expected[name] = encode_array(value)
         return expected
 
-    def reference(self, inputs: Any) -> dict[str, np.ndarray]:
-        """The independent NumPy float64 oracle (no torch math)."""
-        raise NotImplementedError
-
-    def reference_beyond_torch(self, inputs: Any) -> dict[str, np.ndarray]:
-        """The documented algorithm's value where the reference raises as torch does by a limitation
-        of torch, not by the contract (a spec's ``expected_error`` of kind ``torch-limitation``): what
-        an implementation without the limitation computes. Default: :meth:`reference`."""
-        return self.reference(inputs)
-
-    def check_invariants(self, outputs: dict[str, Any], inputs: Any) -> None:
-        """Properties every correct output has, whatever the inputs (raise Mismatch)."""
-
-    def run_candidate(self, candidate: Any, inputs: Any, ctx: RunContext) -> dict[str, Any]:
-        """Drive a user-supplied implementation of this op through its contract."""
-        raise NotImplementedError
-
-    def candidate_problem(self, candidate: Any) -> str | None:
-        """Why ``candidate`` cannot fit this op's contract, or None."""
-        return None if callable(candidate) else f"{candidate!r} is not callable"
-
-    def watch_candidate(self, candidate: Any) -> Any:
-        """``candidate`` wrapped in the checks of this op's contract beyond the numbers, which
-        :meth:`run_candidate` then drives (the candidate backend's, every call): a clause broken
-        raises ``contract violated (<op>: <clause>): <detail>`` (:mod:`conformance.ops.contract`).
-        Default: no clause of its own, the candidate itself."""
-        return candidate
-
     def check_candidate_outputs(self, outputs: dict[str, Any], ctx: RunContext) -> None:
         """The contract's clauses on what :meth:`run_candidate` returned (raise as
         :meth:`watch_candidate` does). Default: none."""
-
-    def rounding_bounds(self, inputs: Any, dtype: str,
-                        accumulation_unit: float = OPMATH_ROUNDOFF) -> dict[str, tuple[Any, Any, Any]]:
-        """For float16/bfloat16: per output, ``(exact, low, high)`` -- the float64 result and the
-        interval a correct implementation's value lies in before its last rounding to ``dtype``
-        (see :mod:`conformance.core.rounding`), with sums accumulated at ``accumulation_unit`` (float32's
-        unit roundoff; the dtype's own models torch's half-precision accumulation). Empty where the
-        op, or these inputs, have no such model."""
-        return {}
-
-    def error_bounds(self, inputs: Any, dtype: str, sensitivity: Mapping[str, float]) -> dict[str, Any]:
-        """Per-output error bound (``conformance.core.tolerances.ErrorBound``; None: exact) of a
-        ``dtype`` backend against the float64 reference on generated ``inputs``: the usual bounds of
-        the arithmetic a correct implementation does in ``dtype`` (storage roundoff; sums accumulated
-        in float32 for half dtypes) times a small safety factor. A pure function of its arguments:
-        ``conformance.core.tolerances`` makes the tolerances of them (never below assert_close's
-        defaults). ``sensitivity``: where the record is ``rounding_sensitive``, how far torch's
-        algorithm replayed in ``dtype`` lands from the reference, per output (ill-conditioned
-        trajectories widen by it); empty otherwise."""
-        raise NotImplementedError(f"{self.name} has no error bounds for generated inputs")
-
-    def benchmark_inputs(self, bench: Any, rng: Any, dtype: str) -> Any:
-        """Inputs for a spec's benchmark section ``bench`` (size, density, sparse_dims, steps,
-        hyperparameters), drawn from the NumPy generator ``rng``."""
-        raise ValueError(f"op {self.name!r} has no benchmark inputs (Op.benchmark_inputs)")
 
     def regrouped_inputs(self, inputs: Any, dtype: str) -> list[Any]:
         """Inputs whose float64 reference outputs bound what summing duplicates in another order does to
         a correct implementation's outputs in ``dtype`` (the tolerances widen by how far those move);
         none by default."""
         return []
-
-    def half_accumulation_models(self, inputs: Any, dtype: str) -> dict[str, dict[str, Any]]:
-        """Where ``torch_sums_duplicates_in_half``: the outputs of stock torch's half-precision
-        accumulation of duplicates in each order an implementation commonly sums them in, by the
-        order's name -- what a candidate's float16/bfloat16 result is the same as torch by (whatever
-        order torch's unstable sort took on the example). Empty: none modelled."""
-        return {}
-
-    def half_precision_model(self, inputs: Any, dtype: str, accumulate: str):
-        """Stock torch's result computed the way torch rounds in ``dtype``, duplicates summed at
-        ``accumulate``, and the flags of what that rounding did ("accumulation": the duplicates'
-        sum differs from the correctly rounded one; "underflow": float16's eps or g**2
-        underflowed): ``(outputs, flags)``, or None where this op has no such model (the known
-        divergences of conformance/cases/lowprec.py are judged from it)."""
-        return None
-
-    def properties(self) -> tuple[GeneratedProperty, ...]:
-        """The generated properties of this op (see :class:`GeneratedProperty`)."""
-        return ()
 
     def option_names(self) -> tuple[str, ...]:
         """The options an input may set (an optimizer's hyperparameters), which a candidate may
@@ -388,17 +464,9 @@ class Op:
         return (*own, GeneratedProperty("deterministic", "the same inputs run twice give bit-for-bit the same "
                                         "outputs and state", self.drawing(self.strategies.inputs)), *layouts, *sizes)
 
-    def sizes_examples(self, dtype: str) -> list:
-        """Inputs the property sizes runs first (the boundaries themselves)."""
-        return []
-
     def spec_can_hold(self, inputs: Any) -> bool:
         """Whether a spec case can hold ``inputs`` (a counterexample is written as a spec only then)."""
         return True
-
-    def describe_size(self, inputs: Any) -> str:
-        """The sizes of ``inputs`` in words, as a failure of the property sizes names them."""
-        return "the inputs' sizes"
 
     def layout_examples(self, dtype: str) -> list:
         """(inputs, layouts) run first by layout-invariant: each explicit example with every role that
@@ -415,13 +483,3 @@ class Op:
         """Whether a candidate is a ``torch.optim.Optimizer`` class (the optimizer properties and
         contract checks apply)."""
         return False
-
-    def explicit_examples(self, dtype: str) -> list:
-        """Inputs every property drawn from ``strategies.inputs`` runs first, before Hypothesis
-        draws (its explicit examples): small hand-written inputs on which the known mistakes differ,
-        so that finding them does not depend on what a seed draws."""
-        return []
-
-    def reference_tolerance_scale(self, inputs: Any) -> float:
-        """How much looser than assert_close's dtype default the reference cross-check is."""
-        return 1.0

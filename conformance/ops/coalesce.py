@@ -282,32 +282,158 @@ def coalesced(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.coalesce()
 
 
-class Coalesce(Op):
-    name = "coalesce"
+def coalesce_decode_inputs(raw: dict, dtype: str) -> CooArray:
+    return CooArray.decode(raw["tensor"]).quantized(dtype)
+
+
+def coalesce_decode_expected(op: "Op", raw: dict) -> dict[str, np.ndarray]:
+    decoded = {}
+    for name, value in raw.items():
+        decoded[name] = decode_array(value, dtype=np.int64 if name in op.exact_outputs else np.float64)
+    return decoded
+
+
+def coalesce_encode_inputs(inputs: CooArray) -> dict:
+    return {"tensor": encode_coo(inputs)}
+
+
+def coalesce_check_invariants(outputs: dict[str, Any], inputs: CooArray) -> None:
+    if outputs.get("is_coalesced") is False:
+        raise Mismatch("the result's is_coalesced() is False")
+    indices = to_numpy(outputs["indices"])
+    if indices.ndim != 2 or indices.shape[0] != inputs.sparse_dim:
+        raise Mismatch(f"indices must have shape ({inputs.sparse_dim}, nnz), got {indices.shape}")
+    if indices.shape[1] > 1:
+        rows = [tuple(col) for col in indices.T.tolist()]
+        for position, (left, right) in enumerate(zip(rows, rows[1:])):
+            if not left < right:
+                raise Mismatch(
+                    f"indices are not sorted and unique: entry {position} {left} is not before "
+                    f"entry {position + 1} {right}")
+
+
+def coalesce_run_candidate(candidate, inputs: CooArray, ctx: RunContext) -> dict[str, Any]:
+    tensor = inputs.to_torch(ctx.dtype, ctx.torch_device, place=ctx.place)
+    return outputs_of_sparse(candidate(tensor))
+
+
+def coalesce_watch_candidate(op: "Op", candidate: Any) -> Any:
+    """The input tensor is left unchanged; the result is a sparse COO ``torch.Tensor`` (not a dense
+    one, not a MaskedTensor) of the input's dtype, device and size."""
+    return watch_coalesce(op.name, candidate)
+
+
+def coalesce_rounding_bounds(inputs: CooArray, dtype: str,
+                             accumulation_unit: float = OPMATH_ROUNDOFF) -> dict[str, tuple[Any, Any, Any]]:
+    """Each sum of duplicates, accumulated in float32 (any order) and rounded once."""
+    if inputs.indices.shape[1] == 0 or inputs.sparse_dim == 0:
+        return {}
+    exact = coalesce_reference(inputs)["values"]
+    _, inverse, counts = np.unique(inputs.indices.T, axis=0, return_inverse=True, return_counts=True)
+    magnitude = np.zeros((len(counts), *inputs.values.shape[1:]))
+    np.add.at(magnitude, inverse.reshape(-1), np.abs(inputs.values))
+    error = (counts - 1).reshape(-1, *([1] * (inputs.values.ndim - 1))) * accumulation_unit * magnitude
+    return {"values": (exact, exact - error, exact + error)}
+
+
+def coalesce_error_bounds(op: "Op", inputs: CooArray, dtype: str, sensitivity) -> dict[str, Any]:
+    """Each sum of k duplicates: one rounding to ``dtype`` and k accumulation roundoffs."""
+    k, biggest_sum = duplicate_stats(inputs)
+    return {**{name: None for name in op.exact_outputs},
+            "values": ErrorBound(2 * DTYPES[dtype].unit_roundoff,
+                                 2 * k * DTYPES[dtype].accumulation_roundoff * biggest_sum)}
+
+
+def coalesce_benchmark_inputs(bench, rng, dtype: str) -> CooArray:
+    sparse_dims = bench.sparse_dims if bench.sparse_dims is not None else len(bench.size)
+    return random_coo(rng, bench.size, sparse_dims, bench.density, dtype)
+
+
+def coalesce_half_accumulation_models(inputs: CooArray, dtype: str) -> dict[str, dict[str, np.ndarray]]:
+    """Stock torch's half-precision accumulation (pytorch#84471), duplicates summed in ``dtype`` one
+    after another, in each order of :func:`half_accumulation_orders`: {order: outputs}."""
+    if dtype not in ("float16", "bfloat16") or not inputs.indices.shape[1]:
+        return {}
+    models = {}
+    for name, order in half_accumulation_orders(inputs).items():
+        result = coalesce_sequential(inputs, dtype, order=order)
+        models[name] = {"indices": result.indices, "values": result.values}
+    return models
+
+
+def coalesce_half_precision_model(inputs: CooArray, dtype: str, accumulate: str):
+    flags = {"accumulation"} if accumulation_differs(inputs, dtype) else set()
+    result = coalesce_sequential(inputs, accumulate, round_to=dtype)
+    return {"indices": result.indices, "values": result.values, "nnz": np.int64(result.indices.shape[1]),
+            "size": np.array(inputs.size, dtype=np.int64)}, flags
+
+
+def coalesce_explicit_examples(dtype: str) -> list[CooArray]:
+    """Two sparse dims, unsorted, with a duplicate and a pair that cancels to an explicit zero:
+    row-major vs column-major order, sum vs last write, keeping vs dropping the zero all differ
+    (values exact in every dtype). Then a 0-d sparse scalar with duplicates (sparse_dim == 0)."""
+    two_dims = CooArray(np.array([[1, 0, 2, 1, 0, 2], [0, 2, 2, 0, 1, 2]], dtype=np.int64),
+                        np.array([1.0, 2.0, 5.0, 3.0, -4.0, -5.0]), (3, 3))
+    scalar = CooArray(np.zeros((0, 2), dtype=np.int64), np.array([1.5, 2.0]), ())
+    return [two_dims, scalar]
+
+
+def coalesce_properties(op: "Op") -> tuple[GeneratedProperty, ...]:
+    inputs = op.drawing(op.strategies.inputs)
+    return (
+        GeneratedProperty("agrees-with-reference", "coalesce matches the NumPy reference (indices exact, values "
+                          "within a tolerance for the dtype)", inputs),
+        GeneratedProperty("idempotent", "coalesce(coalesce(x)) is bit-for-bit coalesce(x)", inputs,
+                          check_idempotent, to_cases=idempotent_cases),
+        GeneratedProperty("sorted-dense-sum", "coalesce's indices are sorted and unique, and its entries sum to "
+                          "the dense sum of the input", inputs, check_dense_sum),
+        GeneratedProperty("rounds-correctly", "float16/bfloat16 sums of duplicates are correctly rounded (many "
+                          "equal duplicates, cancelling pairs)", op.drawing(op.strategies.rounding)),
+        GeneratedProperty("complex-agrees", "coalesce of complex values (complex64 for float32 items, complex128 "
+                          "for float64) sums each part of the duplicates as the reference does", inputs,
+                          check_complex_coalesce, dtypes=tuple(COMPLEX_OF), skip_backends=("reference",)),
+    )
+
+
+def coalesce_describe_size(inputs: CooArray) -> str:
+    dense = f" of dense rows of {inputs.values.shape[1]}" if inputs.values.ndim > 1 else ""
+    return f"{inputs.indices.shape[1]} entries{dense} at {np.unique(inputs.indices.T, axis=0).shape[0]} indices"
+
+
+def coalesce_reference_tolerance_scale(inputs: CooArray) -> float:
+    # a sum of k duplicates may carry up to k roundings in low precision
+    if inputs.indices.shape[1] == 0:
+        return 1.0
+    _, counts = np.unique(inputs.indices.T, axis=0, return_counts=True)
+    return float(max(1, counts.max()))
+
+
+OP = Op(
+    name="coalesce",
     # the input's indices (sparse_dim, nnz) and values (nnz, *dense): torch keeps a non-contiguous one as given
-    input_layouts = {"indices": (CONTIGUOUS, STRIDED, TRANSPOSED), "values": LAYOUT_KINDS}
-    decodes_empty_expected = True
-    stock_backend = "coo"
-    summary = "COO tensor -> coalesced COO tensor (duplicates summed, indices sorted)"
-    candidate_contract = "a callable taking and returning a sparse COO tensor"
-    mistakes = MISTAKES
-    torch_sums_duplicates_in_half = True
+    input_layouts={"indices": (CONTIGUOUS, STRIDED, TRANSPOSED), "values": LAYOUT_KINDS},
+    decodes_empty_expected=True,
+    stock_backend="coo",
+    summary="COO tensor -> coalesced COO tensor (duplicates summed, indices sorted)",
+    candidate_contract="a callable taking and returning a sparse COO tensor",
+    mistakes=MISTAKES,
+    torch_sums_duplicates_in_half=True,
     # torch's own paths of the op beside the stock one: "compiled" -- coalesce() under torch.compile
     # (conformance/backends/compiled.py), unsupported where Dynamo does not trace a sparse tensor
-    torch_paths = (TorchPath(COMPILED, function=coalesced),)
-    strategies = Strategies(inputs=dtype_only(d.coo_arrays), rounding=dtype_only(rounding_inputs),
-                            sizes=dtype_only(sized_coo))
+    torch_paths=(TorchPath(COMPILED, function=coalesced),),
+    strategies=Strategies(inputs=dtype_only(d.coo_arrays), rounding=dtype_only(rounding_inputs),
+                          sizes=dtype_only(sized_coo)),
     # the input space's dimensions it leaves out, with the reason (tests/test_configurations.py holds every op to it)
-    dimensions_left_out = MappingProxyType({
+    dimensions_left_out=MappingProxyType({
         "lifecycles": "a function of one tensor: no state across calls, nothing joins or leaves",
-        "configurations": "no hyperparameters: its space is the input's (layouts, sizes, complex values)"})
-    inputs_schema = {
+        "configurations": "no hyperparameters: its space is the input's (layouts, sizes, complex values)"}),
+    inputs_schema={
         "type": "object",
         "required": ["tensor"],
         "additionalProperties": False,
         "properties": {"tensor": COO},
-    }
-    expected_schema = {
+    },
+    expected_schema={
         "type": "object",
         "additionalProperties": False,
         "minProperties": 1,
@@ -317,126 +443,23 @@ class Coalesce(Op):
             "nnz": {"type": "integer", "minimum": 0},
             "size": {"type": "array", "items": {"type": "integer", "minimum": 0}},
         },
-    }
-    exact_outputs = frozenset({"indices", "nnz", "size"})
-
-    def decode_inputs(self, raw: dict, dtype: str) -> CooArray:
-        return CooArray.decode(raw["tensor"]).quantized(dtype)
-
-    def decode_expected(self, raw: dict) -> dict[str, np.ndarray]:
-        decoded = {}
-        for name, value in raw.items():
-            decoded[name] = decode_array(value, dtype=np.int64 if name in self.exact_outputs else np.float64)
-        return decoded
-
-    def encode_inputs(self, inputs: CooArray) -> dict:
-        return {"tensor": encode_coo(inputs)}
-
-    def reference(self, inputs: CooArray) -> dict[str, np.ndarray]:
-        return coalesce_reference(inputs)
-
-    def check_invariants(self, outputs: dict[str, Any], inputs: CooArray) -> None:
-        if outputs.get("is_coalesced") is False:
-            raise Mismatch("the result's is_coalesced() is False")
-        indices = to_numpy(outputs["indices"])
-        if indices.ndim != 2 or indices.shape[0] != inputs.sparse_dim:
-            raise Mismatch(f"indices must have shape ({inputs.sparse_dim}, nnz), got {indices.shape}")
-        if indices.shape[1] > 1:
-            rows = [tuple(col) for col in indices.T.tolist()]
-            for position, (left, right) in enumerate(zip(rows, rows[1:])):
-                if not left < right:
-                    raise Mismatch(
-                        f"indices are not sorted and unique: entry {position} {left} is not before "
-                        f"entry {position + 1} {right}")
-
-    @property
-    def torch_implementation(self):
-        return torch.Tensor.coalesce
-
-    def run_candidate(self, candidate, inputs: CooArray, ctx: RunContext) -> dict[str, Any]:
-        tensor = inputs.to_torch(ctx.dtype, ctx.torch_device, place=ctx.place)
-        return outputs_of_sparse(candidate(tensor))
-
-    def watch_candidate(self, candidate: Any) -> Any:
-        """The input tensor is left unchanged; the result is a sparse COO ``torch.Tensor`` (not a dense
-        one, not a MaskedTensor) of the input's dtype, device and size."""
-        return watch_coalesce(self.name, candidate)
-
-    def rounding_bounds(self, inputs: CooArray, dtype: str,
-                        accumulation_unit: float = OPMATH_ROUNDOFF) -> dict[str, tuple[Any, Any, Any]]:
-        """Each sum of duplicates, accumulated in float32 (any order) and rounded once."""
-        if inputs.indices.shape[1] == 0 or inputs.sparse_dim == 0:
-            return {}
-        exact = coalesce_reference(inputs)["values"]
-        _, inverse, counts = np.unique(inputs.indices.T, axis=0, return_inverse=True, return_counts=True)
-        magnitude = np.zeros((len(counts), *inputs.values.shape[1:]))
-        np.add.at(magnitude, inverse.reshape(-1), np.abs(inputs.values))
-        error = (counts - 1).reshape(-1, *([1] * (inputs.values.ndim - 1))) * accumulation_unit * magnitude
-        return {"values": (exact, exact - error, exact + error)}
-
-    def error_bounds(self, inputs: CooArray, dtype: str, sensitivity) -> dict[str, Any]:
-        """Each sum of k duplicates: one rounding to ``dtype`` and k accumulation roundoffs."""
-        k, biggest_sum = duplicate_stats(inputs)
-        return {**{name: None for name in self.exact_outputs},
-                "values": ErrorBound(2 * DTYPES[dtype].unit_roundoff,
-                                     2 * k * DTYPES[dtype].accumulation_roundoff * biggest_sum)}
-
-    def benchmark_inputs(self, bench, rng, dtype: str) -> CooArray:
-        sparse_dims = bench.sparse_dims if bench.sparse_dims is not None else len(bench.size)
-        return random_coo(rng, bench.size, sparse_dims, bench.density, dtype)
-
-    def half_accumulation_models(self, inputs: CooArray, dtype: str) -> dict[str, dict[str, np.ndarray]]:
-        """Stock torch's half-precision accumulation (pytorch#84471), duplicates summed in ``dtype`` one
-        after another, in each order of :func:`half_accumulation_orders`: {order: outputs}."""
-        if dtype not in ("float16", "bfloat16") or not inputs.indices.shape[1]:
-            return {}
-        models = {}
-        for name, order in half_accumulation_orders(inputs).items():
-            result = coalesce_sequential(inputs, dtype, order=order)
-            models[name] = {"indices": result.indices, "values": result.values}
-        return models
-
-    def half_precision_model(self, inputs: CooArray, dtype: str, accumulate: str):
-        flags = {"accumulation"} if accumulation_differs(inputs, dtype) else set()
-        result = coalesce_sequential(inputs, accumulate, round_to=dtype)
-        return {"indices": result.indices, "values": result.values, "nnz": np.int64(result.indices.shape[1]),
-                "size": np.array(inputs.size, dtype=np.int64)}, flags
-
-    def explicit_examples(self, dtype: str) -> list[CooArray]:
-        """Two sparse dims, unsorted, with a duplicate and a pair that cancels to an explicit zero:
-        row-major vs column-major order, sum vs last write, keeping vs dropping the zero all differ
-        (values exact in every dtype). Then a 0-d sparse scalar with duplicates (sparse_dim == 0)."""
-        two_dims = CooArray(np.array([[1, 0, 2, 1, 0, 2], [0, 2, 2, 0, 1, 2]], dtype=np.int64),
-                            np.array([1.0, 2.0, 5.0, 3.0, -4.0, -5.0]), (3, 3))
-        scalar = CooArray(np.zeros((0, 2), dtype=np.int64), np.array([1.5, 2.0]), ())
-        return [two_dims, scalar]
-
-    def properties(self) -> tuple[GeneratedProperty, ...]:
-        inputs = self.drawing(self.strategies.inputs)
-        return (
-            GeneratedProperty("agrees-with-reference", "coalesce matches the NumPy reference (indices exact, values "
-                              "within a tolerance for the dtype)", inputs),
-            GeneratedProperty("idempotent", "coalesce(coalesce(x)) is bit-for-bit coalesce(x)", inputs,
-                              check_idempotent, to_cases=idempotent_cases),
-            GeneratedProperty("sorted-dense-sum", "coalesce's indices are sorted and unique, and its entries sum to "
-                              "the dense sum of the input", inputs, check_dense_sum),
-            GeneratedProperty("rounds-correctly", "float16/bfloat16 sums of duplicates are correctly rounded (many "
-                              "equal duplicates, cancelling pairs)", self.drawing(self.strategies.rounding)),
-            GeneratedProperty("complex-agrees", "coalesce of complex values (complex64 for float32 items, complex128 "
-                              "for float64) sums each part of the duplicates as the reference does", inputs,
-                              check_complex_coalesce, dtypes=tuple(COMPLEX_OF), skip_backends=("reference",)),
-        )
-
-    def describe_size(self, inputs: CooArray) -> str:
-        dense = f" of dense rows of {inputs.values.shape[1]}" if inputs.values.ndim > 1 else ""
-        return f"{inputs.indices.shape[1]} entries{dense} at {np.unique(inputs.indices.T, axis=0).shape[0]} indices"
-
-    def reference_tolerance_scale(self, inputs: CooArray) -> float:
-        # a sum of k duplicates may carry up to k roundings in low precision
-        if inputs.indices.shape[1] == 0:
-            return 1.0
-        _, counts = np.unique(inputs.indices.T, axis=0, return_counts=True)
-        return float(max(1, counts.max()))
-
-
-OP = Coalesce()
+    },
+    exact_outputs=frozenset({"indices", "nnz", "size"}),
+    torch_implementation=torch.Tensor.coalesce,
+    decode_inputs=coalesce_decode_inputs,
+    decode_expected=coalesce_decode_expected,
+    encode_inputs=coalesce_encode_inputs,
+    check_invariants=coalesce_check_invariants,
+    run_candidate=coalesce_run_candidate,
+    watch_candidate=coalesce_watch_candidate,
+    rounding_bounds=coalesce_rounding_bounds,
+    error_bounds=coalesce_error_bounds,
+    benchmark_inputs=coalesce_benchmark_inputs,
+    half_accumulation_models=coalesce_half_accumulation_models,
+    half_precision_model=coalesce_half_precision_model,
+    explicit_examples=coalesce_explicit_examples,
+    properties=coalesce_properties,
+    describe_size=coalesce_describe_size,
+    reference_tolerance_scale=coalesce_reference_tolerance_scale,
+    reference=coalesce_reference,
+)

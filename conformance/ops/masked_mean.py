@@ -20,7 +20,7 @@ import torch
 
 from hypothesis import strategies as st
 
-from conformance.core.types import Mismatch, Mistake, RunContext
+from conformance.core.types import Mismatch, Mistake
 from conformance.core.layouts import LAYOUT_KINDS
 from conformance.core.compare import assert_bits_equal, finite_abs_max, first_index
 from conformance.core.divergences import STOCK_TORCH, Divergence, register
@@ -290,128 +290,140 @@ def sized_inputs(draw, dtype: str = "float64") -> MaskedMeanInputs:
     return MaskedMeanInputs(values, np.arange(length) % every == 0)
 
 
-class MaskedMean(Op):
-    name = "masked_mean"
-    input_layouts = {"values": LAYOUT_KINDS, "mask": LAYOUT_KINDS}
+def masked_mean_decode_inputs(raw: dict, dtype: str) -> MaskedMeanInputs:
+    values = quantize(decode_array(raw["values"]), dtype)
+    mask = decode_array(raw["mask"], dtype=bool)
+    if mask.shape != values.shape:
+        raise ValueError(f"mask has shape {list(mask.shape)} but values have shape {list(values.shape)}")
+    return MaskedMeanInputs(values, mask)
+
+
+def masked_mean_encode_inputs(inputs: MaskedMeanInputs) -> dict:
+    return {"values": encode_array(inputs.values), "mask": encode_array(inputs.mask)}
+
+
+def masked_mean_watch_candidate(op: "Op", candidate: Any) -> Any:
+    """The inputs are left unchanged; the result is a 0-d plain (strided) tensor or MaskedTensor of
+    ``values.dtype`` on ``values.device`` (its gradient ``values.grad``, a plain tensor or a MaskedTensor
+    of values' shape, dtype and device, is checked in :func:`differentiate`)."""
+    return watch_masked_mean(op.name, candidate)
+
+
+def masked_mean_rounding_bounds(inputs: MaskedMeanInputs, dtype: str, accumulation_unit: float = OPMATH_ROUNDOFF,
+                                count_in_dtype: bool = False) -> dict[str, tuple[Any, Any, Any]]:
+    """The value: the valid entries summed in float32 (any order), then divided by the count --
+    with the sum rounded to ``dtype`` first (as torch's ``sum() / count`` does) or not;
+    ``count_in_dtype``: divided by the count rounded to ``dtype`` (DEVICE_COUNT_IN_HALF)."""
+    valid = inputs.values[inputs.mask]
+    count = valid.size
+    if count == 0 or not np.all(np.isfinite(valid)):
+        return {}
+    total = float(valid.sum())
+    error = (count - 1) * accumulation_unit * float(np.abs(valid).sum())
+    ends = [total - error, total + error]
+    divisor = float(rounded(float(count), dtype)) if count_in_dtype else count
+    means = np.array([s / divisor for s in ends] + [float(rounded(s, dtype)) / divisor for s in ends])
+    if not np.all(np.isfinite(means)):
+        return {}
+    slack = np.abs(means) * 2 * OPMATH_ROUNDOFF  # the float32 division
+    return {"value": (total / count, float((means - slack).min()), float((means + slack).max()))}
+
+
+def masked_mean_error_bounds(inputs: MaskedMeanInputs, dtype: str, sensitivity) -> dict[str, Any]:
+    """The value: a float32-accumulated sum of the valid entries over their count; the grad
+    (mask / count): one rounding."""
+    u, acc = DTYPES[dtype].unit_roundoff, DTYPES[dtype].accumulation_roundoff
+    valid = inputs.values[inputs.mask]
+    total = float(np.abs(valid[np.isfinite(valid)]).sum()) if valid.size else 0.0
+    return {"value": ErrorBound(4 * u, 2 * acc * total + 2 * u * finite_abs_max(valid)),
+            "grad": ErrorBound(2 * u, 0.0)}
+
+
+def masked_mean_benchmark_inputs(bench, rng, dtype: str) -> MaskedMeanInputs:
+    values = quantize(rng.standard_normal(bench.size), dtype)
+    return MaskedMeanInputs(values, rng.random(bench.size) < bench.density)
+
+
+def masked_mean_explicit_examples(dtype: str) -> list[MaskedMeanInputs]:
+    """NaN at a valid entry beside a finite one (the mean is NaN: a skipna mean says 1), and
+    NaN and -inf under the mask (ignored: the mean is 1, the gradient 0 there)."""
+    return [MaskedMeanInputs(np.array([math.nan, 1.0, 2.0]), np.array([True, True, False])),
+            MaskedMeanInputs(np.array([1.0, math.nan, -math.inf]), np.array([True, False, False]))]
+
+
+def masked_mean_sizes_examples(dtype: str) -> list[MaskedMeanInputs]:
+    """2,049 valid ones among 2,050 entries (float16 counts past 2,048 by 2s: a count kept in float16 is
+    2,048 or 2,050), 257 valid entries (a block and one), and 65,537 valid entries of 2^-8 among 65,538 (a
+    count kept in float16 is inf past 65,504; their sum, 256.004, stays finite in every dtype)."""
+    return [MaskedMeanInputs(np.ones(2050), np.arange(2050) != 7),
+            MaskedMeanInputs(np.resize(np.array([1.0, -0.5, 2.0]), 257), np.ones(257, dtype=bool)),
+            MaskedMeanInputs(np.full(65538, 2.0 ** -8), np.arange(65538) != 11)]
+
+
+def masked_mean_describe_size(inputs: MaskedMeanInputs) -> str:
+    return f"{int(np.sum(inputs.mask))} valid entries of {np.size(inputs.values)}"
+
+
+def masked_mean_properties(op: "Op") -> tuple[GeneratedProperty, ...]:
+    return (
+        GeneratedProperty("rounds-correctly", "a float16/bfloat16 mean over long masked sums is rounded as "
+                          "float32 arithmetic allows", op.drawing(op.strategies.rounding)),
+        GeneratedProperty("agrees-with-reference", "masked mean and its gradient match the NumPy reference",
+                          op.drawing(op.strategies.inputs)),
+        GeneratedProperty("ignores-masked-out", "values under the mask (NaN and inf included) change neither "
+                          "the value nor the gradient", masked_pairs, check_ignores_masked_out,
+                          to_cases=pair_cases),
+        GeneratedProperty("grad-zero-outside-mask", "the gradient is exactly zero wherever the mask is False",
+                          op.drawing(op.strategies.inputs), check_grad_zero_outside_mask),
+    )
+
+
+def masked_mean_reference_tolerance_scale(inputs: MaskedMeanInputs) -> float:
+    return 1.0 + math.sqrt(max(1, int(inputs.mask.sum())))
+
+
+OP = Op(
+    name="masked_mean",
+    input_layouts={"values": LAYOUT_KINDS, "mask": LAYOUT_KINDS},
     # a sum over a non-contiguous tensor may add in another order (torch's reductions follow the strides)
-    layout_reordered_outputs = frozenset({"value"})
-    stock_backend = "masked"
-    summary = "mean over mask==True entries, and its gradient (zero where the mask is False)"
-    candidate_contract = "a callable (values, bool_mask) -> 0-d tensor that autograd can differentiate"
-    mistakes = MISTAKES
+    layout_reordered_outputs=frozenset({"value"}),
+    stock_backend="masked",
+    summary="mean over mask==True entries, and its gradient (zero where the mask is False)",
+    candidate_contract="a callable (values, bool_mask) -> 0-d tensor that autograd can differentiate",
+    mistakes=MISTAKES,
     # torch's own paths of the op beside the stock one: "compiled" -- the dense formulation under
     # torch.compile(dynamic=True) with Inductor, forward and backward (conformance/backends/compiled.py)
-    torch_paths = (TorchPath(COMPILED, function=where_masked_mean),)
-    strategies = Strategies(inputs=dtype_only(drawn_inputs), rounding=dtype_only(rounding_inputs),
-                            sizes=dtype_only(sized_inputs))
-    torch_rounding_models = ((DEVICE_COUNT_IN_HALF, {"count_in_dtype": True}),)
-    inputs_schema = {
+    torch_paths=(TorchPath(COMPILED, function=where_masked_mean),),
+    strategies=Strategies(inputs=dtype_only(drawn_inputs), rounding=dtype_only(rounding_inputs),
+                          sizes=dtype_only(sized_inputs)),
+    torch_rounding_models=((DEVICE_COUNT_IN_HALF, {"count_in_dtype": True}),),
+    inputs_schema={
         "type": "object", "required": ["values", "mask"], "additionalProperties": False,
         "properties": {"values": TENSOR, "mask": {"$ref": "#/$defs/bool_tensor"}},
-    }
-    expected_schema = {
+    },
+    expected_schema={
         "type": "object", "additionalProperties": False, "minProperties": 1,
         "properties": {"value": {"type": "number"}, "grad": TENSOR},
-    }
-
-    def decode_inputs(self, raw: dict, dtype: str) -> MaskedMeanInputs:
-        values = quantize(decode_array(raw["values"]), dtype)
-        mask = decode_array(raw["mask"], dtype=bool)
-        if mask.shape != values.shape:
-            raise ValueError(f"mask has shape {list(mask.shape)} but values have shape {list(values.shape)}")
-        return MaskedMeanInputs(values, mask)
-
-    def encode_inputs(self, inputs: MaskedMeanInputs) -> dict:
-        return {"values": encode_array(inputs.values), "mask": encode_array(inputs.mask)}
-
-    def reference(self, inputs: MaskedMeanInputs) -> dict[str, np.ndarray]:
-        return masked_mean_reference(inputs)
-
-    @property
-    def torch_implementation(self):
-        return torch_masked_mean
-
-    def run_candidate(self, candidate, inputs: MaskedMeanInputs, ctx: RunContext) -> dict[str, Any]:
-        return differentiate(candidate, inputs, ctx)
-
-    def watch_candidate(self, candidate: Any) -> Any:
-        """The inputs are left unchanged; the result is a 0-d plain (strided) tensor or MaskedTensor of
-        ``values.dtype`` on ``values.device`` (its gradient ``values.grad``, a plain tensor or a MaskedTensor
-        of values' shape, dtype and device, is checked in :func:`differentiate`)."""
-        return watch_masked_mean(self.name, candidate)
-
-    def rounding_bounds(self, inputs: MaskedMeanInputs, dtype: str, accumulation_unit: float = OPMATH_ROUNDOFF,
-                        count_in_dtype: bool = False) -> dict[str, tuple[Any, Any, Any]]:
-        """The value: the valid entries summed in float32 (any order), then divided by the count --
-        with the sum rounded to ``dtype`` first (as torch's ``sum() / count`` does) or not;
-        ``count_in_dtype``: divided by the count rounded to ``dtype`` (DEVICE_COUNT_IN_HALF)."""
-        valid = inputs.values[inputs.mask]
-        count = valid.size
-        if count == 0 or not np.all(np.isfinite(valid)):
-            return {}
-        total = float(valid.sum())
-        error = (count - 1) * accumulation_unit * float(np.abs(valid).sum())
-        ends = [total - error, total + error]
-        divisor = float(rounded(float(count), dtype)) if count_in_dtype else count
-        means = np.array([s / divisor for s in ends] + [float(rounded(s, dtype)) / divisor for s in ends])
-        if not np.all(np.isfinite(means)):
-            return {}
-        slack = np.abs(means) * 2 * OPMATH_ROUNDOFF  # the float32 division
-        return {"value": (total / count, float((means - slack).min()), float((means + slack).max()))}
-
-    def error_bounds(self, inputs: MaskedMeanInputs, dtype: str, sensitivity) -> dict[str, Any]:
-        """The value: a float32-accumulated sum of the valid entries over their count; the grad
-        (mask / count): one rounding."""
-        u, acc = DTYPES[dtype].unit_roundoff, DTYPES[dtype].accumulation_roundoff
-        valid = inputs.values[inputs.mask]
-        total = float(np.abs(valid[np.isfinite(valid)]).sum()) if valid.size else 0.0
-        return {"value": ErrorBound(4 * u, 2 * acc * total + 2 * u * finite_abs_max(valid)),
-                "grad": ErrorBound(2 * u, 0.0)}
-
-    def benchmark_inputs(self, bench, rng, dtype: str) -> MaskedMeanInputs:
-        values = quantize(rng.standard_normal(bench.size), dtype)
-        return MaskedMeanInputs(values, rng.random(bench.size) < bench.density)
-
-    def explicit_examples(self, dtype: str) -> list[MaskedMeanInputs]:
-        """NaN at a valid entry beside a finite one (the mean is NaN: a skipna mean says 1), and
-        NaN and -inf under the mask (ignored: the mean is 1, the gradient 0 there)."""
-        return [MaskedMeanInputs(np.array([math.nan, 1.0, 2.0]), np.array([True, True, False])),
-                MaskedMeanInputs(np.array([1.0, math.nan, -math.inf]), np.array([True, False, False]))]
-
-    def sizes_examples(self, dtype: str) -> list[MaskedMeanInputs]:
-        """2,049 valid ones among 2,050 entries (float16 counts past 2,048 by 2s: a count kept in float16 is
-        2,048 or 2,050), 257 valid entries (a block and one), and 65,537 valid entries of 2^-8 among 65,538 (a
-        count kept in float16 is inf past 65,504; their sum, 256.004, stays finite in every dtype)."""
-        return [MaskedMeanInputs(np.ones(2050), np.arange(2050) != 7),
-                MaskedMeanInputs(np.resize(np.array([1.0, -0.5, 2.0]), 257), np.ones(257, dtype=bool)),
-                MaskedMeanInputs(np.full(65538, 2.0 ** -8), np.arange(65538) != 11)]
-
+    },
+    torch_implementation=torch_masked_mean,
     # the input space's dimensions it leaves out, with the reason (tests/test_configurations.py holds every op to it)
-    dimensions_left_out = MappingProxyType({
+    dimensions_left_out=MappingProxyType({
         "complex": "torch's MaskedTensor, the masked backend's and the tutorial's formulation, refuses complex values "
                    "(TypeError: torch.complex64 is not supported in MaskedTensor, torch 2.13.0), though "
                    "torch.masked.mean and where(mask, v, 0).sum() / mask.sum() take them: not covered yet",
         "lifecycles": "a function of one call: no state across calls",
-        "configurations": "no hyperparameters: its space is the input's (layouts, sizes, the mask's patterns)"})
-
-    def describe_size(self, inputs: MaskedMeanInputs) -> str:
-        return f"{int(np.sum(inputs.mask))} valid entries of {np.size(inputs.values)}"
-
-    def properties(self) -> tuple[GeneratedProperty, ...]:
-        return (
-            GeneratedProperty("rounds-correctly", "a float16/bfloat16 mean over long masked sums is rounded as "
-                              "float32 arithmetic allows", self.drawing(self.strategies.rounding)),
-            GeneratedProperty("agrees-with-reference", "masked mean and its gradient match the NumPy reference",
-                              self.drawing(self.strategies.inputs)),
-            GeneratedProperty("ignores-masked-out", "values under the mask (NaN and inf included) change neither "
-                              "the value nor the gradient", masked_pairs, check_ignores_masked_out,
-                              to_cases=pair_cases),
-            GeneratedProperty("grad-zero-outside-mask", "the gradient is exactly zero wherever the mask is False",
-                              self.drawing(self.strategies.inputs), check_grad_zero_outside_mask),
-        )
-
-    def reference_tolerance_scale(self, inputs: MaskedMeanInputs) -> float:
-        return 1.0 + math.sqrt(max(1, int(inputs.mask.sum())))
-
-
-OP = MaskedMean()
+        "configurations": "no hyperparameters: its space is the input's (layouts, sizes, the mask's patterns)"}),
+    decode_inputs=masked_mean_decode_inputs,
+    encode_inputs=masked_mean_encode_inputs,
+    watch_candidate=masked_mean_watch_candidate,
+    rounding_bounds=masked_mean_rounding_bounds,
+    error_bounds=masked_mean_error_bounds,
+    benchmark_inputs=masked_mean_benchmark_inputs,
+    explicit_examples=masked_mean_explicit_examples,
+    sizes_examples=masked_mean_sizes_examples,
+    describe_size=masked_mean_describe_size,
+    properties=masked_mean_properties,
+    reference_tolerance_scale=masked_mean_reference_tolerance_scale,
+    reference=masked_mean_reference,
+    run_candidate=differentiate,
+)

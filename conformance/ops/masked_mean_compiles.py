@@ -59,17 +59,50 @@ def run_series(idiom: Callable[[MaskedMeanInputs, RunContext], dict[str, Any]],
             "recompiles": compiles[1:], "total_recompiles": sum(compiles[1:])}
 
 
-class MaskedMeanCompiles(Op):
-    name = "masked_mean_compiles"
-    stock_backend = "dense"
-    summary = "graph compilations of a masked mean over masks of one shape (XLA)"
+def masked_mean_compiles_decode_inputs(raw: dict, dtype: str) -> MaskSeriesInputs:
+    shape = tuple(int(s) for s in raw["shape"])
+    numel = math.prod(shape)
+    rng = np.random.default_rng(int(raw.get("seed", 0)))
+    values, masks = [], []
+    for index, count in enumerate(raw["counts"]):
+        if count > numel:
+            raise ValueError(f"counts[{index}] = {count} exceeds the {numel} entries of shape {list(shape)}")
+        mask = np.zeros(numel, dtype=bool)
+        mask[rng.permutation(numel)[:count]] = True
+        masks.append(mask.reshape(shape))
+        values.append(quantize(rng.standard_normal(shape), dtype))
+    return MaskSeriesInputs(shape, values, masks)
+
+
+def masked_mean_compiles_reference(inputs: MaskSeriesInputs) -> dict[str, np.ndarray]:
+    runs = [masked_mean_reference(run) for run in inputs.runs()]
+    return {"value": np.array([r["value"] for r in runs]), "grad": np.stack([r["grad"] for r in runs])}
+
+
+def masked_mean_compiles_run_candidate(candidate, inputs: MaskSeriesInputs, ctx: RunContext) -> dict[str, Any]:
+    return run_series(lambda run, c: differentiate(candidate, run, c), inputs, ctx)
+
+
+def masked_mean_compiles_watch_candidate(op: "Op", candidate: Any) -> Any:
+    """The masked mean's contract, at every call of the series."""
+    return watch_masked_mean(op.name, candidate)
+
+
+def masked_mean_compiles_reference_tolerance_scale(inputs: MaskSeriesInputs) -> float:
+    return 1.0 + math.sqrt(max([1] + [int(m.sum()) for m in inputs.masks]))
+
+
+OP = Op(
+    name="masked_mean_compiles",
+    stock_backend="dense",
+    summary="graph compilations of a masked mean over masks of one shape (XLA)",
     # spec cases only: what it counts (compilations per mask) is judged in its specs, not drawn
-    dimensions_left_out = MappingProxyType({
+    dimensions_left_out=MappingProxyType({
         dimension: "spec cases only: it counts a masked mean's graph compilations on XLA over masks of one shape "
                    "(specs/masked_mean_compiles.yaml); the masked mean's own dimensions are masked_mean's"
-        for dimension in DIMENSIONS})
-    candidate_contract = "a callable (values, bool_mask) -> 0-d tensor that autograd can differentiate"
-    inputs_schema = {
+        for dimension in DIMENSIONS}),
+    candidate_contract="a callable (values, bool_mask) -> 0-d tensor that autograd can differentiate",
+    inputs_schema={
         "type": "object", "required": ["shape", "counts"], "additionalProperties": False,
         "properties": {
             "shape": {"$ref": "#/$defs/shape", "minItems": 1},
@@ -77,8 +110,8 @@ class MaskedMeanCompiles(Op):
                        "description": "number of valid (True) entries of each mask, one run per mask"},
             "seed": {"type": "integer", "minimum": 0},
         },
-    }
-    expected_schema = {
+    },
+    expected_schema={
         "type": "object", "additionalProperties": False, "minProperties": 1,
         "properties": {
             "value": {"type": "array", "items": {"type": "number"}},
@@ -87,37 +120,12 @@ class MaskedMeanCompiles(Op):
             "recompiles": {"type": "array", "items": {"type": "integer", "minimum": 0}},
             "total_recompiles": {"type": "integer", "minimum": 0},
         },
-    }
-    exact_outputs = frozenset({"compiles", "recompiles", "total_recompiles"})
-
-    def decode_inputs(self, raw: dict, dtype: str) -> MaskSeriesInputs:
-        shape = tuple(int(s) for s in raw["shape"])
-        numel = math.prod(shape)
-        rng = np.random.default_rng(int(raw.get("seed", 0)))
-        values, masks = [], []
-        for index, count in enumerate(raw["counts"]):
-            if count > numel:
-                raise ValueError(f"counts[{index}] = {count} exceeds the {numel} entries of shape {list(shape)}")
-            mask = np.zeros(numel, dtype=bool)
-            mask[rng.permutation(numel)[:count]] = True
-            masks.append(mask.reshape(shape))
-            values.append(quantize(rng.standard_normal(shape), dtype))
-        return MaskSeriesInputs(shape, values, masks)
-
-    def reference(self, inputs: MaskSeriesInputs) -> dict[str, np.ndarray]:
-        runs = [masked_mean_reference(run) for run in inputs.runs()]
-        return {"value": np.array([r["value"] for r in runs]), "grad": np.stack([r["grad"] for r in runs])}
-
-    def run_candidate(self, candidate, inputs: MaskSeriesInputs, ctx: RunContext) -> dict[str, Any]:
-        return run_series(lambda run, c: differentiate(candidate, run, c), inputs, ctx)
-
-    def watch_candidate(self, candidate: Any) -> Any:
-        """The masked mean's contract, at every call of the series."""
-        return watch_masked_mean(self.name, candidate)
-
-    def reference_tolerance_scale(self, inputs: MaskSeriesInputs) -> float:
-        return 1.0 + math.sqrt(max([1] + [int(m.sum()) for m in inputs.masks]))
-
-
-OP = MaskedMeanCompiles()
+    },
+    exact_outputs=frozenset({"compiles", "recompiles", "total_recompiles"}),
+    decode_inputs=masked_mean_compiles_decode_inputs,
+    reference=masked_mean_compiles_reference,
+    run_candidate=masked_mean_compiles_run_candidate,
+    watch_candidate=masked_mean_compiles_watch_candidate,
+    reference_tolerance_scale=masked_mean_compiles_reference_tolerance_scale,
+)
 

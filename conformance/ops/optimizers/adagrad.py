@@ -28,7 +28,7 @@ from conformance.ops.coalesce import accumulation_differs, coalesce_sequential
 # the NumPy models: torch's defaults and checks, the reference, the known mistakes (names importers take from here)
 from conformance.ops.optimizers.adagrad_models import (DEFAULTS, MISTAKES, WEIGHT_DECAY_ERROR,  # noqa: F401
                                                        adagrad_hyperparameters, adagrad_reference)
-from conformance.ops.optimizers.base import OPTIMIZER_STRATEGIES, OptimizerOp
+from conformance.ops.optimizers.base import OPTIMIZER_STRATEGIES, OptimizerOp, optimizer_properties
 from conformance.ops.optimizers.configurations import ConfigurationSpace
 from conformance.ops.optimizers.drive import optimizer_problem
 from conformance.ops.optimizers.inputs import (has_sparse_step, negated, optimizer_inputs_schema, OptimizerInputs,
@@ -98,141 +98,145 @@ def invalid_inputs(draw, dtype: str = "float64") -> OptimizerInputs:
     return OptimizerInputs(inputs.param, inputs.grads, hyper)
 
 
-class Adagrad(OptimizerOp):
-    name = "adagrad"
-    strategies = replace(OPTIMIZER_STRATEGIES, hyperparameters=hyperparameters, invalid=dtype_only(invalid_inputs))
-    lifecycle_hyperparameters = {"lr": 0.5, "lr_decay": 0.5}  # lr_decay reads each parameter's own step count
-    title = "Adagrad"
-    invalid_summary = "invalid hyperparameters and weight_decay with sparse gradients raise torch's documented errors"
+def adagrad_rounding_bounds(op: "OptimizerOp", inputs: OptimizerInputs, dtype: str,
+                            accumulation_unit: float = OPMATH_ROUNDOFF) -> dict[str, tuple]:
+    # g/std from g**2, state + g**2, sqrt, + eps, the quotient and clr * quotient: six roundings
+    return single_step_param_bounds(inputs, op.reference(inputs)["param"], dtype, intermediates=8)
+
+
+def adagrad_reference_tolerance_scale(inputs: OptimizerInputs) -> float:
+    return 4.0 * max(1, inputs.steps)
+
+
+def adagrad_replay_in_dtype(inputs: OptimizerInputs, dtype: str, flags: set, accumulate: str) -> dict[str, np.ndarray]:
+    q = rounder(dtype)
+    h = adagrad_hyperparameters(inputs.hyperparameters)
+    eps = h["eps"]
+    param = inputs.param.astype(np.float64).copy()
+    state = q(np.full(param.shape, h["initial_accumulator_value"]))
+    std_out = np.zeros(0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for step, grad in enumerate(inputs.grads, start=1):
+            grad = negated(grad, h["maximize"])
+            clr = h["lr"] / (1 + (step - 1) * h["lr_decay"])
+            if isinstance(grad, CooArray):
+                if accumulation_differs(grad, dtype):
+                    flags.add("accumulation")
+                coalesced = coalesce_sequential(grad, accumulate, round_to=dtype)
+                index = tuple(coalesced.indices)
+                g = coalesced.values
+                square = q(g * g)
+                if np.any((square == 0) & (g != 0)):
+                    flags.add("underflow")
+                state[index] = q(state[index] + square)
+                std = q(q(np.sqrt(state[index])) + eps)
+                if np.any(std == 0):
+                    flags.add("underflow")
+                param[index] = q(param[index] - clr * q(g / std))
+                std_out = std
+            else:
+                g = grad.astype(np.float64)
+                if h["weight_decay"]:
+                    g = q(g + h["weight_decay"] * param)
+                state = q(state + g * g)
+                std = q(q(np.sqrt(state)) + eps)
+                if np.any(std == 0):
+                    flags.add("underflow")
+                param = q(param - clr * g / std)
+                std_out = std.reshape(-1)
+    return {"param": param, "state_sum": state, "step": np.float64(inputs.steps), "std": std_out}
+
+
+def adagrad_accepts_dense_steps(hyperparameters: dict) -> bool:
+    return True
+
+
+def adagrad_rounding_hyperparameters(draw) -> dict:
+    return {"initial_accumulator_value": draw(st.sampled_from([0.0, 0.1, 1.0]))}
+
+
+def adagrad_initial_state(inputs: OptimizerInputs) -> dict[str, np.ndarray]:
+    """The documented accumulator before the first step: initial_accumulator_value everywhere
+    (used only where an optimizer creates its state lazily; torch's is created in the
+    constructor and read from there, in whatever dtype the implementation keeps it)."""
+    init = np.full(inputs.param.shape, float(inputs.hyperparameters.get("initial_accumulator_value", 0.0)))
+    return {"param": inputs.param, "state_sum": init}
+
+
+def adagrad_properties(op: "OptimizerOp") -> tuple[GeneratedProperty, ...]:
+    return (*optimizer_properties(op), GeneratedProperty(
+        "sparse-equals-dense", "Adagrad on sparse gradients equals dense Adagrad at every entry the gradients "
+        "specify", op.drawing(op.strategies.inputs)))
+
+
+def adagrad_error_bounds(op: "OptimizerOp", inputs: OptimizerInputs, dtype: str, sensitivity) -> dict[str, Any]:
+    bounds, b = trajectory_bounds(op.reference, inputs, dtype, sensitivity)
+    eps = inputs.hyperparameters.get("eps", 1e-10)
+    init = inputs.hyperparameters.get("initial_accumulator_value", 0.0)
+    bounds["state_sum"] = ErrorBound(b.growth, b.u * init + 4 * b.sensitivity.get("state_sum", 0.0))
+    bounds["std"] = ErrorBound(b.growth, b.u * eps + 4 * b.sensitivity.get("std", 0.0))
+    return bounds
+
+
+OP = OptimizerOp(
+    name="adagrad",
+    strategies=replace(OPTIMIZER_STRATEGIES, hyperparameters=hyperparameters, invalid=dtype_only(invalid_inputs)),
+    lifecycle_hyperparameters={"lr": 0.5, "lr_decay": 0.5},  # lr_decay reads each parameter's own step count
+    title="Adagrad",
+    invalid_summary="invalid hyperparameters and weight_decay with sparse gradients raise torch's documented errors",
     # a large eps (inside or outside the root) with torch's other defaults, which a candidate that
     # supports only those runs too; then lr_decay, a starting accumulator and maximize
-    explicit_hyperparameters = ({"lr": 0.5, "eps": 0.25},
-                                {"lr": 0.5, "eps": 0.25, "lr_decay": 0.25, "initial_accumulator_value": 0.5,
-                                 "maximize": True})
-    configuration_space = ConfigurationSpace({
+    explicit_hyperparameters=({"lr": 0.5, "eps": 0.25},
+                              {"lr": 0.5, "eps": 0.25, "lr_decay": 0.25, "initial_accumulator_value": 0.5,
+                               "maximize": True}),
+    configuration_space=ConfigurationSpace({
         "lr": (1e-2, 0.5), "lr_decay": (0.0, 0.25), "weight_decay": (0.0, 0.1), "initial_accumulator_value": (0.0, 0.5),
-        "eps": (1e-10, 0.25), "maximize": (False, True)})
-    long_trajectory_hyperparameters = ({"lr": 0.1, "lr_decay": 0.01},)
+        "eps": (1e-10, 0.25), "maximize": (False, True)}),
+    long_trajectory_hyperparameters=({"lr": 0.1, "lr_decay": 0.01},),
     # past 300 steps: a step counter or lr / (1 + (step - 1) * lr_decay) kept in low precision drifts there
-    long_trajectory_steps = 320
-    stock_backend = "coo"
+    long_trajectory_steps=320,
+    stock_backend="coo",
     # torch's own implementations of the step beside its default (the for-loop, _single_tensor_adagrad on
     # cpu), each selected by constructor keywords. On a sparse gradient (torch 2.13, torch/optim/adagrad.py)
     # _multi_tensor_adagrad hands a device's tensors to _single_tensor_adagrad (FOR_LOOP) and _fused_adagrad
     # raises RuntimeError (REFUSES). COMPILED: torch's for-loop step under torch.compile, against the same
     # step run eagerly; Dynamo does not trace a sparse gradient (a graph break: the step runs eagerly)
-    sparse_weight_decay_error = WEIGHT_DECAY_ERROR
-    torch_paths = (TorchPath(FOREACH, {"foreach": True}, on_sparse=FOR_LOOP, bit_exact_on=("cpu",), twins=(PATHS_AGREE,)),
-                   TorchPath(FUSED, {"fused": True}, on_sparse=REFUSES, twins=(PATHS_AGREE, GRAD_SCALING)),
-                   TorchPath(COMPILED, {"foreach": False}, twins=(COMPILED_AGREES,)))
-    torch_for_loop = {"foreach": False, "fused": False}  # the keywords of the for-loop step, the twins' other half
-
-    summary = "torch.optim.Adagrad steps on sparse (masked) gradients"
-    candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.Adagrad's constructor"
-    mistakes = MISTAKES
-    torch_sums_duplicates_in_half = True
-    state_outputs = {"state_sum": "sum", "step": "step"}  # output name -> torch's state key
-    root_outputs = {"std": ("state_sum", "eps", DEFAULTS["eps"])}  # sqrt(state_sum) + eps, as the tutorial prints it
-    inputs_schema = optimizer_inputs_schema({
+    sparse_weight_decay_error=WEIGHT_DECAY_ERROR,
+    torch_paths=(TorchPath(FOREACH, {"foreach": True}, on_sparse=FOR_LOOP, bit_exact_on=("cpu",), twins=(PATHS_AGREE,)),
+                 TorchPath(FUSED, {"fused": True}, on_sparse=REFUSES, twins=(PATHS_AGREE, GRAD_SCALING)),
+                 TorchPath(COMPILED, {"foreach": False}, twins=(COMPILED_AGREES,))),
+    torch_for_loop={"foreach": False, "fused": False},  # the keywords of the for-loop step, the twins' other half
+    summary="torch.optim.Adagrad steps on sparse (masked) gradients",
+    candidate_contract="a torch.optim.Optimizer subclass with torch.optim.Adagrad's constructor",
+    mistakes=MISTAKES,
+    torch_sums_duplicates_in_half=True,
+    state_outputs={"state_sum": "sum", "step": "step"},  # output name -> torch's state key
+    root_outputs={"std": ("state_sum", "eps", DEFAULTS["eps"])},  # sqrt(state_sum) + eps, as the tutorial prints it
+    inputs_schema=optimizer_inputs_schema({
         "lr": {"type": "number"},
         "lr_decay": {"type": "number"},
         "weight_decay": {"type": "number"},
         "initial_accumulator_value": {"type": "number"},
         "eps": {"type": "number"},
         "maximize": {"type": "boolean"},
-    })
-    expected_schema = {
+    }),
+    expected_schema={
         "type": "object", "additionalProperties": False, "minProperties": 1,
         "properties": {"param": TENSOR, "state_sum": TENSOR, "std": TENSOR, "step": {"type": "number"}},
-    }
-
-    @property
-    def torch_implementation(self) -> type:
-        return torch.optim.Adagrad
-
-    def hyperparameters(self, given: dict) -> dict:
-        return adagrad_hyperparameters(given)
-
-    def reference(self, inputs: OptimizerInputs) -> dict[str, np.ndarray]:
-        return adagrad_reference(inputs)
-
-    def candidate_problem(self, candidate: Any) -> str | None:
-        return optimizer_problem(candidate)
-
-    def rounding_bounds(self, inputs: OptimizerInputs, dtype: str,
-                        accumulation_unit: float = OPMATH_ROUNDOFF) -> dict[str, tuple]:
-        # g/std from g**2, state + g**2, sqrt, + eps, the quotient and clr * quotient: six roundings
-        return single_step_param_bounds(inputs, self.reference(inputs)["param"], dtype, intermediates=8)
-
-    def reference_tolerance_scale(self, inputs: OptimizerInputs) -> float:
-        return 4.0 * max(1, inputs.steps)
-
-    def replay_in_dtype(self, inputs: OptimizerInputs, dtype: str, flags: set, accumulate: str) -> dict[str, np.ndarray]:
-        q = rounder(dtype)
-        h = adagrad_hyperparameters(inputs.hyperparameters)
-        eps = h["eps"]
-        param = inputs.param.astype(np.float64).copy()
-        state = q(np.full(param.shape, h["initial_accumulator_value"]))
-        std_out = np.zeros(0)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            for step, grad in enumerate(inputs.grads, start=1):
-                grad = negated(grad, h["maximize"])
-                clr = h["lr"] / (1 + (step - 1) * h["lr_decay"])
-                if isinstance(grad, CooArray):
-                    if accumulation_differs(grad, dtype):
-                        flags.add("accumulation")
-                    coalesced = coalesce_sequential(grad, accumulate, round_to=dtype)
-                    index = tuple(coalesced.indices)
-                    g = coalesced.values
-                    square = q(g * g)
-                    if np.any((square == 0) & (g != 0)):
-                        flags.add("underflow")
-                    state[index] = q(state[index] + square)
-                    std = q(q(np.sqrt(state[index])) + eps)
-                    if np.any(std == 0):
-                        flags.add("underflow")
-                    param[index] = q(param[index] - clr * q(g / std))
-                    std_out = std
-                else:
-                    g = grad.astype(np.float64)
-                    if h["weight_decay"]:
-                        g = q(g + h["weight_decay"] * param)
-                    state = q(state + g * g)
-                    std = q(q(np.sqrt(state)) + eps)
-                    if np.any(std == 0):
-                        flags.add("underflow")
-                    param = q(param - clr * g / std)
-                    std_out = std.reshape(-1)
-        return {"param": param, "state_sum": state, "step": np.float64(inputs.steps), "std": std_out}
-
-    def accepts_dense_steps(self, hyperparameters: dict) -> bool:
-        return True
-
-    def rounding_hyperparameters(self, draw) -> dict:
-        return {"initial_accumulator_value": draw(st.sampled_from([0.0, 0.1, 1.0]))}
-
-    def initial_state(self, inputs: OptimizerInputs) -> dict[str, np.ndarray]:
-        """The documented accumulator before the first step: initial_accumulator_value everywhere
-        (used only where an optimizer creates its state lazily; torch's is created in the
-        constructor and read from there, in whatever dtype the implementation keeps it)."""
-        init = np.full(inputs.param.shape, float(inputs.hyperparameters.get("initial_accumulator_value", 0.0)))
-        return {"param": inputs.param, "state_sum": init}
-
-    def properties(self) -> tuple[GeneratedProperty, ...]:
-        return (*super().properties(), GeneratedProperty(
-            "sparse-equals-dense", "Adagrad on sparse gradients equals dense Adagrad at every entry the gradients "
-            "specify", self.drawing(self.strategies.inputs)))
-
-    def error_bounds(self, inputs: OptimizerInputs, dtype: str, sensitivity) -> dict[str, Any]:
-        bounds, b = trajectory_bounds(self.reference, inputs, dtype, sensitivity)
-        eps = inputs.hyperparameters.get("eps", 1e-10)
-        init = inputs.hyperparameters.get("initial_accumulator_value", 0.0)
-        bounds["state_sum"] = ErrorBound(b.growth, b.u * init + 4 * b.sensitivity.get("state_sum", 0.0))
-        bounds["std"] = ErrorBound(b.growth, b.u * eps + 4 * b.sensitivity.get("std", 0.0))
-        return bounds
-
-
-OP = Adagrad()
+    },
+    torch_implementation=torch.optim.Adagrad,
+    rounding_bounds=adagrad_rounding_bounds,
+    reference_tolerance_scale=adagrad_reference_tolerance_scale,
+    replay_in_dtype=adagrad_replay_in_dtype,
+    accepts_dense_steps=adagrad_accepts_dense_steps,
+    rounding_hyperparameters=adagrad_rounding_hyperparameters,
+    initial_state=adagrad_initial_state,
+    properties=adagrad_properties,
+    error_bounds=adagrad_error_bounds,
+    hyperparameters=adagrad_hyperparameters,
+    reference=adagrad_reference,
+    candidate_problem=optimizer_problem,
+)
 
 
 SPARSE_COMPLEX = register(ConditionalDivergence(

@@ -4,8 +4,9 @@ half-precision model. An optimizer's record (a module of this package) subclasse
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from conformance.core.dtypes import DTYPES
 from conformance.core.layouts import CHANNELS_LAST, CONTIGUOUS, LAYOUT_KINDS, STRIDED, TRANSPOSED, Layout, layouts_strategy
 from conformance.core.types import RunContext, Unsupported
-from conformance.ops.base import COMPILED, COMPILED_AGREES, GRAD_SCALING, PATHS_AGREE, GeneratedProperty, Op, Strategies
+from conformance.ops.base import COMPILED, COMPILED_AGREES, GRAD_SCALING, PATHS_AGREE, GeneratedProperty, Op, Strategies, code
 from conformance.ops.coalesce import coalesce_reference
 from conformance.ops.optimizers.configurations import (CONFIGURATIONS, ConfigurationSpace, configuration_examples,
                                                       configurations)
@@ -56,7 +57,144 @@ OPTIMIZER_STRATEGIES = Strategies(
     long_trajectories=long_trajectories, paths=paths_inputs, dense=dense_inputs)
 
 
-class OptimizerOp(Op, record_base=True):
+def optimizer_explicit_examples(op: "OptimizerOp", dtype: str) -> list[OptimizerInputs]:
+    """One two-step trajectory per :attr:`explicit_hyperparameters`: a 4-entry parameter, a
+    first gradient with a duplicate index (1 + 0.5 at entry 2) and two entries left out, then
+    a gradient at entries 3 and 0 -- duplicates summed before squaring, lazy (sparse) state
+    and the steps' count all show. Values exact in every dtype."""
+    param = np.array([1.0, -2.0, 0.5, 3.0])
+    grads = [CooArray(np.array([[2, 0, 2]], dtype=np.int64), np.array([1.0, -0.5, 0.5]), (4,)),
+             CooArray(np.array([[3, 0]], dtype=np.int64), np.array([2.0, 0.25]), (4,))]
+    return [OptimizerInputs(param.copy(), [CooArray(g.indices.copy(), g.values.copy(), g.size) for g in grads],
+                            dict(hyper)) for hyper in op.explicit_hyperparameters]
+
+
+def optimizer_run_candidate(op: "OptimizerOp", candidate, inputs: "OptimizerInputs", ctx: RunContext) -> dict[str, Any]:
+    """The candidate optimizer stepped through the trajectory; the outputs are the parameter
+    and the state keys the record names (``state_outputs``), then the :attr:`root_outputs`."""
+    return op.add_root_outputs(run_optimizer(candidate, inputs, ctx, op.state_outputs), inputs)
+
+
+def optimizer_watch_candidate(op: "OptimizerOp", candidate: Any) -> Any:
+    """The optimizer contract's ``step()`` and state clauses (:mod:`.contract`)."""
+    return watch_optimizer(op, candidate)
+
+
+def _no_hyperparameters(op: "OptimizerOp", given: dict) -> dict:
+    """``given`` with torch's defaults filled in, after torch's constructor checks (ValueError
+    with torch's messages): what the torch backends' runners step with."""
+    raise NotImplementedError
+
+
+def _no_dense_steps(op: "OptimizerOp", hyperparameters: dict) -> bool:
+    """Whether a trajectory with these hyperparameters may mix dense gradients in."""
+    return False
+
+
+def _no_rounding_hyperparameters(op: "OptimizerOp", draw) -> dict:
+    """Hyperparameters besides ``lr`` for the rounds-correctly inputs."""
+    return {}
+
+
+def optimizer_encode_inputs(op: "OptimizerOp", inputs: OptimizerInputs) -> dict:
+    if isinstance(inputs, LifecycleInputs):  # (what a failure shows; no spec case takes a lifecycle yet)
+        return {"lifecycle": inputs.events(),
+                "members": [{"param": encode_array(m.param), "start": m.start, "frozen": m.frozen, "dtype": m.dtype,
+                             "grads": [None if g is None else op.encode_inputs(
+                                 OptimizerInputs(m.param, [g]))["grads"][0] for g in m.grads]}
+                            for m in inputs.members],
+                "hyperparameters": op.encode_inputs(OptimizerInputs(np.zeros(0), [], inputs.hyperparameters)).get(
+                    "hyperparameters", {}),
+                "lr_scales": list(inputs.lr_scales), "tensor_lr": inputs.tensor_lr,
+                "lr_in_place": inputs.lr_in_place, "resume_after": inputs.resume_after}
+    hyper = {}
+    for key, value in inputs.hyperparameters.items():
+        hyper[key] = [float(v) for v in value] if isinstance(value, (tuple, list)) else (
+            bool(value) if isinstance(value, (bool, np.bool_)) else float(value))
+    raw = {"param": encode_array(inputs.param),
+           "grads": [encode_coo(g) if isinstance(g, CooArray) else {"dense": encode_array(g)}
+                     for g in inputs.grads]}
+    if hyper:
+        raw["hyperparameters"] = hyper
+    return raw
+
+
+def optimizer_initial_state(op: "OptimizerOp", inputs: OptimizerInputs) -> dict[str, np.ndarray]:
+    """The documented parameter and state tensors before the first step (float64), for state
+    an optimizer creates only at its first step (see :meth:`state_before_steps`)."""
+    return {"param": inputs.param, **{name: np.zeros(inputs.param.shape) for name in op.state_tensors}}
+
+
+def optimizer_properties(op: "OptimizerOp") -> tuple[GeneratedProperty, ...]:
+    names = ["param", *op.state_tensors]
+    listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    return (
+        GeneratedProperty("agrees-with-reference", f"{op.title} trajectories match the NumPy reference",
+                          op.drawing(op.strategies.inputs)),
+        GeneratedProperty("unspecified-unchanged", f"entries a step's gradient does not specify keep {listed} "
+                          "bit-for-bit", op.drawing(op.strategies.inputs)),
+        GeneratedProperty("rejects-invalid", op.invalid_summary, op.drawing(op.strategies.invalid)),
+        GeneratedProperty("param-groups", "one optimizer over two param groups (different shapes and "
+                          "hyperparameters, a parameter without a gradient) moves each parameter as an optimizer "
+                          "of its own would", op.drawing(op.strategies.param_groups)),
+        GeneratedProperty("state-dict-resume", "state_dict() saved mid-trajectory (torch.save/torch.load) and "
+                          "loaded into a fresh optimizer continues exactly as the uninterrupted run",
+                          op.drawing(op.strategies.resume_points)),
+        GeneratedProperty("lifecycle", "one optimizer over parameters that miss gradients on some steps, are "
+                          "frozen, 0-d or zero-size, join by add_param_group mid-run, with lr changed between "
+                          "steps or a 0-d tensor and a weights_only state_dict round trip, moves each parameter "
+                          "as an optimizer of its own stepped where it has a gradient", op.drawing(op.strategies.lifecycles),
+                          examples=op.lifecycle_examples),
+        GeneratedProperty("complex-agrees", f"{op.title} on complex parameters (complex64 for float32 items, "
+                          "complex128 for float64) equals itself on their torch.view_as_real, as torch documents "
+                          "(or refuses them as torch does)", op.drawing(op.strategies.complex), dtypes=("float32", "float64"),
+                          examples=op.complex_examples),
+        GeneratedProperty("rounds-correctly", "a float16/bfloat16 parameter moved by a fraction of an ulp to a "
+                          "few ulps is correctly rounded", op.drawing(op.strategies.rounding)),
+        GeneratedProperty("long-trajectory", f"{op.title} over {LONG_STEPS[0]}-{LONG_STEPS[1]} steps matches the "
+                          "NumPy reference within a tolerance that grows with the steps (a hyperparameter rounded "
+                          "once per step drifts)", op.drawing(op.strategies.long_trajectories), dtypes=("float32", "float64"),
+                          examples=op.long_trajectory_examples, max_examples=LONG_EXAMPLES),
+        *op._configurations_property(),
+    )
+
+
+def optimizer_sizes_examples(op: "OptimizerOp", dtype: str) -> list[OptimizerInputs]:
+    """Two steps on parameters of 17 and 257 entries (a vector width and a block size, each plus one), every
+    entry specified, values exact in every dtype: a kernel that skips its remainder, or stops at one block,
+    leaves the last entries unmoved."""
+    examples = []
+    for length in (17, 257):
+        param = np.resize(np.array([1.0, -2.0, 0.5]), length)
+        dense = [np.resize(np.array([0.5, -1.0, 2.0, 0.25]), length), np.resize(np.array([-1.0, 0.5]), length)]
+        grads: list[CooArray | np.ndarray] = list(dense)
+        if not op.takes_dense_gradients:
+            grads = [CooArray(np.arange(length, dtype=np.int64).reshape(1, -1), g, (length,)) for g in dense]
+        examples.append(OptimizerInputs(param, grads, dict(op.lifecycle_hyperparameters)))
+    return examples
+
+
+def optimizer_describe_size(op: "OptimizerOp", inputs: OptimizerInputs) -> str:
+    shape = tuple(np.shape(inputs.param))
+    if len(shape) == 2:
+        return f"a parameter of {shape[0]} rows of {shape[1]} entries (hybrid rows wider than 256)"
+    return f"a parameter of {int(np.prod(shape))} entries"
+
+
+def optimizer_half_precision_model(op: "OptimizerOp", inputs: OptimizerInputs, dtype: str, accumulate: str):
+    """torch's sparse (and dense) branch replayed, rounding to ``dtype`` where torch stores a tensor."""
+    flags: set = set()
+    return op.replay_in_dtype(inputs, dtype, flags, accumulate), flags
+
+
+def _no_replay(op: "OptimizerOp", inputs: OptimizerInputs, dtype: str, flags: set, accumulate: str) -> dict[str, np.ndarray]:
+    """torch's steps on ``inputs`` with every stored tensor rounded to ``dtype`` (duplicates
+    summed at ``accumulate``), adding "accumulation"/"underflow" to ``flags`` where they occur."""
+    raise NotImplementedError
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class OptimizerOp(Op):
     """What the optimizer records share: generated inputs and properties, benchmark trajectories
     and the half-precision model's frame; each optimizer gives its hyperparameters and its documented
     errors (``strategies``: :data:`OPTIMIZER_STRATEGIES` with its ``hyperparameters`` and ``invalid``)
@@ -64,23 +202,23 @@ class OptimizerOp(Op, record_base=True):
 
     title: str = ""  # the optimizer's class name, as summaries write it
     invalid_summary: str = ""  # what the rejects-invalid property draws
-    # hyperparameters of the explicit examples (see explicit_examples); none: no explicit example
+    # hyperparameters of the explicit examples (see optimizer_explicit_examples); none: no explicit example
     explicit_hyperparameters: tuple[dict, ...] = ()
     # hyperparameters of the long-trajectory property's explicit examples: where a hyperparameter
     # rounded to float32 once per step drifts past the tolerance (see long_trajectory_examples)
     long_trajectory_hyperparameters: tuple[dict, ...] = ()
     # the constructor keywords of torch's for-loop step (its paths, Op.torch_paths, are twinned with it)
-    torch_for_loop: Mapping[str, Any] = MappingProxyType({"foreach": False})
+    torch_for_loop: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({"foreach": False}))
     # the layouts each tensor the optimizer is handed may take (layout-invariant; conformance/core/layouts.py)
-    input_layouts = MappingProxyType({"param": LAYOUT_KINDS, "grad": LAYOUT_KINDS,
-                                      "grad.indices": (CONTIGUOUS, STRIDED, TRANSPOSED), "grad.values": LAYOUT_KINDS})
+    input_layouts: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({
+        "param": LAYOUT_KINDS, "grad": LAYOUT_KINDS, "grad.indices": (CONTIGUOUS, STRIDED, TRANSPOSED),
+        "grad.values": LAYOUT_KINDS}))
     # hyperparameters of layout-invariant's explicit examples (layout_examples)
-    layout_hyperparameters: Mapping[str, Any] = MappingProxyType({"lr": 0.5})
+    layout_hyperparameters: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({"lr": 0.5}))
     # steps of the long-trajectory property's explicit examples (long_trajectory_examples)
     long_trajectory_steps: int = LONG_STEPS[1]
     # hyperparameters of the lifecycle property's explicit examples (lifecycle_examples)
-    lifecycle_hyperparameters: Mapping[str, Any] = MappingProxyType({"lr": 0.5})
-
+    lifecycle_hyperparameters: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({"lr": 0.5}))
     # the hyperparameters worth testing and the step kinds, covered pairwise by the configurations property
     # (conformance/ops/optimizers/configurations.py); None: the record has no configurations property
     configuration_space: ConfigurationSpace | None = None
@@ -88,6 +226,35 @@ class OptimizerOp(Op, record_base=True):
     # weight_decay with a sparse gradient (None: it takes them), and a dense gradient (None: it takes them)
     sparse_weight_decay_error: str | None = None
     dense_gradient_error: str | None = None
+    # the trajectory's error bounds widen by torch's algorithm replayed in the dtype (ill-conditioned steps)
+    rounding_sensitive: bool = True
+    strategies: Strategies = OPTIMIZER_STRATEGIES  # each optimizer adds its hyperparameters and invalid inputs
+
+    # -- code: an optimizer's own (see conformance.ops.base.code) --
+    # the given hyperparameters with torch's defaults filled in, after torch's constructor checks (ValueError
+    # with torch's messages): what the torch backends' runners step with: (given) -> hyperparameters
+    hyperparameters: Callable[..., Any] = code(_no_hyperparameters)
+    # whether a trajectory with these hyperparameters may mix dense gradients in: (hyperparameters) -> bool
+    accepts_dense_steps: Callable[..., Any] = code(_no_dense_steps)
+    # hyperparameters besides lr for the rounds-correctly inputs: (draw) -> hyperparameters
+    rounding_hyperparameters: Callable[..., Any] = code(_no_rounding_hyperparameters)
+    # the documented parameter and state tensors before the first step (float64), for state an optimizer
+    # creates only at its first step (state_before_steps): (inputs) -> arrays
+    initial_state: Callable[..., Any] = code(optimizer_initial_state)
+    # torch's steps on the inputs with every stored tensor rounded to the dtype (duplicates summed at accumulate),
+    # adding "accumulation"/"underflow" to flags where they occur: (inputs, dtype, flags, accumulate) -> outputs
+    replay_in_dtype: Callable[..., Any] = code(_no_replay)
+    # -- what every optimizer shares of Op's code --
+    decode_inputs: Callable[..., Any] = code(OptimizerInputs.decode)
+    encode_inputs: Callable[..., Any] = code(optimizer_encode_inputs)
+    run_candidate: Callable[..., Any] = code(optimizer_run_candidate)
+    watch_candidate: Callable[..., Any] = code(optimizer_watch_candidate)
+    explicit_examples: Callable[..., Any] = code(optimizer_explicit_examples)
+    sizes_examples: Callable[..., Any] = code(optimizer_sizes_examples)
+    describe_size: Callable[..., Any] = code(optimizer_describe_size)
+    benchmark_inputs: Callable[..., Any] = code(optimizer_benchmark_inputs)
+    half_precision_model: Callable[..., Any] = code(optimizer_half_precision_model)
+    properties: Callable[..., Any] = code(optimizer_properties)
 
     @property
     def takes_dense_gradients(self) -> bool:
@@ -96,32 +263,9 @@ class OptimizerOp(Op, record_base=True):
         (torch's fused steps run dense gradients only), sparse ones otherwise, and drawn trajectories mix them."""
         return self.dense_gradient_error is None
 
-    # the trajectory's error bounds widen by torch's algorithm replayed in the dtype (ill-conditioned steps)
-    rounding_sensitive = True
-    strategies = OPTIMIZER_STRATEGIES  # each optimizer adds its hyperparameters and invalid inputs
-
     @property
     def is_optimizer(self) -> bool:
         return True
-
-    def explicit_examples(self, dtype: str) -> list[OptimizerInputs]:
-        """One two-step trajectory per :attr:`explicit_hyperparameters`: a 4-entry parameter, a
-        first gradient with a duplicate index (1 + 0.5 at entry 2) and two entries left out, then
-        a gradient at entries 3 and 0 -- duplicates summed before squaring, lazy (sparse) state
-        and the steps' count all show. Values exact in every dtype."""
-        param = np.array([1.0, -2.0, 0.5, 3.0])
-        grads = [CooArray(np.array([[2, 0, 2]], dtype=np.int64), np.array([1.0, -0.5, 0.5]), (4,)),
-                 CooArray(np.array([[3, 0]], dtype=np.int64), np.array([2.0, 0.25]), (4,))]
-        return [OptimizerInputs(param.copy(), [CooArray(g.indices.copy(), g.values.copy(), g.size) for g in grads],
-                                dict(hyper)) for hyper in self.explicit_hyperparameters]
-
-    def decode_inputs(self, raw: dict, dtype: str) -> "OptimizerInputs":
-        return OptimizerInputs.decode(raw, dtype)
-
-    def run_candidate(self, candidate, inputs: "OptimizerInputs", ctx: RunContext) -> dict[str, Any]:
-        """The candidate optimizer stepped through the trajectory; the outputs are the parameter
-        and the state keys the record names (``state_outputs``), then the :attr:`root_outputs`."""
-        return self.add_root_outputs(run_optimizer(candidate, inputs, ctx, self.state_outputs), inputs)
 
     def add_root_outputs(self, outputs: dict[str, Any], inputs: OptimizerInputs) -> dict[str, Any]:
         """``outputs`` (a run's, with the state tensors) with each of :attr:`root_outputs` added."""
@@ -138,47 +282,8 @@ class OptimizerOp(Op, record_base=True):
                 outputs[name] = state.flatten().sqrt() + plus
         return outputs
 
-    def watch_candidate(self, candidate: Any) -> Any:
-        """The optimizer contract's ``step()`` and state clauses (:mod:`.contract`)."""
-        return watch_optimizer(self, candidate)
-
     def check_candidate_outputs(self, outputs: dict[str, Any], ctx: RunContext) -> None:
         check_optimizer_outputs(self, outputs, ctx)
-
-    def hyperparameters(self, given: dict) -> dict:
-        """``given`` with torch's defaults filled in, after torch's constructor checks (ValueError
-        with torch's messages): what the torch backends' runners step with."""
-        raise NotImplementedError
-
-    def accepts_dense_steps(self, hyperparameters: dict) -> bool:
-        """Whether a trajectory with these hyperparameters may mix dense gradients in."""
-        return False
-
-    def rounding_hyperparameters(self, draw) -> dict:
-        """Hyperparameters besides ``lr`` for the rounds-correctly inputs."""
-        return {}
-
-    def encode_inputs(self, inputs: OptimizerInputs) -> dict:
-        if isinstance(inputs, LifecycleInputs):  # (what a failure shows; no spec case takes a lifecycle yet)
-            return {"lifecycle": inputs.events(),
-                    "members": [{"param": encode_array(m.param), "start": m.start, "frozen": m.frozen, "dtype": m.dtype,
-                                 "grads": [None if g is None else self.encode_inputs(
-                                     OptimizerInputs(m.param, [g]))["grads"][0] for g in m.grads]}
-                                for m in inputs.members],
-                    "hyperparameters": self.encode_inputs(OptimizerInputs(np.zeros(0), [], inputs.hyperparameters)).get(
-                        "hyperparameters", {}),
-                    "lr_scales": list(inputs.lr_scales), "tensor_lr": inputs.tensor_lr,
-                    "lr_in_place": inputs.lr_in_place, "resume_after": inputs.resume_after}
-        hyper = {}
-        for key, value in inputs.hyperparameters.items():
-            hyper[key] = [float(v) for v in value] if isinstance(value, (tuple, list)) else (
-                bool(value) if isinstance(value, (bool, np.bool_)) else float(value))
-        raw = {"param": encode_array(inputs.param),
-               "grads": [encode_coo(g) if isinstance(g, CooArray) else {"dense": encode_array(g)}
-                         for g in inputs.grads]}
-        if hyper:
-            raw["hyperparameters"] = hyper
-        return raw
 
     def option_names(self) -> tuple[str, ...]:
         """The hyperparameters of the inputs schema."""
@@ -237,44 +342,6 @@ class OptimizerOp(Op, record_base=True):
             raise
         except Exception:  # noqa: BLE001 - the property's own run of that step says what went wrong
             return {}
-
-    def initial_state(self, inputs: OptimizerInputs) -> dict[str, np.ndarray]:
-        """The documented parameter and state tensors before the first step (float64), for state
-        an optimizer creates only at its first step (see :meth:`state_before_steps`)."""
-        return {"param": inputs.param, **{name: np.zeros(inputs.param.shape) for name in self.state_tensors}}
-
-    def properties(self) -> tuple[GeneratedProperty, ...]:
-        names = ["param", *self.state_tensors]
-        listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
-        return (
-            GeneratedProperty("agrees-with-reference", f"{self.title} trajectories match the NumPy reference",
-                              self.drawing(self.strategies.inputs)),
-            GeneratedProperty("unspecified-unchanged", f"entries a step's gradient does not specify keep {listed} "
-                              "bit-for-bit", self.drawing(self.strategies.inputs)),
-            GeneratedProperty("rejects-invalid", self.invalid_summary, self.drawing(self.strategies.invalid)),
-            GeneratedProperty("param-groups", "one optimizer over two param groups (different shapes and "
-                              "hyperparameters, a parameter without a gradient) moves each parameter as an optimizer "
-                              "of its own would", self.drawing(self.strategies.param_groups)),
-            GeneratedProperty("state-dict-resume", "state_dict() saved mid-trajectory (torch.save/torch.load) and "
-                              "loaded into a fresh optimizer continues exactly as the uninterrupted run",
-                              self.drawing(self.strategies.resume_points)),
-            GeneratedProperty("lifecycle", "one optimizer over parameters that miss gradients on some steps, are "
-                              "frozen, 0-d or zero-size, join by add_param_group mid-run, with lr changed between "
-                              "steps or a 0-d tensor and a weights_only state_dict round trip, moves each parameter "
-                              "as an optimizer of its own stepped where it has a gradient", self.drawing(self.strategies.lifecycles),
-                              examples=self.lifecycle_examples),
-            GeneratedProperty("complex-agrees", f"{self.title} on complex parameters (complex64 for float32 items, "
-                              "complex128 for float64) equals itself on their torch.view_as_real, as torch documents "
-                              "(or refuses them as torch does)", self.drawing(self.strategies.complex), dtypes=("float32", "float64"),
-                              examples=self.complex_examples),
-            GeneratedProperty("rounds-correctly", "a float16/bfloat16 parameter moved by a fraction of an ulp to a "
-                              "few ulps is correctly rounded", self.drawing(self.strategies.rounding)),
-            GeneratedProperty("long-trajectory", f"{self.title} over {LONG_STEPS[0]}-{LONG_STEPS[1]} steps matches the "
-                              "NumPy reference within a tolerance that grows with the steps (a hyperparameter rounded "
-                              "once per step drifts)", self.drawing(self.strategies.long_trajectories), dtypes=("float32", "float64"),
-                              examples=self.long_trajectory_examples, max_examples=LONG_EXAMPLES),
-            *self._configurations_property(),
-        )
 
     def _configurations_property(self) -> tuple[GeneratedProperty, ...]:
         """configurations, where the record declares its space: the covering array's rows as explicit examples
@@ -360,26 +427,6 @@ class OptimizerOp(Op, record_base=True):
             return [OptimizerInputs(param, dense, hyper)]
         return [OptimizerInputs(param, [CooArray(np.array([[0, 1]], dtype=np.int64), g, (2, 2)) for g in dense], hyper)]
 
-    def sizes_examples(self, dtype: str) -> list[OptimizerInputs]:
-        """Two steps on parameters of 17 and 257 entries (a vector width and a block size, each plus one), every
-        entry specified, values exact in every dtype: a kernel that skips its remainder, or stops at one block,
-        leaves the last entries unmoved."""
-        examples = []
-        for length in (17, 257):
-            param = np.resize(np.array([1.0, -2.0, 0.5]), length)
-            dense = [np.resize(np.array([0.5, -1.0, 2.0, 0.25]), length), np.resize(np.array([-1.0, 0.5]), length)]
-            grads: list[CooArray | np.ndarray] = list(dense)
-            if not self.takes_dense_gradients:
-                grads = [CooArray(np.arange(length, dtype=np.int64).reshape(1, -1), g, (length,)) for g in dense]
-            examples.append(OptimizerInputs(param, grads, dict(self.lifecycle_hyperparameters)))
-        return examples
-
-    def describe_size(self, inputs: OptimizerInputs) -> str:
-        shape = tuple(np.shape(inputs.param))
-        if len(shape) == 2:
-            return f"a parameter of {shape[0]} rows of {shape[1]} entries (hybrid rows wider than 256)"
-        return f"a parameter of {int(np.prod(shape))} entries"
-
     def spec_can_hold(self, inputs: Any) -> bool:
         return not isinstance(inputs, LifecycleInputs)  # a lifecycle is not a spec case (yet)
 
@@ -425,9 +472,6 @@ class OptimizerOp(Op, record_base=True):
         return [OptimizerInputs(np.array([1.0, -2.0, 0.5, 3.0]), [grad] * self.long_trajectory_steps, dict(hyper))
                 for hyper in self.long_trajectory_hyperparameters]
 
-    def benchmark_inputs(self, bench, rng, dtype: str) -> OptimizerInputs:
-        return optimizer_benchmark_inputs(bench, rng, dtype)
-
     def regrouped_inputs(self, inputs: Any, dtype: str) -> list[OptimizerInputs]:
         """A sparse gradient's duplicates summed in another order than the reference's: each sum shifted
         by its bound in float32 (a correct implementation's accumulation for float32, float16 and
@@ -436,13 +480,3 @@ class OptimizerOp(Op, record_base=True):
         if dtype == "float64" or not isinstance(inputs, OptimizerInputs):
             return []
         return duplicate_sums_shifted(inputs, DTYPES["float32"].unit_roundoff)
-
-    def half_precision_model(self, inputs: OptimizerInputs, dtype: str, accumulate: str):
-        """torch's sparse (and dense) branch replayed, rounding to ``dtype`` where torch stores a tensor."""
-        flags: set = set()
-        return self.replay_in_dtype(inputs, dtype, flags, accumulate), flags
-
-    def replay_in_dtype(self, inputs: OptimizerInputs, dtype: str, flags: set, accumulate: str) -> dict[str, np.ndarray]:
-        """torch's steps on ``inputs`` with every stored tensor rounded to ``dtype`` (duplicates
-        summed at ``accumulate``), adding "accumulation"/"underflow" to ``flags`` where they occur."""
-        raise NotImplementedError

@@ -30,7 +30,7 @@ from conformance.ops import draw as d
 from conformance.ops.coalesce import accumulation_differs
 from conformance.ops.base import (COMPILED, COMPILED_AGREES, FOREACH, FUSED, GRAD_SCALING, PATHS_AGREE, REFUSES,
                                    GeneratedProperty, TorchPath, dtype_only)
-from conformance.ops.optimizers.base import OPTIMIZER_STRATEGIES, OptimizerOp
+from conformance.ops.optimizers.base import OPTIMIZER_STRATEGIES, OptimizerOp, optimizer_properties
 from conformance.ops.optimizers.configurations import ConfigurationSpace
 from conformance.ops.optimizers.drive import optimizer_problem
 from conformance.ops.optimizers.inputs import negated, optimizer_inputs_schema, OptimizerInputs
@@ -174,145 +174,148 @@ def invalid_inputs(draw, dtype: str = "float64") -> OptimizerInputs:
     return OptimizerInputs(inputs.param, inputs.grads, hyper)
 
 
-class SGD(OptimizerOp):
-    name = "sgd"
-    strategies = replace(OPTIMIZER_STRATEGIES, hyperparameters=hyperparameters, invalid=dtype_only(invalid_inputs))
+def sgd_reference_beyond_torch(inputs: OptimizerInputs) -> dict[str, np.ndarray]:
+    return sgd_reference(inputs, torch_limitations=False)
+
+
+def sgd_rounding_bounds(op: "OptimizerOp", inputs: OptimizerInputs, dtype: str,
+                        accumulation_unit: float = OPMATH_ROUNDOFF) -> dict[str, tuple]:
+    # lr * g, rounded before it is added
+    return single_step_param_bounds(inputs, op.reference(inputs)["param"], dtype, intermediates=2)
+
+
+def sgd_reference_tolerance_scale(inputs: OptimizerInputs) -> float:
+    return 4.0 * max(1, inputs.steps)
+
+
+def sgd_accepts_dense_steps(hyperparameters: dict) -> bool:
+    return not hyperparameters.get("momentum")  # a sparse buffer cannot take a dense gradient
+
+
+def sgd_properties(op: "OptimizerOp") -> tuple[GeneratedProperty, ...]:
+    without_momentum = GeneratedProperty(
+        "unspecified-unchanged", "without momentum, entries a step's gradient does not specify keep param "
+        "bit-for-bit", lambda dtype: drawn_inputs(op, dtype, hyperparameters=hyperparameters(momentum=False)))
+    return (*(p if p.name != "unspecified-unchanged" else without_momentum for p in optimizer_properties(op)),
+            GeneratedProperty("sparse-equals-dense", "SGD on sparse gradients equals dense SGD at every entry "
+                              "the gradients specify", op.drawing(op.strategies.inputs)))
+
+
+def sgd_replay_in_dtype(inputs: OptimizerInputs, dtype: str, flags: set, accumulate: str) -> dict[str, np.ndarray]:
+    """torch's steps with its sparse tensors kept uncoalesced, as torch keeps them: the buffer's
+    entries are scaled one by one and the gradient's appended; the parameter takes each entry
+    in turn (``accumulate`` narrower than float64 is the parameter's own dtype here)."""
+    q = rounder(dtype)
+    h = sgd_hyperparameters(inputs.hyperparameters)
+    m, lr = h["momentum"], h["lr"]
+    param = inputs.param.astype(np.float64).copy()
+    buf = None
+    with np.errstate(over="ignore", invalid="ignore"):
+        for grad in inputs.grads:
+            grad = negated(grad, h["maximize"])
+            if isinstance(grad, CooArray) and accumulation_differs(grad, dtype):
+                flags.add("accumulation")
+            if not isinstance(grad, CooArray) and h["weight_decay"]:
+                grad = q(grad + h["weight_decay"] * param)
+            step = grad
+            if m != 0:
+                if buf is None:
+                    buf = grad
+                elif isinstance(buf, CooArray) and isinstance(grad, CooArray):
+                    buf = _joined(_scaled(buf, m, q), _scaled(grad, 1 - h["dampening"], q))
+                else:
+                    buf = _add_into(q(m * buf), grad, 1 - h["dampening"], q)
+                if h["nesterov"]:
+                    step = (_joined(grad, _scaled(buf, m, q)) if isinstance(buf, CooArray)
+                            else _add_into(q(m * buf), grad, 1.0, q))
+                else:
+                    step = buf
+            param = _add_into(param, step, -lr, q)
+    return {"param": param}
+
+
+def sgd_error_bounds(op: "OptimizerOp", inputs: OptimizerInputs, dtype: str, sensitivity) -> dict[str, Any]:
+    bounds, b = trajectory_bounds(op.reference, inputs, dtype, sensitivity)
+    # Sums that cancel: the momentum buffer's entries and the gradient's (torch's sparse buffer
+    # keeps duplicates apart, and merges a new gradient into them in its own order) are summed
+    # in the dtype in some order, each sum off by up to u * the sum of its terms' magnitudes
+    # (Higham, Accuracy and Stability of Numerical Algorithms, 4.2) -- [-512.011, 512.011] then
+    # 1 at one index: -0.900024 in float32 where the exact value is -0.9. An error on top of whatever
+    # the dtype's floor allows (ErrorBound.atol_beyond_floor).
+    param = bounds["param"]
+    bounds["param"] = ErrorBound(param.rtol, param.atol, param.atol_beyond_floor + 4 * b.u * (b.steps + 1)
+                                 * _update_magnitude(op, inputs))
+    return bounds
+
+
+def _update_magnitude(op: "OptimizerOp", inputs: OptimizerInputs) -> float:
+    """The sum of the magnitudes of every term the parameter's updates are made of: the
+    reference on |param| and |gradients| (every coefficient of SGD's updates is >= 0), as far
+    as the parameter moves."""
+    absolute = OptimizerInputs(np.abs(inputs.param),
+                               [CooArray(g.indices, np.abs(g.values), g.size) if isinstance(g, CooArray)
+                                else np.abs(g) for g in inputs.grads],
+                               {**inputs.hyperparameters, "maximize": False})
+    try:
+        with np.errstate(all="ignore"):
+            moved = np.abs(op.reference(absolute)["param"] - absolute.param)
+    except Exception:  # noqa: BLE001 - inputs the reference rejects have no trajectory to widen
+        return 0.0
+    return finite_abs_max(moved)
+
+
+OP = OptimizerOp(
+    name="sgd",
+    strategies=replace(OPTIMIZER_STRATEGIES, hyperparameters=hyperparameters, invalid=dtype_only(invalid_inputs)),
     # every setting people train with, in combination (torch's OptimizerInfo for SGD: momentum, dampening,
     # nesterov, weight_decay, maximize); weight_decay meets dense steps only (torch refuses it on sparse ones)
-    configuration_space = ConfigurationSpace({
+    configuration_space=ConfigurationSpace({
         "lr": (1e-3, 0.5), "momentum": (0.0, 0.5, 0.9), "dampening": (0.0, 0.5), "nesterov": (False, True),
-        "weight_decay": (0.0, 0.1), "maximize": (False, True)})
-    layout_hyperparameters = {"lr": 0.5, "momentum": 0.5}
-    lifecycle_hyperparameters = {"lr": 0.5, "momentum": 0.5}  # the momentum buffer is where fused SGD went wrong
-    title = "SGD"
-    long_trajectory_hyperparameters = ({"lr": 0.1, "momentum": 0.9},)
-    stock_backend = "coo"
+        "weight_decay": (0.0, 0.1), "maximize": (False, True)}),
+    layout_hyperparameters={"lr": 0.5, "momentum": 0.5},
+    lifecycle_hyperparameters={"lr": 0.5, "momentum": 0.5},  # the momentum buffer is where fused SGD went wrong
+    title="SGD",
+    long_trajectory_hyperparameters=({"lr": 0.1, "momentum": 0.9},),
+    stock_backend="coo",
     # torch's own implementations of the step beside its default (the for-loop, _single_tensor_sgd on cpu),
     # each selected by constructor keywords. On a sparse gradient (torch 2.13, torch/optim/sgd.py)
     # _multi_tensor_sgd runs: its foreach ops take the sparse tensors (their per-tensor fallback) and it adds
     # the update into the parameter tensor by tensor; _fused_sgd raises RuntimeError (REFUSES). COMPILED:
     # torch's for-loop step under torch.compile, against the same step run eagerly; Dynamo does not trace a
     # sparse gradient (a graph break: the step runs eagerly)
-    torch_paths = (TorchPath(FOREACH, {"foreach": True}, bit_exact_on=("cpu",), twins=(PATHS_AGREE,)),
-                   TorchPath(FUSED, {"fused": True}, on_sparse=REFUSES, twins=(PATHS_AGREE, GRAD_SCALING)),
-                   TorchPath(COMPILED, {"foreach": False}, twins=(COMPILED_AGREES,)))
-    torch_for_loop = {"foreach": False, "fused": False}  # the keywords of the for-loop step, the twins' other half
-
-    summary = "torch.optim.SGD steps on sparse gradients (momentum, dampening, nesterov, maximize)"
-    candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.SGD's constructor"
-    mistakes = MISTAKES
-    invalid_summary = ("invalid hyperparameters, nesterov without momentum or with dampening, and weight_decay with "
-                       "sparse gradients raise torch's documented errors")
-    torch_sums_duplicates_in_half = True  # each duplicate is added into the float16/bfloat16 parameter in turn
-    state_outputs: dict[str, str] = {}  # the momentum buffer shows in the parameter's trajectory
-    inputs_schema = optimizer_inputs_schema({
+    torch_paths=(TorchPath(FOREACH, {"foreach": True}, bit_exact_on=("cpu",), twins=(PATHS_AGREE,)),
+                 TorchPath(FUSED, {"fused": True}, on_sparse=REFUSES, twins=(PATHS_AGREE, GRAD_SCALING)),
+                 TorchPath(COMPILED, {"foreach": False}, twins=(COMPILED_AGREES,))),
+    torch_for_loop={"foreach": False, "fused": False},  # the keywords of the for-loop step, the twins' other half
+    summary="torch.optim.SGD steps on sparse gradients (momentum, dampening, nesterov, maximize)",
+    candidate_contract="a torch.optim.Optimizer subclass with torch.optim.SGD's constructor",
+    mistakes=MISTAKES,
+    invalid_summary="invalid hyperparameters, nesterov without momentum or with dampening, and weight_decay with "
+                    "sparse gradients raise torch's documented errors",
+    torch_sums_duplicates_in_half=True,  # each duplicate is added into the float16/bfloat16 parameter in turn
+    state_outputs={},  # the momentum buffer shows in the parameter's trajectory
+    inputs_schema=optimizer_inputs_schema({
         "lr": {"type": "number"},
         "momentum": {"type": "number"},
         "dampening": {"type": "number"},
         "weight_decay": {"type": "number"},
         "nesterov": {"type": "boolean"},
         "maximize": {"type": "boolean"},
-    })
-    expected_schema = {"type": "object", "additionalProperties": False, "required": ["param"],
-                       "properties": {"param": TENSOR}}
-
-    @property
-    def torch_implementation(self) -> type:
-        return torch.optim.SGD
-
-    def hyperparameters(self, given: dict) -> dict:
-        return sgd_hyperparameters(given)
-
-    def reference(self, inputs: OptimizerInputs) -> dict[str, np.ndarray]:
-        return sgd_reference(inputs)
-
-    def reference_beyond_torch(self, inputs: OptimizerInputs) -> dict[str, np.ndarray]:
-        return sgd_reference(inputs, torch_limitations=False)
-
-    def candidate_problem(self, candidate: Any) -> str | None:
-        return optimizer_problem(candidate)
-
-    def rounding_bounds(self, inputs: OptimizerInputs, dtype: str,
-                        accumulation_unit: float = OPMATH_ROUNDOFF) -> dict[str, tuple]:
-        # lr * g, rounded before it is added
-        return single_step_param_bounds(inputs, self.reference(inputs)["param"], dtype, intermediates=2)
-
-    def reference_tolerance_scale(self, inputs: OptimizerInputs) -> float:
-        return 4.0 * max(1, inputs.steps)
-
-    def accepts_dense_steps(self, hyperparameters: dict) -> bool:
-        return not hyperparameters.get("momentum")  # a sparse buffer cannot take a dense gradient
-
-    def properties(self) -> tuple[GeneratedProperty, ...]:
-        without_momentum = GeneratedProperty(
-            "unspecified-unchanged", "without momentum, entries a step's gradient does not specify keep param "
-            "bit-for-bit", lambda dtype: drawn_inputs(self, dtype, hyperparameters=hyperparameters(momentum=False)))
-        return (*(p if p.name != "unspecified-unchanged" else without_momentum for p in super().properties()),
-                GeneratedProperty("sparse-equals-dense", "SGD on sparse gradients equals dense SGD at every entry "
-                                  "the gradients specify", self.drawing(self.strategies.inputs)))
-
-    def replay_in_dtype(self, inputs: OptimizerInputs, dtype: str, flags: set, accumulate: str) -> dict[str, np.ndarray]:
-        """torch's steps with its sparse tensors kept uncoalesced, as torch keeps them: the buffer's
-        entries are scaled one by one and the gradient's appended; the parameter takes each entry
-        in turn (``accumulate`` narrower than float64 is the parameter's own dtype here)."""
-        q = rounder(dtype)
-        h = sgd_hyperparameters(inputs.hyperparameters)
-        m, lr = h["momentum"], h["lr"]
-        param = inputs.param.astype(np.float64).copy()
-        buf = None
-        with np.errstate(over="ignore", invalid="ignore"):
-            for grad in inputs.grads:
-                grad = negated(grad, h["maximize"])
-                if isinstance(grad, CooArray) and accumulation_differs(grad, dtype):
-                    flags.add("accumulation")
-                if not isinstance(grad, CooArray) and h["weight_decay"]:
-                    grad = q(grad + h["weight_decay"] * param)
-                step = grad
-                if m != 0:
-                    if buf is None:
-                        buf = grad
-                    elif isinstance(buf, CooArray) and isinstance(grad, CooArray):
-                        buf = _joined(_scaled(buf, m, q), _scaled(grad, 1 - h["dampening"], q))
-                    else:
-                        buf = _add_into(q(m * buf), grad, 1 - h["dampening"], q)
-                    if h["nesterov"]:
-                        step = (_joined(grad, _scaled(buf, m, q)) if isinstance(buf, CooArray)
-                                else _add_into(q(m * buf), grad, 1.0, q))
-                    else:
-                        step = buf
-                param = _add_into(param, step, -lr, q)
-        return {"param": param}
-
-    def error_bounds(self, inputs: OptimizerInputs, dtype: str, sensitivity) -> dict[str, Any]:
-        bounds, b = trajectory_bounds(self.reference, inputs, dtype, sensitivity)
-        # Sums that cancel: the momentum buffer's entries and the gradient's (torch's sparse buffer
-        # keeps duplicates apart, and merges a new gradient into them in its own order) are summed
-        # in the dtype in some order, each sum off by up to u * the sum of its terms' magnitudes
-        # (Higham, Accuracy and Stability of Numerical Algorithms, 4.2) -- [-512.011, 512.011] then
-        # 1 at one index: -0.900024 in float32 where the exact value is -0.9. An error on top of whatever
-        # the dtype's floor allows (ErrorBound.atol_beyond_floor).
-        param = bounds["param"]
-        bounds["param"] = ErrorBound(param.rtol, param.atol, param.atol_beyond_floor + 4 * b.u * (b.steps + 1)
-                                     * self._update_magnitude(inputs))
-        return bounds
-
-    def _update_magnitude(self, inputs: OptimizerInputs) -> float:
-        """The sum of the magnitudes of every term the parameter's updates are made of: the
-        reference on |param| and |gradients| (every coefficient of SGD's updates is >= 0), as far
-        as the parameter moves."""
-        absolute = OptimizerInputs(np.abs(inputs.param),
-                                   [CooArray(g.indices, np.abs(g.values), g.size) if isinstance(g, CooArray)
-                                    else np.abs(g) for g in inputs.grads],
-                                   {**inputs.hyperparameters, "maximize": False})
-        try:
-            with np.errstate(all="ignore"):
-                moved = np.abs(self.reference(absolute)["param"] - absolute.param)
-        except Exception:  # noqa: BLE001 - inputs the reference rejects have no trajectory to widen
-            return 0.0
-        return finite_abs_max(moved)
-
-
-OP = SGD()
+    }),
+    expected_schema={"type": "object", "additionalProperties": False, "required": ["param"],
+                     "properties": {"param": TENSOR}},
+    torch_implementation=torch.optim.SGD,
+    reference_beyond_torch=sgd_reference_beyond_torch,
+    rounding_bounds=sgd_rounding_bounds,
+    reference_tolerance_scale=sgd_reference_tolerance_scale,
+    accepts_dense_steps=sgd_accepts_dense_steps,
+    properties=sgd_properties,
+    replay_in_dtype=sgd_replay_in_dtype,
+    error_bounds=sgd_error_bounds,
+    hyperparameters=sgd_hyperparameters,
+    reference=sgd_reference,
+    candidate_problem=optimizer_problem,
+)
 
 
 COMPILED_MOMENTUM_DYNAMO_INDEX = register(ConditionalDivergence(

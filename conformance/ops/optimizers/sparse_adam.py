@@ -178,108 +178,105 @@ MISTAKES = (
 )
 
 
-class SparseAdam(OptimizerOp):
-    name = "sparse_adam"
-    strategies = replace(OPTIMIZER_STRATEGIES, hyperparameters=hyperparameters, invalid=dtype_only(invalid_inputs))
-    layout_hyperparameters = {"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75)}
-    lifecycle_hyperparameters = {"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75)}
-    title = "SparseAdam"
-    dense_gradient_error = DENSE_GRADIENT_ERROR
-    invalid_summary = "invalid hyperparameters and dense gradients raise torch's documented errors"
+def sparse_adam_rounding_bounds(op: "OptimizerOp", inputs: OptimizerInputs, dtype: str,
+                                accumulation_unit: float = OPMATH_ROUNDOFF) -> dict[str, tuple]:
+    # both moments (two roundings each), sqrt, + eps, the quotient and the scaled step: eight
+    return single_step_param_bounds(inputs, op.reference(inputs)["param"], dtype, intermediates=12)
+
+
+def sparse_adam_reference_tolerance_scale(inputs: OptimizerInputs) -> float:
+    return 8.0 * max(1, inputs.steps)
+
+
+def sparse_adam_replay_in_dtype(inputs: OptimizerInputs, dtype: str, flags: set, accumulate: str) -> dict[str, Any]:
+    q = rounder(dtype)
+    h = sparse_adam_hyperparameters(inputs.hyperparameters)
+    beta1, beta2 = h["betas"]
+    param = inputs.param.astype(np.float64).copy()
+    exp_avg = np.zeros_like(param)
+    exp_avg_sq = np.zeros_like(param)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for step, grad in enumerate(inputs.grads, start=1):
+            if not isinstance(grad, CooArray):
+                raise RuntimeError("SparseAdam does not support dense gradients, please consider Adam instead")
+            grad = negated(grad, h["maximize"])
+            if accumulation_differs(grad, dtype):
+                flags.add("accumulation")
+            coalesced = coalesce_sequential(grad, accumulate, round_to=dtype)
+            if coalesced.indices.shape[1] == 0:
+                continue
+            index = tuple(coalesced.indices)
+            g = coalesced.values
+            old_avg, old_sq = exp_avg[index], exp_avg_sq[index]
+            avg_update = q(q(g - old_avg) * (1 - beta1))
+            exp_avg[index] = q(old_avg + avg_update)
+            square = q(g * g)
+            if np.any((square == 0) & (g != 0)):
+                flags.add("underflow")
+            sq_update = q(q(square - old_sq) * (1 - beta2))
+            exp_avg_sq[index] = q(old_sq + sq_update)
+            numer = q(avg_update + old_avg)
+            denom = q(q(np.sqrt(q(sq_update + old_sq))) + h["eps"])
+            if np.any(denom == 0):
+                flags.add("underflow")
+            step_size = h["lr"] * math.sqrt(1 - beta2**step) / (1 - beta1**step)
+            param[index] = q(param[index] + q(-step_size * q(numer / denom)))
+    return {"param": param, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq, "step": np.float64(inputs.steps)}
+
+
+def sparse_adam_error_bounds(op: "OptimizerOp", inputs: OptimizerInputs, dtype: str, sensitivity) -> dict[str, Any]:
+    bounds, b = trajectory_bounds(op.reference, inputs, dtype, sensitivity)
+    bounds["exp_avg"] = ErrorBound(b.growth, 4 * b.u * b.steps * b.g_max + 4 * b.sensitivity.get("exp_avg", 0.0))
+    # v + (g*g - v) * (1 - beta2) cancels when g*g << v: an absolute error of u * max(v, g*g)
+    bounds["exp_avg_sq"] = ErrorBound(
+        b.growth, 4 * b.u * b.steps * b.g_max**2 + 4 * b.sensitivity.get("exp_avg_sq", 0.0))
+    return bounds
+
+
+OP = OptimizerOp(
+    name="sparse_adam",
+    strategies=replace(OPTIMIZER_STRATEGIES, hyperparameters=hyperparameters, invalid=dtype_only(invalid_inputs)),
+    layout_hyperparameters={"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75)},
+    lifecycle_hyperparameters={"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75)},
+    title="SparseAdam",
+    dense_gradient_error=DENSE_GRADIENT_ERROR,
+    invalid_summary="invalid hyperparameters and dense gradients raise torch's documented errors",
     # a large eps (added to the root before or after bias correction), uneven betas; then maximize
-    explicit_hyperparameters = ({"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75)},
-                                {"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75), "maximize": True})
+    explicit_hyperparameters=({"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75)},
+                              {"lr": 0.5, "eps": 0.25, "betas": (0.5, 0.75), "maximize": True}),
     # dense and mixed steps are refused (DENSE_GRADIENT_ERROR, judged by rejects-invalid): not among its step kinds
-    configuration_space = ConfigurationSpace({
+    configuration_space=ConfigurationSpace({
         "lr": (1e-3, 0.5), "betas": ((0.9, 0.999), (0.5, 0.75)), "eps": (1e-8, 0.25), "maximize": (False, True)},
-        step_kinds=("sparse", "empty"))
-    long_trajectory_hyperparameters = ({"lr": 0.01, "betas": (0.9, 0.9999)},)
-    stock_backend = "coo"
+        step_kinds=("sparse", "empty")),
+    long_trajectory_hyperparameters=({"lr": 0.01, "betas": (0.9, 0.9999)},),
+    stock_backend="coo",
     # torch's implementations beside the for-loop step: none (torch 2.13's SparseAdam takes neither foreach
     # nor fused: TypeError), so the torch_paths backends have no sparse_adam items
-    torch_paths = ()
-    summary = "torch.optim.SparseAdam steps: moments and parameter updated only at specified entries"
-    candidate_contract = "a torch.optim.Optimizer subclass with torch.optim.SparseAdam's constructor"
-    mistakes = MISTAKES
-    torch_sums_duplicates_in_half = True
-    state_outputs = {"exp_avg": "exp_avg", "exp_avg_sq": "exp_avg_sq", "step": "step"}  # output -> state key
-    inputs_schema = optimizer_inputs_schema({
+    torch_paths=(),
+    summary="torch.optim.SparseAdam steps: moments and parameter updated only at specified entries",
+    candidate_contract="a torch.optim.Optimizer subclass with torch.optim.SparseAdam's constructor",
+    mistakes=MISTAKES,
+    torch_sums_duplicates_in_half=True,
+    state_outputs={"exp_avg": "exp_avg", "exp_avg_sq": "exp_avg_sq", "step": "step"},  # output -> state key
+    inputs_schema=optimizer_inputs_schema({
         "lr": {"type": "number"},
         "betas": {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2},
         "eps": {"type": "number"},
         "maximize": {"type": "boolean"},
-    })
-    expected_schema = {
+    }),
+    expected_schema={
         "type": "object", "additionalProperties": False, "minProperties": 1,
         "properties": {"param": TENSOR, "exp_avg": TENSOR, "exp_avg_sq": TENSOR, "step": {"type": "number"}},
-    }
-
-    def hyperparameters(self, given: dict) -> dict:
-        return sparse_adam_hyperparameters(given)
-
-    def reference(self, inputs: OptimizerInputs) -> dict[str, np.ndarray]:
-        return sparse_adam_reference(inputs)
-
-    @property
-    def torch_implementation(self) -> type:
-        return torch.optim.SparseAdam
-
-    def rounding_bounds(self, inputs: OptimizerInputs, dtype: str,
-                        accumulation_unit: float = OPMATH_ROUNDOFF) -> dict[str, tuple]:
-        # both moments (two roundings each), sqrt, + eps, the quotient and the scaled step: eight
-        return single_step_param_bounds(inputs, self.reference(inputs)["param"], dtype, intermediates=12)
-
-    def candidate_problem(self, candidate: Any) -> str | None:
-        return optimizer_problem(candidate)
-
-    def reference_tolerance_scale(self, inputs: OptimizerInputs) -> float:
-        return 8.0 * max(1, inputs.steps)
-
-    def replay_in_dtype(self, inputs: OptimizerInputs, dtype: str, flags: set, accumulate: str) -> dict[str, Any]:
-        q = rounder(dtype)
-        h = sparse_adam_hyperparameters(inputs.hyperparameters)
-        beta1, beta2 = h["betas"]
-        param = inputs.param.astype(np.float64).copy()
-        exp_avg = np.zeros_like(param)
-        exp_avg_sq = np.zeros_like(param)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            for step, grad in enumerate(inputs.grads, start=1):
-                if not isinstance(grad, CooArray):
-                    raise RuntimeError("SparseAdam does not support dense gradients, please consider Adam instead")
-                grad = negated(grad, h["maximize"])
-                if accumulation_differs(grad, dtype):
-                    flags.add("accumulation")
-                coalesced = coalesce_sequential(grad, accumulate, round_to=dtype)
-                if coalesced.indices.shape[1] == 0:
-                    continue
-                index = tuple(coalesced.indices)
-                g = coalesced.values
-                old_avg, old_sq = exp_avg[index], exp_avg_sq[index]
-                avg_update = q(q(g - old_avg) * (1 - beta1))
-                exp_avg[index] = q(old_avg + avg_update)
-                square = q(g * g)
-                if np.any((square == 0) & (g != 0)):
-                    flags.add("underflow")
-                sq_update = q(q(square - old_sq) * (1 - beta2))
-                exp_avg_sq[index] = q(old_sq + sq_update)
-                numer = q(avg_update + old_avg)
-                denom = q(q(np.sqrt(q(sq_update + old_sq))) + h["eps"])
-                if np.any(denom == 0):
-                    flags.add("underflow")
-                step_size = h["lr"] * math.sqrt(1 - beta2**step) / (1 - beta1**step)
-                param[index] = q(param[index] + q(-step_size * q(numer / denom)))
-        return {"param": param, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq, "step": np.float64(inputs.steps)}
-
-    def error_bounds(self, inputs: OptimizerInputs, dtype: str, sensitivity) -> dict[str, Any]:
-        bounds, b = trajectory_bounds(self.reference, inputs, dtype, sensitivity)
-        bounds["exp_avg"] = ErrorBound(b.growth, 4 * b.u * b.steps * b.g_max + 4 * b.sensitivity.get("exp_avg", 0.0))
-        # v + (g*g - v) * (1 - beta2) cancels when g*g << v: an absolute error of u * max(v, g*g)
-        bounds["exp_avg_sq"] = ErrorBound(
-            b.growth, 4 * b.u * b.steps * b.g_max**2 + 4 * b.sensitivity.get("exp_avg_sq", 0.0))
-        return bounds
-
-
-OP = SparseAdam()
+    },
+    torch_implementation=torch.optim.SparseAdam,
+    rounding_bounds=sparse_adam_rounding_bounds,
+    reference_tolerance_scale=sparse_adam_reference_tolerance_scale,
+    replay_in_dtype=sparse_adam_replay_in_dtype,
+    error_bounds=sparse_adam_error_bounds,
+    hyperparameters=sparse_adam_hyperparameters,
+    reference=sparse_adam_reference,
+    candidate_problem=optimizer_problem,
+)
 
 
 ACCEPTS_COMPLEX = register(ConditionalDivergence(

@@ -14,11 +14,11 @@ import numpy as np
 from hypothesis import strategies as st
 
 from conformance.core.divergences import Divergence
-from conformance.core.dtypes import OPMATH_ROUNDOFF
-from conformance.core.layouts import STRIDED, TRANSPOSED, Layout, layouts_strategy
+from conformance.core.layouts import layouts_strategy
 from conformance.core.tensors import encode_array
 from conformance.core.twins import COMPILED_AGREES, GRAD_SCALING, PATHS_AGREE, TWIN_PROPERTIES  # noqa: F401 - the paths' twins
 from conformance.core.types import RunContext
+from conformance.ops import defaults
 from conformance.ops.declared import check_names, check_record, takes_op
 
 LAYOUT_INVARIANT = "layout-invariant"  # the property every op with input_layouts has (conformance/cases/input_layouts.py)
@@ -168,80 +168,6 @@ def code(default: Callable[..., Any]) -> Any:
     return field(default=default, repr=False, metadata={CODE: True})
 
 
-def _no_decode_inputs(op: "Op", raw: dict, dtype: str) -> Any:
-    raise NotImplementedError(f"{op.name} cannot decode a spec's inputs")
-
-
-def _decode_expected(op: "Op", raw: dict) -> dict[str, np.ndarray]:
-    return {name: np.asarray(value, dtype=np.int64 if name in op.exact_outputs else np.float64)
-            for name, value in raw.items()}
-
-
-def _no_encode_inputs(op: "Op", inputs: Any) -> dict:
-    raise NotImplementedError(f"{op.name} cannot encode its inputs")
-
-
-def _no_reference(op: "Op", inputs: Any) -> dict[str, np.ndarray]:
-    raise NotImplementedError(f"{op.name} has no reference")
-
-
-def _reference_itself(op: "Op", inputs: Any) -> dict[str, np.ndarray]:
-    return op.reference(inputs)
-
-
-def _no_invariants(op: "Op", outputs: dict[str, Any], inputs: Any) -> None:
-    return None
-
-
-def _no_candidate_driving(op: "Op", candidate: Any, inputs: Any, ctx: RunContext) -> dict[str, Any]:
-    raise NotImplementedError(f"{op.name} cannot drive a candidate")
-
-
-def _callable_problem(op: "Op", candidate: Any) -> str | None:
-    return None if callable(candidate) else f"{candidate!r} is not callable"
-
-
-def _candidate_itself(op: "Op", candidate: Any) -> Any:
-    return candidate
-
-
-def _no_rounding_bounds(op: "Op", inputs: Any, dtype: str,
-                        accumulation_unit: float = OPMATH_ROUNDOFF) -> dict[str, tuple[Any, Any, Any]]:
-    return {}
-
-
-def _no_error_bounds(op: "Op", inputs: Any, dtype: str, sensitivity: Mapping[str, float]) -> dict[str, Any]:
-    raise NotImplementedError(f"{op.name} has no error bounds for generated inputs")
-
-
-def _no_benchmark_inputs(op: "Op", bench: Any, rng: Any, dtype: str) -> Any:
-    raise ValueError(f"op {op.name!r} has no benchmark inputs (Op.benchmark_inputs)")
-
-
-def _no_models(op: "Op", inputs: Any, dtype: str) -> dict[str, dict[str, Any]]:
-    return {}
-
-
-def _no_half_precision_model(op: "Op", inputs: Any, dtype: str, accumulate: str) -> Any:
-    return None
-
-
-def _no_properties(op: "Op") -> tuple[GeneratedProperty, ...]:
-    return ()
-
-
-def _no_examples(op: "Op", dtype: str) -> list:
-    return []
-
-
-def _sizes_in_general(op: "Op", inputs: Any) -> str:
-    return "the inputs' sizes"
-
-
-def _unit_scale(op: "Op", inputs: Any) -> float:
-    return 1.0
-
-
 @dataclass(frozen=True, eq=False, kw_only=True)
 class Op:
     """An op under test, declared: ``OP = Op(name=..., ...)`` in one module of ``conformance.ops`` (an optimizer:
@@ -301,59 +227,61 @@ class Op:
 
     # -- code (each a function the declaration names; see code()) --
     # spec inputs -> NumPy inputs, floats rounded to the dtype (raises ValueError): (raw, dtype) -> inputs
-    decode_inputs: Callable[..., Any] = code(_no_decode_inputs)
+    decode_inputs: Callable[..., Any] = code(defaults.no_decode_inputs)
     # spec golden values -> NumPy arrays keyed by output name: (raw) -> outputs
-    decode_expected: Callable[..., Any] = code(_decode_expected)
+    decode_expected: Callable[..., Any] = code(defaults.decode_expected)
     # decoded inputs back in spec notation (decode_inputs of the result gives them back): (inputs) -> raw
-    encode_inputs: Callable[..., Any] = code(_no_encode_inputs)
+    encode_inputs: Callable[..., Any] = code(defaults.no_encode_inputs)
     # the independent NumPy float64 oracle (no torch math; run with NumPy's floating-point warnings off, so the
     # documented non-finite cases, 0/0 and inf - inf, print none): (inputs) -> outputs
-    reference: Callable[..., Any] = code(_no_reference)
+    reference: Callable[..., Any] = code(defaults.no_reference)
     # the documented algorithm's value where the reference raises as torch does by a limitation of torch, not
     # by the contract (a spec's expected_error of kind torch-limitation): (inputs) -> outputs; default: reference
-    reference_beyond_torch: Callable[..., Any] = code(_reference_itself)
+    reference_beyond_torch: Callable[..., Any] = code(defaults.reference_itself)
     # properties every correct output has, whatever the inputs (raise Mismatch): (outputs, inputs) -> None
-    check_invariants: Callable[..., Any] = code(_no_invariants)
+    check_invariants: Callable[..., Any] = code(defaults.no_invariants)
     # drive a user-supplied implementation of this op through its contract: (candidate, inputs, ctx) -> outputs
-    run_candidate: Callable[..., Any] = code(_no_candidate_driving)
+    run_candidate: Callable[..., Any] = code(defaults.no_candidate_driving)
     # why a candidate cannot fit this op's contract, or None: (candidate) -> str | None
-    candidate_problem: Callable[..., Any] = code(_callable_problem)
+    candidate_problem: Callable[..., Any] = code(defaults.callable_problem)
     # the candidate wrapped in the checks of the contract beyond the numbers, which run_candidate then drives
     # (the candidate backend's, every call): a clause broken raises ``contract violated (<op>: <clause>):
     # <detail>`` (conformance.ops.contract): (candidate) -> the candidate watched; default: itself
-    watch_candidate: Callable[..., Any] = code(_candidate_itself)
+    watch_candidate: Callable[..., Any] = code(defaults.candidate_itself)
     # float16/bfloat16: per output, (exact, low, high) -- the float64 result and the interval a correct
     # implementation's value lies in before its last rounding to the dtype (conformance.core.rounding), sums
     # accumulated at accumulation_unit (float32's unit roundoff; the dtype's own models torch's half-precision
     # accumulation): (inputs, dtype, accumulation_unit=OPMATH_ROUNDOFF) -> bounds; empty: no such model
-    rounding_bounds: Callable[..., Any] = code(_no_rounding_bounds)
+    rounding_bounds: Callable[..., Any] = code(defaults.no_rounding_bounds)
     # per-output error bound (conformance.core.tolerances.ErrorBound; None: exact) of a dtype backend against
     # the float64 reference on generated inputs: the usual bounds of the arithmetic a correct implementation
     # does in the dtype times a small safety factor; a pure function of its arguments (conformance.core.tolerances
     # makes the tolerances of them). sensitivity: where rounding_sensitive, how far torch's algorithm replayed in
     # the dtype lands from the reference, per output; empty otherwise: (inputs, dtype, sensitivity) -> bounds
-    error_bounds: Callable[..., Any] = code(_no_error_bounds)
+    error_bounds: Callable[..., Any] = code(defaults.no_error_bounds)
     # inputs for a spec's benchmark section (size, density, sparse_dims, steps, hyperparameters), drawn from the
     # NumPy generator rng: (bench, rng, dtype) -> inputs
-    benchmark_inputs: Callable[..., Any] = code(_no_benchmark_inputs)
+    benchmark_inputs: Callable[..., Any] = code(defaults.no_benchmark_inputs)
     # where torch_sums_duplicates_in_half: the outputs of stock torch's half-precision accumulation of duplicates
     # in each order an implementation commonly sums them in, by the order's name: (inputs, dtype) -> models
-    half_accumulation_models: Callable[..., Any] = code(_no_models)
+    half_accumulation_models: Callable[..., Any] = code(defaults.no_models)
     # stock torch's result computed the way torch rounds in the dtype, duplicates summed at accumulate, and the
     # flags of what that rounding did ("accumulation", "underflow"): (inputs, dtype, accumulate) ->
     # (outputs, flags), or None where the op has no such model (conformance/cases/lowprec.py judges from it)
-    half_precision_model: Callable[..., Any] = code(_no_half_precision_model)
+    half_precision_model: Callable[..., Any] = code(defaults.no_half_precision_model)
     # the generated properties of this op (GeneratedProperty) beside the ones every op has: () -> properties
-    properties: Callable[..., Any] = code(_no_properties)
+    properties: Callable[..., Any] = code(defaults.no_properties)
     # inputs every property drawn from strategies.inputs runs first (Hypothesis' explicit examples): small
     # hand-written inputs on which the known mistakes differ: (dtype) -> [inputs]
-    explicit_examples: Callable[..., Any] = code(_no_examples)
+    explicit_examples: Callable[..., Any] = code(defaults.no_examples)
     # inputs the property sizes runs first (the boundaries themselves): (dtype) -> [inputs]
-    sizes_examples: Callable[..., Any] = code(_no_examples)
+    sizes_examples: Callable[..., Any] = code(defaults.no_examples)
+    # (inputs, layouts by role) layout-invariant runs first: (dtype) -> [(inputs, layouts)]
+    layout_examples: Callable[..., Any] = code(defaults.explicit_in_layouts)
     # the sizes of the inputs in words, as a failure of the property sizes names them: (inputs) -> str
-    describe_size: Callable[..., Any] = code(_sizes_in_general)
+    describe_size: Callable[..., Any] = code(defaults.sizes_in_general)
     # how much looser than assert_close's dtype default the reference cross-check is: (inputs) -> float
-    reference_tolerance_scale: Callable[..., Any] = code(_unit_scale)
+    reference_tolerance_scale: Callable[..., Any] = code(defaults.unit_scale)
 
     def __new__(cls, *args: Any, **declared: Any) -> Any:
         """Refuse a field the record's kind does not declare (naming it, and the declared name it is closest
@@ -467,16 +395,6 @@ class Op:
     def spec_can_hold(self, inputs: Any) -> bool:
         """Whether a spec case can hold ``inputs`` (a counterexample is written as a spec only then)."""
         return True
-
-    def layout_examples(self, dtype: str) -> list:
-        """(inputs, layouts) run first by layout-invariant: each explicit example with every role that
-        fits a 2-D view strided (offset 1, step 2), then transposed."""
-        examples = []
-        for inputs in self.explicit_examples(dtype)[:1]:
-            for layout in (Layout(STRIDED, 1, 2), Layout(TRANSPOSED)):
-                examples.append((inputs, {role: layout for role, kinds in self.input_layouts.items()
-                                          if layout.kind in kinds}))
-        return examples
 
     @property
     def is_optimizer(self) -> bool:

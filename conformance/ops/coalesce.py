@@ -15,7 +15,7 @@ import torch
 
 from hypothesis import strategies as st
 
-from conformance.core.types import Mismatch, Mistake, RunContext
+from conformance.core.types import Mismatch, RunContext
 from conformance.core.layouts import CONTIGUOUS, LAYOUT_KINDS, STRIDED, TRANSPOSED
 from conformance.core.compare import assert_bits_equal, compare_outputs, finite_abs_max
 from conformance.core.dtypes import DTYPES, OPMATH_ROUNDOFF
@@ -26,8 +26,8 @@ from conformance.ops.contract import changed, check_like, snapshot, violation
 from conformance.core.tensors import (COO, CooArray, decode_array, encode_coo, not_plain_tensor, random_coo, TENSOR,
                                       to_numpy)
 # the NumPy models, and the names the optimizers' records take from here
-from conformance.ops.coalesce_models import (accumulation_differs, coalesce_reference, coalesce_sequential,  # noqa: F401
-                                             half_accumulation_orders, round_toward_zero)
+from conformance.ops.coalesce_models import (MISTAKES, accumulation_differs, coalesce_reference,  # noqa: F401
+                                             coalesce_sequential, half_accumulation_orders, round_toward_zero)
 
 
 def outputs_of_sparse(result: torch.Tensor) -> dict[str, Any]:
@@ -175,86 +175,6 @@ def sized_coo(draw, dtype: str) -> CooArray:
     slots = draw(st.integers(1, 8))
     indices = ((np.arange(width) * draw(st.sampled_from([1, 3, 5]))) % slots).reshape(1, -1).astype(np.int64)
     return CooArray(indices, chosen[np.arange(width) % len(chosen)], (slots,))
-
-
-# ---------------------------------------------------------------- known mistakes (conformance.core.diagnosis)
-
-
-def _outputs(indices: np.ndarray, values: np.ndarray, coo: CooArray) -> dict[str, Any]:  # (nnz: a NumPy scalar)
-    return {"indices": indices, "values": values, "nnz": np.int64(indices.shape[1]),
-            "size": np.array(coo.size, dtype=np.int64)}
-
-
-def dropping_zeros_model(coo: CooArray):
-    result = coalesce_reference(coo)
-    values = result["values"]
-    keep = (values != 0).reshape(len(values), -1).any(axis=1) if values.size else np.ones(len(values), dtype=bool)
-    if keep.all():
-        return None
-    return _outputs(result["indices"][:, keep], values[keep], coo)
-
-
-def last_write_wins_model(coo: CooArray):
-    if coo.indices.shape[1] < 2:
-        return None
-    last: dict[tuple, int] = {}
-    for position in range(coo.indices.shape[1]):
-        last[tuple(coo.indices[:, position].tolist())] = position
-    if len(last) == coo.indices.shape[1]:
-        return None  # no duplicates: nothing to tell
-    chosen = [last[key] for key in sorted(last)]
-    return _outputs(coo.indices[:, chosen], coo.values[chosen].astype(np.float64), coo)
-
-
-def column_major_model(coo: CooArray):
-    result = coalesce_reference(coo)
-    indices = result["indices"]
-    if indices.shape[0] < 2 or indices.shape[1] < 2:
-        return None
-    order = sorted(range(indices.shape[1]), key=lambda i: tuple(reversed(indices[:, i].tolist())))
-    return _outputs(indices[:, order], result["values"][order], coo)
-
-
-def truncating_model(coo: CooArray, dtype: str):
-    result = coalesce_reference(coo)
-    values = round_toward_zero(result["values"], dtype)
-    if values is None:
-        return None
-    return _outputs(result["indices"], values, coo)
-
-
-def half_sum_model(coo: CooArray, dtype: str):
-    """The duplicates added one after another in the dtype, in input order (``index_add_``)."""
-    if dtype not in ("float16", "bfloat16") or not coo.indices.shape[1]:
-        return None
-    result = coalesce_sequential(coo, dtype, order=np.arange(coo.indices.shape[1]))
-    return _outputs(result.indices, result.values, coo)
-
-
-def with_a_sparse_dim(coo: CooArray) -> CooArray | None:
-    """The same entries with one sparse dim of size 1 in front (what a raise on sparse_dim == 0 is told
-    apart from raising on everything by)."""
-    if coo.indices.shape[0] != 0:
-        return None
-    return CooArray(np.zeros((1, coo.indices.shape[1]), dtype=np.int64), coo.values, (1, *coo.size))
-
-
-MISTAKES = (
-    Mistake("dropping explicit zeros", "entries whose duplicates sum to zero (or were written as zero) are removed; "
-            "coalesce keeps them", dropping_zeros_model),
-    Mistake("last-write-wins duplicates", "the last value written at an index is kept (index_put_ without "
-            "accumulate) instead of the sum of the duplicates", last_write_wins_model),
-    Mistake("column-major order", "entries are ordered by the last sparse dim first; coalesce orders indices "
-            "lexicographically (row-major)", column_major_model),
-    Mistake("truncating stores", "the sums are stored in the dtype by truncation (round toward zero), not rounded "
-            "to nearest even", truncating_model, tight=True),
-    Mistake("half-precision accumulation", "the duplicates are summed in float16/bfloat16, one rounding per "
-            "addition (as stock torch does, pytorch#84471), where a float32 accumulator rounds once", half_sum_model,
-            tight=True),
-    Mistake("rejects a tensor without sparse dims", "raises on sparse_dim == 0 (a sparse scalar or an all-dense "
-            "hybrid), which coalesce accepts", raises=lambda coo, error: coo.indices.shape[0] == 0,
-            control=with_a_sparse_dim),
-)
 
 
 def watch_coalesce(op_name: str, candidate: Any):

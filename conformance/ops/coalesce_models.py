@@ -1,7 +1,8 @@
 """Coalesce in NumPy, shared by the coalesce record (:mod:`conformance.ops.coalesce`), the sparse
 optimizers' records and their low-precision models: the float64 reference, stock torch's
-half-precision coalesce modelled (its sort order, duplicates summed one rounding at a time), and a
-value stored by truncation (round toward zero)."""
+half-precision coalesce modelled (its sort order, duplicates summed one rounding at a time), a
+value stored by truncation (round toward zero), and the known mistakes of implementing coalesce, each by what
+it computes (``MISTAKES``: what a failing output "looks like")."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 import torch
 
 from conformance.core.tensors import CooArray, rounder
+from conformance.core.types import Mistake
 
 
 def coalesce_reference(coo: CooArray) -> dict[str, Any]:  # arrays, and nnz a NumPy scalar
@@ -94,3 +96,83 @@ def accumulation_differs(coo: CooArray, dtype: str) -> bool:
     in_dtype = coalesce_sequential(coo, dtype).values
     rounded_once = coalesce_sequential(coo, "float64", round_to=dtype).values
     return not np.array_equal(in_dtype, rounded_once)
+
+
+# ---------------------------------------------------------------- known mistakes (conformance.core.diagnosis)
+
+
+def _outputs(indices: np.ndarray, values: np.ndarray, coo: CooArray) -> dict[str, Any]:  # (nnz: a NumPy scalar)
+    return {"indices": indices, "values": values, "nnz": np.int64(indices.shape[1]),
+            "size": np.array(coo.size, dtype=np.int64)}
+
+
+def dropping_zeros_model(coo: CooArray):
+    result = coalesce_reference(coo)
+    values = result["values"]
+    keep = (values != 0).reshape(len(values), -1).any(axis=1) if values.size else np.ones(len(values), dtype=bool)
+    if keep.all():
+        return None
+    return _outputs(result["indices"][:, keep], values[keep], coo)
+
+
+def last_write_wins_model(coo: CooArray):
+    if coo.indices.shape[1] < 2:
+        return None
+    last: dict[tuple, int] = {}
+    for position in range(coo.indices.shape[1]):
+        last[tuple(coo.indices[:, position].tolist())] = position
+    if len(last) == coo.indices.shape[1]:
+        return None  # no duplicates: nothing to tell
+    chosen = [last[key] for key in sorted(last)]
+    return _outputs(coo.indices[:, chosen], coo.values[chosen].astype(np.float64), coo)
+
+
+def column_major_model(coo: CooArray):
+    result = coalesce_reference(coo)
+    indices = result["indices"]
+    if indices.shape[0] < 2 or indices.shape[1] < 2:
+        return None
+    order = sorted(range(indices.shape[1]), key=lambda i: tuple(reversed(indices[:, i].tolist())))
+    return _outputs(indices[:, order], result["values"][order], coo)
+
+
+def truncating_model(coo: CooArray, dtype: str):
+    result = coalesce_reference(coo)
+    values = round_toward_zero(result["values"], dtype)
+    if values is None:
+        return None
+    return _outputs(result["indices"], values, coo)
+
+
+def half_sum_model(coo: CooArray, dtype: str):
+    """The duplicates added one after another in the dtype, in input order (``index_add_``)."""
+    if dtype not in ("float16", "bfloat16") or not coo.indices.shape[1]:
+        return None
+    result = coalesce_sequential(coo, dtype, order=np.arange(coo.indices.shape[1]))
+    return _outputs(result.indices, result.values, coo)
+
+
+def with_a_sparse_dim(coo: CooArray) -> CooArray | None:
+    """The same entries with one sparse dim of size 1 in front (what a raise on sparse_dim == 0 is told
+    apart from raising on everything by)."""
+    if coo.indices.shape[0] != 0:
+        return None
+    return CooArray(np.zeros((1, coo.indices.shape[1]), dtype=np.int64), coo.values, (1, *coo.size))
+
+
+MISTAKES = (
+    Mistake("dropping explicit zeros", "entries whose duplicates sum to zero (or were written as zero) are removed; "
+            "coalesce keeps them", dropping_zeros_model),
+    Mistake("last-write-wins duplicates", "the last value written at an index is kept (index_put_ without "
+            "accumulate) instead of the sum of the duplicates", last_write_wins_model),
+    Mistake("column-major order", "entries are ordered by the last sparse dim first; coalesce orders indices "
+            "lexicographically (row-major)", column_major_model),
+    Mistake("truncating stores", "the sums are stored in the dtype by truncation (round toward zero), not rounded "
+            "to nearest even", truncating_model, tight=True),
+    Mistake("half-precision accumulation", "the duplicates are summed in float16/bfloat16, one rounding per "
+            "addition (as stock torch does, pytorch#84471), where a float32 accumulator rounds once", half_sum_model,
+            tight=True),
+    Mistake("rejects a tensor without sparse dims", "raises on sparse_dim == 0 (a sparse scalar or an all-dense "
+            "hybrid), which coalesce accepts", raises=lambda coo, error: coo.indices.shape[0] == 0,
+            control=with_a_sparse_dim),
+)

@@ -168,6 +168,12 @@ APPROACHES: Mapping[str, ApproachInfo] = MappingProxyType({
 })
 
 
+def idiom_backend(approach: str) -> str:
+    """The backend's name of one of :data:`APPROACHES` (``"multiply"`` -> ``"mean-multiply"``); KeyError for
+    another name, so a registration cannot name an idiom that is not there."""
+    return f"mean-{APPROACHES[approach].name}"
+
+
 def run_approach(name: str, values: torch.Tensor, mask: torch.Tensor,
                  device: torch.device | str = "cpu"):
     """Run approach ``name`` on ``device`` outside the harness; return (value, grad) on the CPU.
@@ -318,14 +324,14 @@ MULTIPLY_LETS_NAN_THROUGH = register(Divergence(
     "the note's multiply idiom, sum(values * mask) / count, lets a NaN or inf under the mask through "
     "(NaN * 0 = inf * 0 = NaN), and with no valid entry its gradient is mask * (1 / 0) = 0 * inf = NaN; "
     "masking the gradient afterwards (hook, zero-grad) multiplies NaN by 0 again",
-    None, ops=("masked_mean",), backends=("mean-multiply", "mean-hook", "mean-zero-grad"), devices=("cpu", "cuda"),
-    model=multiply_model,
+    None, ops=("masked_mean",), backends=tuple(map(idiom_backend, ("multiply", "hook", "zero-grad"))),
+    devices=("cpu", "cuda"), model=multiply_model,
 ))
 FUNCTION_NAN_GRAD = register(Divergence(
     "masked-mean-function-nan-grad",
     "the note's MaskedMean backward, grad_output * is_valid / is_valid.sum(), is 0 / 0 = NaN at every entry "
     "when no entry is valid",
-    None, ops=("masked_mean",), backends=("mean-function",), devices=("cpu", "cuda"), model=function_model,
+    None, ops=("masked_mean",), backends=(idiom_backend("function"),), devices=("cpu", "cuda"), model=function_model,
 ))
 
 
@@ -335,7 +341,7 @@ class IdiomBackend(Backend):
     lists_unimplemented_ops = False
 
     def __init__(self, info: ApproachInfo):
-        self.name = f"mean-{info.name}"
+        self.name = idiom_backend(info.name)
         self.description = info.description
         self.info = info
         masked_mean = _masked_mean_runner(info)

@@ -39,7 +39,6 @@ from conformance.ops import draw as d
 from conformance.core.tensors import TENSOR
 from conformance.ops.base import dtype_only
 from conformance.ops.optimizers.base import OPTIMIZER_STRATEGIES, OptimizerOp
-from conformance.ops.optimizers.drive import optimizer_problem
 from conformance.ops.optimizers.inputs import OptimizerInputs, optimizer_inputs_schema
 from conformance.ops.optimizers.reference import dense_grad_and_mask, trajectory_bounds
 from conformance.ops.optimizers.strategies import NEGATIVE, drawn_inputs
@@ -88,7 +87,6 @@ OP = OptimizerOp(
     strategies=replace(OPTIMIZER_STRATEGIES, hyperparameters=hyperparameters, invalid=dtype_only(invalid_inputs)),
     torch_implementation=torch.optim.SGD,
     reference=plain_sgd_reference,
-    candidate_problem=optimizer_problem,
     accepts_dense_steps=lambda hyperparameters: True,
     error_bounds=plain_sgd_error_bounds,
 )

@@ -30,7 +30,6 @@ from conformance.ops.optimizers.adagrad_models import (DEFAULTS, MISTAKES, WEIGH
                                                        adagrad_hyperparameters, adagrad_reference)
 from conformance.ops.optimizers.base import OPTIMIZER_STRATEGIES, OptimizerOp, optimizer_properties
 from conformance.ops.optimizers.configurations import ConfigurationSpace
-from conformance.ops.optimizers.drive import optimizer_problem
 from conformance.ops.optimizers.inputs import (has_sparse_step, negated, optimizer_inputs_schema, OptimizerInputs,
                                               ParamGroupsInputs)
 from conformance.ops.optimizers.reference import single_step_param_bounds, trajectory_bounds
@@ -235,7 +234,6 @@ OP = OptimizerOp(
     error_bounds=adagrad_error_bounds,
     hyperparameters=adagrad_hyperparameters,
     reference=adagrad_reference,
-    candidate_problem=optimizer_problem,
 )
 
 

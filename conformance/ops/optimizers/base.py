@@ -21,7 +21,7 @@ from conformance.ops.optimizers.configurations import (CONFIGURATIONS, Configura
                                                       configurations)
 from conformance.ops.optimizers import examples
 from conformance.ops.optimizers.contract import check_optimizer_outputs, watch_optimizer
-from conformance.ops.optimizers.drive import run_optimizer
+from conformance.ops.optimizers.drive import optimizer_problem, run_optimizer
 from conformance.ops.optimizers.inputs import (LifecycleInputs, OptimizerInputs, ParamGroupsInputs,
                                                optimizer_benchmark_inputs)
 from conformance.ops.optimizers.reference import densified, duplicate_sums_shifted
@@ -226,6 +226,7 @@ class OptimizerOp(Op):
     decode_inputs: Callable[..., Any] = code(OptimizerInputs.decode)
     encode_inputs: Callable[..., Any] = code(optimizer_encode_inputs)
     run_candidate: Callable[..., Any] = code(optimizer_run_candidate)
+    candidate_problem: Callable[..., Any] = code(optimizer_problem)  # a torch.optim.Optimizer class, or why not
     watch_candidate: Callable[..., Any] = code(optimizer_watch_candidate)
     # the explicit examples of each dimension (conformance/ops/optimizers/examples.py): (dtype) -> [inputs]
     explicit_examples: Callable[..., Any] = code(examples.explicit_examples)

@@ -32,7 +32,6 @@ from conformance.ops.base import (COMPILED, COMPILED_AGREES, FOREACH, FUSED, GRA
                                    GeneratedProperty, TorchPath, dtype_only)
 from conformance.ops.optimizers.base import OPTIMIZER_STRATEGIES, OptimizerOp, optimizer_properties
 from conformance.ops.optimizers.configurations import ConfigurationSpace
-from conformance.ops.optimizers.drive import optimizer_problem
 from conformance.ops.optimizers.inputs import negated, optimizer_inputs_schema, OptimizerInputs
 from conformance.ops.optimizers.reference import dense_grad_and_mask, single_step_param_bounds, trajectory_bounds
 from conformance.ops.optimizers.strategies import drawn_inputs, NEGATIVE, with_sparse_weight_decay
@@ -314,7 +313,6 @@ OP = OptimizerOp(
     error_bounds=sgd_error_bounds,
     hyperparameters=sgd_hyperparameters,
     reference=sgd_reference,
-    candidate_problem=optimizer_problem,
 )
 
 

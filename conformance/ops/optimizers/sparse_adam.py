@@ -30,7 +30,6 @@ from conformance.ops.base import dtype_only
 from conformance.ops.coalesce import accumulation_differs, coalesce_sequential
 from conformance.ops.optimizers.base import OPTIMIZER_STRATEGIES, OptimizerOp
 from conformance.ops.optimizers.configurations import ConfigurationSpace
-from conformance.ops.optimizers.drive import optimizer_problem
 from conformance.ops.optimizers.inputs import negated, optimizer_inputs_schema, OptimizerInputs
 from conformance.ops.optimizers.reference import dense_grad_and_mask, single_step_param_bounds, trajectory_bounds
 from conformance.ops.optimizers.strategies import drawn_inputs, NEGATIVE
@@ -275,7 +274,6 @@ OP = OptimizerOp(
     error_bounds=sparse_adam_error_bounds,
     hyperparameters=sparse_adam_hyperparameters,
     reference=sparse_adam_reference,
-    candidate_problem=optimizer_problem,
 )
 
 

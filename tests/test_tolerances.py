@@ -25,7 +25,7 @@ HOME = "core/tolerances.py"
 VALUES = {"core/dtypes.py", "specs/load.py"}
 # attributes only the tolerance module reads or calls: the records' declared bounds and the dtype facts
 # a tolerance is made of, and Tolerance.scaled
-HOME_ONLY = {"error_bounds", "reference_tolerance_scale", "default_tolerance", "agreement_tolerance", "scaled"}
+HOME_ONLY = {"error_bounds", "reference_error_bound", "default_tolerance", "agreement_tolerance", "scaled"}
 
 
 def _uses() -> list[tuple[str, int, str]]:
@@ -49,10 +49,10 @@ def test_the_check_sees_a_tolerance_built_elsewhere(tmp_path, monkeypatch):
     """The check above is not vacuous: a module that scales a default, or writes a Tolerance, is caught."""
     me = sys.modules[__name__]
     (tmp_path / "judging").mkdir()
-    (tmp_path / "judging" / "x.py").write_text("def f(op, t, i):\n    return t.scaled(op.reference_tolerance_scale(i))\n"
+    (tmp_path / "judging" / "x.py").write_text("def f(op, t, i):\n    return t.scaled(op.reference_error_bound(i))\n"
                                                "def g():\n    return Tolerance(0.0, 0.0)\n")
     monkeypatch.setattr(me, "PACKAGE", tmp_path)
-    assert sorted(use[2] for use in me._uses()) == [".reference_tolerance_scale", ".scaled", "Tolerance(...)"]
+    assert sorted(use[2] for use in me._uses()) == [".reference_error_bound", ".scaled", "Tolerance(...)"]
 
 
 def test_a_bound_is_never_below_the_default_and_its_beyond_floor_part_adds_to_it():

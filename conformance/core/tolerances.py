@@ -9,7 +9,7 @@ The :class:`~conformance.core.dtypes.Tolerance` values are made here from those 
 dtype facts (:mod:`conformance.core.dtypes`):
 
 - spec cases: the golden values' (:func:`golden`), the NumPy reference's (:func:`against_reference`,
-  assert_close's default scaled by ``Op.reference_tolerance_scale``), the documented algorithm's
+  assert_close's default scaled by the ``Op.reference_error_bound``), the documented algorithm's
   beyond torch's limitation (:func:`beyond_torch`), stock torch's (:func:`agreement_with`);
 - generated examples: :func:`generated` (the record's bounds, never below assert_close's default),
   :func:`widest` (one tolerance for a written counterexample), :func:`agreement_with` (the same as torch);
@@ -36,13 +36,21 @@ Tolerances = dict[str, "Tolerance | None"]  # per output name; None: exact
 
 @dataclass(frozen=True)
 class ErrorBound:
-    """An op record's declared bound on one output's error against the float64 reference: the
-    tolerance is ``rtol`` and ``atol``, each never below assert_close's default for the dtype, plus
-    ``atol_beyond_floor`` (an error that adds to whatever the floor allows: sums that cancel)."""
+    """An op record's declared bound on one output's error against the float64 reference, the one form
+    every bound a record declares takes (``Op.error_bounds`` per output, ``Op.reference_error_bound`` for a
+    spec case's cross-check): the tolerance is ``rtol`` and ``atol``, each never below the floor --
+    assert_close's default for the dtype times ``default_scale`` -- plus ``atol_beyond_floor`` (an error that
+    adds to whatever the floor allows: sums that cancel)."""
 
     rtol: float
     atol: float
     atol_beyond_floor: float = 0.0
+    default_scale: float = 1.0
+
+    @classmethod
+    def times_default(cls, scale: float) -> "ErrorBound":
+        """assert_close's default for the dtype, ``scale`` times looser (a sum of k duplicates: k roundings)."""
+        return cls(0.0, 0.0, default_scale=float(scale))
 
 
 def default(dtype: str | torch.dtype) -> Tolerance:
@@ -75,8 +83,8 @@ def spec_outputs(op: Any) -> list[str]:
 
 
 def _reference_scaled(op: Any, inputs: Any, dtype: str | torch.dtype) -> Tolerance:
-    """assert_close's default, as much looser as the op's reference cross-check is (``reference_tolerance_scale``)."""
-    return default(dtype).scaled(float(op.reference_tolerance_scale(inputs)))
+    """The op's bound on a spec case's cross-check against the NumPy reference (``reference_error_bound``)."""
+    return _tolerance(dtype, op.reference_error_bound(inputs))
 
 
 def golden(case: Any, dtype: str | torch.dtype) -> Tolerances:
@@ -110,11 +118,13 @@ def benchmark(op: Any, inputs: Any, dtype: str | torch.dtype) -> Tolerances:
 
 # ---------------------------------------------------------------- generated examples
 
+def _tolerance(dtype: str | torch.dtype, bound: ErrorBound) -> Tolerance:
+    floor = default(dtype).scaled(bound.default_scale)
+    return Tolerance(max(floor.rtol, bound.rtol), max(floor.atol, bound.atol) + bound.atol_beyond_floor)
+
+
 def _from_bounds(dtype: str, bounds: Mapping[str, ErrorBound | None]) -> Tolerances:
-    floor = default(dtype)
-    return {name: None if bound is None else
-            Tolerance(max(floor.rtol, bound.rtol), max(floor.atol, bound.atol) + bound.atol_beyond_floor)
-            for name, bound in bounds.items()}
+    return {name: None if bound is None else _tolerance(dtype, bound) for name, bound in bounds.items()}
 
 
 def generated(op: Any, inputs: Any, dtype: str, reference: dict | None = None) -> Tolerances:

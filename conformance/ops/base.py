@@ -17,6 +17,7 @@ from conformance.core.divergences import Divergence
 from conformance.core.layouts import layouts_strategy
 from conformance.core.tensors import encode_array
 from conformance.core.twins import COMPILED_AGREES, GRAD_SCALING, PATHS_AGREE, TWIN_PROPERTIES  # noqa: F401 - the paths' twins
+from conformance.core.tolerances import ErrorBound
 from conformance.core.types import RunContext
 from conformance.ops import defaults
 from conformance.ops.declared import check_names, check_record, takes_op
@@ -168,6 +169,11 @@ def code(default: Callable[..., Any]) -> Any:
     return field(default=default, repr=False, metadata={CODE: True})
 
 
+def _assert_close_default(op: "Op", inputs: Any) -> ErrorBound:
+    """A spec case's bound against the reference where the record declares none: assert_close's default."""
+    return ErrorBound.times_default(1.0)
+
+
 @dataclass(frozen=True, eq=False, kw_only=True)
 class Op:
     """An op under test, declared: ``OP = Op(name=..., ...)`` in one module of ``conformance.ops`` (an optimizer:
@@ -280,8 +286,9 @@ class Op:
     layout_examples: Callable[..., Any] = code(defaults.explicit_in_layouts)
     # the sizes of the inputs in words, as a failure of the property sizes names them: (inputs) -> str
     describe_size: Callable[..., Any] = code(defaults.sizes_in_general)
-    # how much looser than assert_close's dtype default the reference cross-check is: (inputs) -> float
-    reference_tolerance_scale: Callable[..., Any] = code(defaults.unit_scale)
+    # a spec case's bound against the NumPy reference, for every output (an ErrorBound, usually
+    # ErrorBound.times_default(k): assert_close's dtype default k times looser): (inputs) -> ErrorBound
+    reference_error_bound: Callable[..., Any] = code(_assert_close_default)
 
     def __new__(cls, *args: Any, **declared: Any) -> Any:
         """Refuse a field the record's kind does not declare (naming it, and the declared name it is closest

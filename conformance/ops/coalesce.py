@@ -320,12 +320,12 @@ def coalesce_describe_size(inputs: CooArray) -> str:
     return f"{inputs.indices.shape[1]} entries{dense} at {np.unique(inputs.indices.T, axis=0).shape[0]} indices"
 
 
-def coalesce_reference_tolerance_scale(inputs: CooArray) -> float:
+def coalesce_reference_error_bound(inputs: CooArray) -> ErrorBound:
     # a sum of k duplicates may carry up to k roundings in low precision
     if inputs.indices.shape[1] == 0:
-        return 1.0
+        return ErrorBound.times_default(1.0)
     _, counts = np.unique(inputs.indices.T, axis=0, return_counts=True)
-    return float(max(1, counts.max()))
+    return ErrorBound.times_default(float(max(1, counts.max())))
 
 
 OP = Op(
@@ -380,6 +380,6 @@ OP = Op(
     explicit_examples=coalesce_explicit_examples,
     properties=coalesce_properties,
     describe_size=coalesce_describe_size,
-    reference_tolerance_scale=coalesce_reference_tolerance_scale,
+    reference_error_bound=coalesce_reference_error_bound,
     reference=coalesce_reference,
 )

@@ -1,7 +1,8 @@
 """What an op record does where its declaration names no function for a code field
 (:func:`conformance.ops.base.code`): each is the default of one field of :class:`~conformance.ops.base.Op`,
 taking the record first (``op``: an Op, typed Any here as ops/base.py imports this module). Most say the op
-has no such thing (none, empty, or an error naming the op)."""
+has no such thing (none, empty, or an error naming the op). (``reference_error_bound``'s, assert_close's
+default, is in ops/base.py: core/tolerances.py is a level below it.)"""
 
 from __future__ import annotations
 
@@ -94,6 +95,3 @@ def explicit_in_layouts(op: Any, dtype: str) -> list:
 def sizes_in_general(op: Any, inputs: Any) -> str:
     return "the inputs' sizes"
 
-
-def unit_scale(op: Any, inputs: Any) -> float:
-    return 1.0

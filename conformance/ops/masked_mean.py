@@ -378,8 +378,8 @@ def masked_mean_properties(op: "Op") -> tuple[GeneratedProperty, ...]:
     )
 
 
-def masked_mean_reference_tolerance_scale(inputs: MaskedMeanInputs) -> float:
-    return 1.0 + math.sqrt(max(1, int(inputs.mask.sum())))
+def masked_mean_reference_error_bound(inputs: MaskedMeanInputs) -> ErrorBound:
+    return ErrorBound.times_default(1.0 + math.sqrt(max(1, int(inputs.mask.sum()))))
 
 
 OP = Op(
@@ -423,7 +423,7 @@ OP = Op(
     sizes_examples=masked_mean_sizes_examples,
     describe_size=masked_mean_describe_size,
     properties=masked_mean_properties,
-    reference_tolerance_scale=masked_mean_reference_tolerance_scale,
+    reference_error_bound=masked_mean_reference_error_bound,
     reference=masked_mean_reference,
     run_candidate=differentiate,
 )

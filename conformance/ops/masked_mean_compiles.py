@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from conformance.core import xla_support
+from conformance.core.tolerances import ErrorBound
 from conformance.core.types import RunContext, Unsupported
 from conformance.ops.base import DIMENSIONS, Op
 from conformance.ops.masked_mean import MaskedMeanInputs, differentiate, masked_mean_reference, watch_masked_mean
@@ -88,8 +89,8 @@ def masked_mean_compiles_watch_candidate(op: "Op", candidate: Any) -> Any:
     return watch_masked_mean(op.name, candidate)
 
 
-def masked_mean_compiles_reference_tolerance_scale(inputs: MaskSeriesInputs) -> float:
-    return 1.0 + math.sqrt(max([1] + [int(m.sum()) for m in inputs.masks]))
+def masked_mean_compiles_reference_error_bound(inputs: MaskSeriesInputs) -> ErrorBound:
+    return ErrorBound.times_default(1.0 + math.sqrt(max([1] + [int(m.sum()) for m in inputs.masks])))
 
 
 OP = Op(
@@ -126,6 +127,6 @@ OP = Op(
     reference=masked_mean_compiles_reference,
     run_candidate=masked_mean_compiles_run_candidate,
     watch_candidate=masked_mean_compiles_watch_candidate,
-    reference_tolerance_scale=masked_mean_compiles_reference_tolerance_scale,
+    reference_error_bound=masked_mean_compiles_reference_error_bound,
 )
 

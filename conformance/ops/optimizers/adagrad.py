@@ -103,8 +103,8 @@ def adagrad_rounding_bounds(op: "OptimizerOp", inputs: OptimizerInputs, dtype: s
     return single_step_param_bounds(inputs, op.reference(inputs)["param"], dtype, intermediates=8)
 
 
-def adagrad_reference_tolerance_scale(inputs: OptimizerInputs) -> float:
-    return 4.0 * max(1, inputs.steps)
+def adagrad_reference_error_bound(inputs: OptimizerInputs) -> ErrorBound:
+    return ErrorBound.times_default(4.0 * max(1, inputs.steps))
 
 
 def adagrad_replay_in_dtype(inputs: OptimizerInputs, dtype: str, flags: set, accumulate: str) -> dict[str, np.ndarray]:
@@ -225,7 +225,7 @@ OP = OptimizerOp(
     },
     torch_implementation=torch.optim.Adagrad,
     rounding_bounds=adagrad_rounding_bounds,
-    reference_tolerance_scale=adagrad_reference_tolerance_scale,
+    reference_error_bound=adagrad_reference_error_bound,
     replay_in_dtype=adagrad_replay_in_dtype,
     accepts_dense_steps=adagrad_accepts_dense_steps,
     rounding_hyperparameters=adagrad_rounding_hyperparameters,

@@ -183,8 +183,8 @@ def sgd_rounding_bounds(op: "OptimizerOp", inputs: OptimizerInputs, dtype: str,
     return single_step_param_bounds(inputs, op.reference(inputs)["param"], dtype, intermediates=2)
 
 
-def sgd_reference_tolerance_scale(inputs: OptimizerInputs) -> float:
-    return 4.0 * max(1, inputs.steps)
+def sgd_reference_error_bound(inputs: OptimizerInputs) -> ErrorBound:
+    return ErrorBound.times_default(4.0 * max(1, inputs.steps))
 
 
 def sgd_accepts_dense_steps(hyperparameters: dict) -> bool:
@@ -306,7 +306,7 @@ OP = OptimizerOp(
     torch_implementation=torch.optim.SGD,
     reference_beyond_torch=sgd_reference_beyond_torch,
     rounding_bounds=sgd_rounding_bounds,
-    reference_tolerance_scale=sgd_reference_tolerance_scale,
+    reference_error_bound=sgd_reference_error_bound,
     accepts_dense_steps=sgd_accepts_dense_steps,
     properties=sgd_properties,
     replay_in_dtype=sgd_replay_in_dtype,

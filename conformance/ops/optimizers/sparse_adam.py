@@ -183,8 +183,8 @@ def sparse_adam_rounding_bounds(op: "OptimizerOp", inputs: OptimizerInputs, dtyp
     return single_step_param_bounds(inputs, op.reference(inputs)["param"], dtype, intermediates=12)
 
 
-def sparse_adam_reference_tolerance_scale(inputs: OptimizerInputs) -> float:
-    return 8.0 * max(1, inputs.steps)
+def sparse_adam_reference_error_bound(inputs: OptimizerInputs) -> ErrorBound:
+    return ErrorBound.times_default(8.0 * max(1, inputs.steps))
 
 
 def sparse_adam_replay_in_dtype(inputs: OptimizerInputs, dtype: str, flags: set, accumulate: str) -> dict[str, Any]:
@@ -269,7 +269,7 @@ OP = OptimizerOp(
     },
     torch_implementation=torch.optim.SparseAdam,
     rounding_bounds=sparse_adam_rounding_bounds,
-    reference_tolerance_scale=sparse_adam_reference_tolerance_scale,
+    reference_error_bound=sparse_adam_reference_error_bound,
     replay_in_dtype=sparse_adam_replay_in_dtype,
     error_bounds=sparse_adam_error_bounds,
     hyperparameters=sparse_adam_hyperparameters,

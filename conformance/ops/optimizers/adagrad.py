@@ -22,13 +22,13 @@ from conformance.core.divergences import STOCK_TORCH, ConditionalDivergence, Div
 from conformance.core.tolerances import ErrorBound
 from conformance.core.dtypes import OPMATH_ROUNDOFF
 from conformance.ops import draw as d
-from conformance.ops.base import (COMPILED, COMPILED_AGREES, FOR_LOOP, FOREACH, FUSED, GRAD_SCALING, PATHS_AGREE, REFUSES,
-                                   GeneratedProperty, TorchPath, dtype_only)
+from conformance.ops.base import (FOR_LOOP, GeneratedProperty, dtype_only)
 from conformance.ops.coalesce import accumulation_differs, coalesce_sequential
 # the NumPy models: torch's defaults and checks, the reference, the known mistakes (names importers take from here)
 from conformance.ops.optimizers.adagrad_models import (DEFAULTS, MISTAKES, WEIGHT_DECAY_ERROR,  # noqa: F401
                                                        adagrad_hyperparameters, adagrad_reference)
-from conformance.ops.optimizers.base import OPTIMIZER_STRATEGIES, OptimizerOp, optimizer_properties
+from conformance.ops.optimizers.base import (FOR_LOOP_KEYWORDS, OPTIMIZER_STRATEGIES, OptimizerOp,
+                                             foreach_fused_compiled, optimizer_properties)
 from conformance.ops.optimizers.configurations import ConfigurationSpace
 from conformance.ops.optimizers.inputs import (has_sparse_step, negated, optimizer_inputs_schema, OptimizerInputs,
                                               ParamGroupsInputs)
@@ -201,10 +201,8 @@ OP = OptimizerOp(
     # raises RuntimeError (REFUSES). COMPILED: torch's for-loop step under torch.compile, against the same
     # step run eagerly; Dynamo does not trace a sparse gradient (a graph break: the step runs eagerly)
     sparse_weight_decay_error=WEIGHT_DECAY_ERROR,
-    torch_paths=(TorchPath(FOREACH, {"foreach": True}, on_sparse=FOR_LOOP, bit_exact_on=("cpu",), twins=(PATHS_AGREE,)),
-                 TorchPath(FUSED, {"fused": True}, on_sparse=REFUSES, twins=(PATHS_AGREE, GRAD_SCALING)),
-                 TorchPath(COMPILED, {"foreach": False}, twins=(COMPILED_AGREES,))),
-    torch_for_loop={"foreach": False, "fused": False},  # the keywords of the for-loop step, the twins' other half
+    torch_paths=foreach_fused_compiled(foreach_on_sparse=FOR_LOOP),
+    torch_for_loop=FOR_LOOP_KEYWORDS,  # the keywords of the for-loop step, the twins' other half
     summary="torch.optim.Adagrad steps on sparse (masked) gradients",
     candidate_contract="a torch.optim.Optimizer subclass with torch.optim.Adagrad's constructor",
     mistakes=MISTAKES,

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from conformance.core.dtypes import DTYPES
 from conformance.core.layouts import CONTIGUOUS, LAYOUT_KINDS, STRIDED, TRANSPOSED, layouts_strategy
 from conformance.core.types import RunContext, Unsupported
-from conformance.ops.base import COMPILED, COMPILED_AGREES, GRAD_SCALING, PATHS_AGREE, GeneratedProperty, Op, Strategies, code
+from conformance.ops.base import (COMPILED, COMPILED_AGREES, FOREACH, FUSED, GRAD_SCALING, PATHS_AGREE, REFUSES,
+                                  GeneratedProperty, Op, Strategies, TorchPath, code)
 from conformance.ops.coalesce import coalesce_reference
 from conformance.ops.optimizers.configurations import (CONFIGURATIONS, ConfigurationSpace, configuration_examples,
                                                       configurations)
@@ -49,6 +50,21 @@ def dense_inputs(op: "OptimizerOp", dtype: str) -> Any:
 def paths_inputs_in_layouts(op: "OptimizerOp", dtype: str) -> Any:
     """Trajectories as paths-agree draws them, each input in a drawn layout: layout-invariant."""
     return st.tuples(paths_inputs(op, dtype), layouts_strategy(op.input_layouts))
+
+
+# the constructor keywords of torch's for-loop step, for an optimizer with foreach and fused steps too
+FOR_LOOP_KEYWORDS = MappingProxyType({"foreach": False, "fused": False})
+
+
+def foreach_fused_compiled(*, foreach_on_sparse: str | None = None) -> tuple[TorchPath, ...]:
+    """torch's own paths of an optimizer with foreach and fused steps (torch 2.13's Adagrad and SGD), each
+    twinned with its for-loop step: foreach (the same arithmetic tensor by tensor: bit for bit on cpu; on a
+    sparse gradient it does ``foreach_on_sparse``), fused (refuses a sparse gradient; takes GradScaler's
+    grad_scale and found_inf), compiled (the for-loop step under torch.compile, against itself run eagerly)."""
+    return (TorchPath(FOREACH, {"foreach": True}, on_sparse=foreach_on_sparse, bit_exact_on=("cpu",),
+                      twins=(PATHS_AGREE,)),
+            TorchPath(FUSED, {"fused": True}, on_sparse=REFUSES, twins=(PATHS_AGREE, GRAD_SCALING)),
+            TorchPath(COMPILED, {"foreach": False}, twins=(COMPILED_AGREES,)))
 
 
 # what every optimizer draws; a record adds its own hyperparameters and invalid inputs (dataclasses.replace)

@@ -28,9 +28,9 @@ from conformance.core.diagnosis import STEP_DOES_NOTHING
 from conformance.core.types import Mistake
 from conformance.ops import draw as d
 from conformance.ops.coalesce import accumulation_differs
-from conformance.ops.base import (COMPILED, COMPILED_AGREES, FOREACH, FUSED, GRAD_SCALING, PATHS_AGREE, REFUSES,
-                                   GeneratedProperty, TorchPath, dtype_only)
-from conformance.ops.optimizers.base import OPTIMIZER_STRATEGIES, OptimizerOp, optimizer_properties
+from conformance.ops.base import COMPILED, GeneratedProperty, dtype_only
+from conformance.ops.optimizers.base import (FOR_LOOP_KEYWORDS, OPTIMIZER_STRATEGIES, OptimizerOp,
+                                             foreach_fused_compiled, optimizer_properties)
 from conformance.ops.optimizers.configurations import ConfigurationSpace
 from conformance.ops.optimizers.inputs import negated, optimizer_inputs_schema, OptimizerInputs
 from conformance.ops.optimizers.reference import dense_grad_and_mask, single_step_param_bounds, trajectory_bounds
@@ -282,10 +282,8 @@ OP = OptimizerOp(
     # the update into the parameter tensor by tensor; _fused_sgd raises RuntimeError (REFUSES). COMPILED:
     # torch's for-loop step under torch.compile, against the same step run eagerly; Dynamo does not trace a
     # sparse gradient (a graph break: the step runs eagerly)
-    torch_paths=(TorchPath(FOREACH, {"foreach": True}, bit_exact_on=("cpu",), twins=(PATHS_AGREE,)),
-                 TorchPath(FUSED, {"fused": True}, on_sparse=REFUSES, twins=(PATHS_AGREE, GRAD_SCALING)),
-                 TorchPath(COMPILED, {"foreach": False}, twins=(COMPILED_AGREES,))),
-    torch_for_loop={"foreach": False, "fused": False},  # the keywords of the for-loop step, the twins' other half
+    torch_paths=foreach_fused_compiled(),
+    torch_for_loop=FOR_LOOP_KEYWORDS,  # the keywords of the for-loop step, the twins' other half
     summary="torch.optim.SGD steps on sparse gradients (momentum, dampening, nesterov, maximize)",
     candidate_contract="a torch.optim.Optimizer subclass with torch.optim.SGD's constructor",
     mistakes=MISTAKES,

@@ -22,7 +22,7 @@ from conformance.core.divergences import STOCK_TORCH, ConditionalDivergence, Div
 from conformance.core.tolerances import ErrorBound
 from conformance.core.dtypes import OPMATH_ROUNDOFF
 from conformance.ops import draw as d
-from conformance.ops.base import (FOR_LOOP, GeneratedProperty, dtype_only)
+from conformance.ops.base import FOR_LOOP, GeneratedProperty, dtype_only
 from conformance.ops.coalesce import accumulation_differs, coalesce_sequential
 # the NumPy models: torch's defaults and checks, the reference, the known mistakes (names importers take from here)
 from conformance.ops.optimizers.adagrad_models import (DEFAULTS, MISTAKES, WEIGHT_DECAY_ERROR,  # noqa: F401

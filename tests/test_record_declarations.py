@@ -25,8 +25,14 @@ def record(**fields):
     return Op(**{"name": "toy", "expected_schema": SCHEMA, **fields})
 
 
-def test_every_shipped_record_is_a_valid_declaration():
+def test_every_shipped_record_is_a_valid_declaration_of_a_kind_never_a_subclass_of_its_own():
+    from conformance.ops.optimizers.base import OptimizerOp
+
     assert {"adagrad", "coalesce", "masked_mean", "sgd", "sparse_adam"} <= set(OPS)
+    assert {name: type(op).__name__ for name, op in OPS.items()} == {
+        "adagrad": "OptimizerOp", "coalesce": "Op", "masked_mean": "Op", "masked_mean_compiles": "Op",
+        "sgd": "OptimizerOp", "sparse_adam": "OptimizerOp"}
+    assert all(type(op) in (Op, OptimizerOp) and op.record_file.startswith("conformance/ops/") for op in OPS.values())
     record()  # the fields Op declares, at their kinds
 
 

@@ -20,7 +20,7 @@ from conformance.core.twins import COMPILED_AGREES, GRAD_SCALING, PATHS_AGREE, T
 from conformance.core.tolerances import ErrorBound
 from conformance.core.types import RunContext
 from conformance.ops import defaults
-from conformance.ops.declared import check_names, check_record, takes_op
+from conformance.ops.declared import CODE, check_names, check_record, takes_op
 
 LAYOUT_INVARIANT = "layout-invariant"  # the property every op with input_layouts has (conformance/cases/input_layouts.py)
 SIZES = "sizes"  # the property of every op that declares strategies.sizes
@@ -50,6 +50,7 @@ def _quiet_numpy(reference: Callable) -> Callable:
         with np.errstate(all="ignore"):
             return reference(*args, **kwargs)
 
+    quiet.quiet = True  # type: ignore[attr-defined]  # (a record made again by dataclasses.replace: wrapped once)
     return quiet
 
 
@@ -156,9 +157,6 @@ class TorchPath:
     # the generated properties that judge the path (TWIN_PROPERTIES: an optimizer record's paths declare
     # them; OptimizerOp.all_properties makes one item per property and backend); none: judged by the rest
     twins: tuple[str, ...] = ()
-
-
-CODE = "code"  # the metadata key of a field that is code (:func:`code`)
 
 
 def code(default: Callable[..., Any]) -> Any:
@@ -310,7 +308,7 @@ class Op:
             if isinstance(function, MethodType) and isinstance(function.__self__, Op):
                 function = function.__func__  # (dataclasses.replace hands the bound method back)
             bound = takes_op(function)
-            if spec.name in ("reference", "reference_beyond_torch"):
+            if spec.name in ("reference", "reference_beyond_torch") and not getattr(function, "quiet", False):
                 function = _quiet_numpy(function)
             object.__setattr__(self, spec.name, MethodType(function, self) if bound else function)
 

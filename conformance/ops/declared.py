@@ -17,6 +17,9 @@ from typing import Any, Callable
 from conformance.core.layouts import LAYOUT_KINDS
 
 
+CODE = "code"  # the metadata key of an op record's field that is code (conformance.ops.base.code)
+
+
 class InvalidRecord(TypeError):
     """An op record that sets a field its kind does not declare, or a field of the wrong kind, or inconsistent."""
 
@@ -62,7 +65,7 @@ def check_record(record: Any, *, paths: tuple[str, ...], twins: tuple[str, ...],
     for spec in dataclasses.fields(record):
         default: Any = spec.default if spec.default is not dataclasses.MISSING else (
             spec.default_factory() if spec.default_factory is not dataclasses.MISSING else None)
-        if spec.metadata.get("code"):
+        if spec.metadata.get(CODE):
             _check_code(where, spec.name, getattr(record, spec.name), default)
         else:
             _check_kind(where, spec.name, getattr(record, spec.name), default)

@@ -90,7 +90,8 @@ def optimizer_watch_candidate(op: "OptimizerOp", candidate: Any) -> Any:
 def _no_hyperparameters(op: "OptimizerOp", given: dict) -> dict:
     """``given`` with torch's defaults filled in, after torch's constructor checks (ValueError
     with torch's messages): what the torch backends' runners step with."""
-    raise NotImplementedError
+    raise NotImplementedError(f"optimizer record {op.name!r} declares no hyperparameters (torch's defaults and "
+                              "constructor checks)")
 
 
 def _no_dense_steps(op: "OptimizerOp", hyperparameters: dict) -> bool:
@@ -184,7 +185,7 @@ def optimizer_half_precision_model(op: "OptimizerOp", inputs: OptimizerInputs, d
 def _no_replay(op: "OptimizerOp", inputs: OptimizerInputs, dtype: str, flags: set, accumulate: str) -> dict[str, np.ndarray]:
     """torch's steps on ``inputs`` with every stored tensor rounded to ``dtype`` (duplicates
     summed at ``accumulate``), adding "accumulation"/"underflow" to ``flags`` where they occur."""
-    raise NotImplementedError
+    raise NotImplementedError(f"optimizer record {op.name!r} declares no replay_in_dtype (torch's steps in the dtype)")
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)

@@ -6,9 +6,10 @@ defining ``OP``, found by :mod:`conformance.ops`' discovery) and the machinery t
   saved and loaded mid-trajectory);
 - :mod:`.reference`: gradients as dense float64 arrays with masks, rounding bounds, trajectory tolerances;
 - :mod:`.strategies`: the Hypothesis strategies of the optimizer properties;
-- :mod:`.base`: :class:`OptimizerOp`, the base class of the records.
+- :mod:`.examples`: each dimension's explicit examples;
+- :mod:`.base`: :class:`OptimizerOp`, the kind of record every optimizer declares.
 
-A new optimizer is a new module here (``OP = <an OptimizerOp subclass>()``) and its ``specs/<op>.yaml``.
+A new optimizer is a new module here (``OP = OptimizerOp(name=..., ...)``, a declaration) and its ``specs/<op>.yaml``.
 The names below are what the suite's other stages use."""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """``OptimizerOp``: what the optimizer records share -- decoding and encoding, the candidate
 driving, the generated properties and their strategies, benchmark trajectories and the frame of the
-half-precision model. An optimizer's record (a module of this package) subclasses it."""
+half-precision model. An optimizer's record (a module of this package) is one declaration of it,
+``OP = OptimizerOp(name=..., ...)``."""
 
 from __future__ import annotations
 

@@ -22,7 +22,9 @@ on the line before it, an HTML comment that Markdown does not show:
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -125,23 +127,108 @@ def _environment() -> dict[str, str]:
     return env
 
 
-def _run_commands(block: Block, cwd: Path) -> None:
+@pytest.fixture(scope="session")
+def shared_runs(tmp_path_factory) -> Path:
+    """Where a command's run is kept for the other blocks of this test session that give the same command:
+    one folder for all of pytest-xdist's workers (they share the base temporary folder's parent and
+    ``PYTEST_XDIST_TESTRUNUID``), none shared with another session."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid{os.getpid()}"
+    folder = tmp_path_factory.getbasetemp().parent / f"docs-runs-{run}"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def _normalised(command: str) -> str:
+    """A command line as bash reads its words (spacing and a trailing ``# comment`` left out)."""
+    import shlex
+
+    try:
+        return " ".join(shlex.split(command, comments=True))
+    except ValueError:  # not one command's words (a here-document, an open quote): the text as it is
+        return command.strip()
+
+
+def _run_once(commands: list[str], index: int, script: str, cwd: Path, timeout: float, shared: Path) -> tuple[int, str]:
+    """(exit status, output) of ``script``, the block's ``commands[index]``, run in ``cwd`` (a workspace of
+    :func:`_workspace`'s). Two blocks that give the same command after the same earlier commands (the
+    README's ``check`` of torch's Adagrad at its defaults is also docs/candidates.md's) run it once in a test
+    session: a block whose last command it is reads the other block's run, kept under ``shared``, instead of
+    running it again (each block's exit status and expected texts are still asserted, on a run of exactly its
+    command in the same kind of workspace). A command that later commands of its block follow always runs in
+    the block's own workspace, since they may read what it wrote; its run is kept for the others. Under
+    pytest-xdist the first worker to take the command's lock runs it; a reader waits for it."""
+    import filelock
+
+    key = hashlib.sha256("\n".join(map(_normalised, commands[:index + 1])).encode()).hexdigest()[:20]
+    kept, lock = shared / f"{key}.json", filelock.FileLock(str(shared / f"{key}.lock"))
+    last = index == len(commands) - 1
+    try:
+        lock.acquire(timeout=-1 if last else 0)
+    except filelock.Timeout:  # another block is running it, and this one needs its own run: no wait
+        lock = None
+    try:
+        if last and kept.is_file():
+            run = json.loads(kept.read_text(encoding="utf-8"))
+            return run["returncode"], run["output"]
+        proc = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=cwd, env=_environment(),
+                              capture_output=True, text=True, timeout=timeout)
+        output = proc.stdout + proc.stderr
+        if lock is not None and not kept.is_file():
+            kept.write_text(json.dumps({"returncode": proc.returncode, "output": output, "cwd": str(cwd)}),
+                            encoding="utf-8")
+        return proc.returncode, output
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _run_commands(block: Block, cwd: Path, shared: Path) -> None:
     specs = options(block.spec)
+    commands = command_lines(block.body)
     if len(specs) == 1:
         runs = [(block.body, specs[0])]
+        if len(commands) != 1:  # several lines run as one script: not one command another block could give
+            commands = [block.body]
     else:
-        commands = command_lines(block.body)
         assert len(commands) == len(specs), f"{block.id}: {len(specs)} specs for {len(commands)} commands"
         runs = list(zip(commands, specs))
-    for script, spec in runs:
-        proc = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=cwd, env=_environment(),
-                              capture_output=True, text=True, timeout=float(spec.get("timeout", ["600"])[0]))
-        output = proc.stdout + proc.stderr
+    for index, (script, spec) in enumerate(runs):
+        returncode, output = _run_once(commands, index, script, cwd, float(spec.get("timeout", ["600"])[0]), shared)
         want = int(spec.get("exit", ["0"])[0])
-        assert proc.returncode == want, (f"{block.id}: {script.strip()[:200]!r} exited {proc.returncode}, "
-                                         f"the docs say {want}\n{output[-4000:]}")
+        assert returncode == want, (f"{block.id}: {script.strip()[:200]!r} exited {returncode}, "
+                                    f"the docs say {want}\n{output[-4000:]}")
         for text in spec.get("expect", []):
             assert text in output, f"{block.id}: {script.strip()[:200]!r} did not print {text!r}\n{output[-4000:]}"
+
+
+def test_a_command_two_blocks_give_runs_once_and_a_command_followed_by_others_runs_in_its_own_workspace(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    stamp = 'date +%s%N; touch made-here   # one run'
+
+    def block(body: str, spec: str) -> Block:
+        return Block(REPO / "README.md", 1, "bash", body, "runnable", spec)
+
+    def ran(name: str, body: str, spec: str) -> Path:
+        cwd = tmp_path / name
+        cwd.mkdir()
+        _run_commands(block(body, spec), cwd, shared)
+        return cwd
+
+    first = ran("first", stamp + "\n", "exit=0")
+    assert (first / "made-here").is_file()
+    printed = json.loads(next(shared.glob("*.json")).read_text())["output"]
+    # the same command (spacing and comment aside), last of its block: the kept run is read, nothing runs here
+    again = ran("again", "date  +%s%N; touch made-here\n", f'exit=0 expect="{printed.strip()}"')
+    assert not (again / "made-here").exists()
+    # followed by another command that may read what it wrote: it runs in the block's own workspace
+    followed = ran("followed", stamp + "\nls made-here\n", "exit=0 | exit=0")
+    assert (followed / "made-here").is_file()
+    # a different command is not the kept one
+    other = ran("other", "date +%s%N; touch made-elsewhere\n", "exit=0")
+    assert (other / "made-elsewhere").is_file()
+    with pytest.raises(AssertionError, match="exited 0, the docs say 1"):  # a kept run's status is asserted too
+        ran("status", stamp + "\n", "exit=1")
 
 
 def _load_spec(block: Block, cwd: Path) -> None:
@@ -187,7 +274,7 @@ def _param(block: Block):
 
 
 @pytest.mark.parametrize("block", [_param(block) for block in RUNNABLE])
-def test_the_docs_commands_and_samples_do_what_they_say(block, tmp_path):
+def test_the_docs_commands_and_samples_do_what_they_say(block, tmp_path, shared_runs):
     cwd = _workspace(tmp_path)
     kind = options(block.spec)[0].get("kind", ["commands"])[0]
     if kind == "spec":
@@ -200,7 +287,7 @@ def test_the_docs_commands_and_samples_do_what_they_say(block, tmp_path):
         assert proc.returncode == int(options(block.spec)[0].get("exit", ["0"])[0]), proc.stdout + proc.stderr
     else:
         assert block.lang in ("bash", "sh", "shell"), f"{block.id}: runnable commands must be a bash/sh block"
-        _run_commands(block, cwd)
+        _run_commands(block, cwd, shared_runs)
 
 
 def test_the_marker_grammar():

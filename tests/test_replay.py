@@ -61,6 +61,27 @@ def test_a_bad_item_id_says_what_is_wrong(text, says, tmp_path):
     assert says in str(raised.value)
 
 
+def test_every_property_id_starts_with_its_ops_name_and_the_replay_finds_the_op_without_torch():
+    from conformance.cases.properties import PROPERTIES
+    from conformance.entry_points.replay import property_op
+
+    for prop in PROPERTIES:  # what property_op reads an id by, held for every property there is
+        assert prop.id.startswith(f"{prop.op}-"), prop.id
+        item = parse_item(f"specs::generated::{prop.id}[coo-cpu-float32]")
+        assert property_op(item) == prop.op, prop.id
+    # an id that starts with no op's name is looked up among the properties, whose error names them
+    with pytest.raises(ReplayError, match="no generated property 'nothing-here'; known: adagrad-"):
+        property_op(parse_item("specs::generated::nothing-here[coo-cpu-float32]"))
+    # the replay's own process: its pytest command and the saved example's folder, and no torch
+    code = ("import sys; from conformance.entry_points.replay import replay_args, kept_examples; "
+            "from conformance.results.rerun import parse_item; "
+            "item = parse_item('specs::generated::masked_mean-sizes[dense-cpu-float32]'); "
+            "args = replay_args(item); kept_examples(item, None, []); "
+            "print(args[args.index('--conformance-op') + 1], 'torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["masked_mean", "False"], done.stdout + done.stderr
+
+
 def test_the_command_carries_what_changes_the_item():
     assert command("specs/a.yaml::c[candidate-cpu-float32]", impl="adagrad=m.py:A") == \
         "python -m conformance replay 'specs/a.yaml::c[candidate-cpu-float32]' --impl adagrad=m.py:A"

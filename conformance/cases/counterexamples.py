@@ -29,8 +29,9 @@ from conformance.backends.base import Backend
 from conformance.backends.reference import GOLDEN_SOURCE
 from conformance.cases.reproduce import encode_example
 from conformance.cases.search import as_failure
-from conformance.cases.trial import DivergenceObserved, Property, Trial, safe_name
+from conformance.cases.trial import DivergenceObserved, Property, Trial
 from conformance.core import tolerances
+from conformance.core.text import failing_example_path, safe_name
 from conformance.core.types import Unsupported
 from conformance.ops import OPS
 from conformance.judging.runner import run_item
@@ -71,12 +72,6 @@ def counterexamples_directory(config) -> Path:
 
 
 # ---------------------------------------------------------------- the failing example itself
-
-
-def failing_example_path(directory: Path, item_name: str) -> Path:
-    """Where a generated item's latest failing example is kept, exactly as the search drew it
-    (pickled: the op's own input objects), for ``conformance replay`` to run first."""
-    return directory / ".failing" / f"{safe_name(item_name)}.pickle"
 
 
 def save_failing_example(directory: Path, item_name: str, example: Any) -> Path:

@@ -15,7 +15,6 @@ when it matches one, the example is recorded as that divergence with its reason
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, cast
 
@@ -251,6 +250,3 @@ def unbound(check: Callable[[Trial, Any], None], **needs: Any) -> Property:
     return Property("", "", "", None, check, **needs)
 
 
-def safe_name(text: str) -> str:
-    """``text`` (a property id, an item's parts) as a file name."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")

@@ -14,6 +14,7 @@ The standard library only (the run's sidecar writes records through ``results/wr
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -46,3 +47,15 @@ def safe_to_show(text: str) -> str:
     """Untrusted ``text`` as it may reach a terminal or a Markdown file: :func:`valid_text`, and each
     control character but newline and tab as ``\\xNN``."""
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", valid_text(text))
+
+
+def safe_name(text: str) -> str:
+    """``text`` (a property id, an item's parts) as a file name."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")
+
+
+def failing_example_path(directory: Path, item_name: str) -> Path:
+    """Where a generated item's latest failing example is kept under a counterexamples folder, exactly
+    as the search drew it (pickled: the op's own input objects), for ``conformance replay`` to run first.
+    Here, torch-free, so that replay's own process finds it without importing torch."""
+    return directory / ".failing" / f"{safe_name(item_name)}.pickle"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import os
 import shlex
 import sys
@@ -116,7 +117,8 @@ class UsageError(Exception):
     pass
 
 
-def declared_op_names() -> set[str] | None:
+@functools.lru_cache(maxsize=1)  # the records' sources, parsed once a process
+def declared_op_names() -> frozenset[str] | None:
     """The op names the records declare, read from their source without importing them (nor
     torch): each module of ``conformance/ops`` that declares ``OP = Op(name="<literal>", ...)`` (or
     ``OptimizerOp(...)``). None when a record does not read so (then only
@@ -139,7 +141,7 @@ def declared_op_names() -> set[str] | None:
             names.add(literal[0])
     except (OSError, SyntaxError, ValueError):
         return None
-    return names or None
+    return frozenset(names) or None
 
 
 def _validate(impls: list[str]) -> list[CandidateTarget]:
@@ -154,7 +156,7 @@ def _validate(impls: list[str]) -> list[CandidateTarget]:
     if declared is None:
         from conformance.ops import OPS  # lazy: the op records import torch (see the module docstring)
 
-        declared = set(OPS)
+        declared = frozenset(OPS)
     for target in targets:
         if target.op not in declared:
             raise UsageError(f"{str(target)!r}: unknown op {target.op!r}; known ops: {', '.join(sorted(declared))}")

@@ -46,8 +46,9 @@ from conformance.core.arguments import seconds
 from conformance.core.record import CANDIDATE
 from conformance.core.target import CandidateTarget
 from conformance.entry_points import supervise
-from conformance.entry_points.check_args import UsageError, _validate, add_import_timeout
+from conformance.entry_points.check_args import UsageError, _validate, add_import_timeout, declared_op_names
 from conformance.entry_points.probe import _probe
+from conformance.core.text import failing_example_path
 from conformance.results.rerun import ItemId, ReplayError, ReplayOptions, parse_item, suite_specs
 
 
@@ -64,13 +65,7 @@ def replay_args(item: ItemId, *, impls: Iterable[str] = (), seed: int | None = N
     if item.generated:
         # the spec files under the specs root are not this item: leave them unread
         command += ["--ignore-glob", str(item.path / "*.yaml"), "--ignore-glob", str(item.path / "*.yml")]
-        from conformance.cases.properties import PROPERTIES  # lazy: it imports torch; cli imports this module
-
-        op = next((prop.op for prop in PROPERTIES if prop.id == item.case), None)
-        if op is None:
-            raise ReplayError(f"{item.text!r}: no generated property {item.case!r}; known: "
-                              f"{', '.join(sorted(prop.id for prop in PROPERTIES))}")
-        command += ["--conformance-op", op]
+        command += ["--conformance-op", property_op(item)]
         if item.device == "xla":
             command.append("--conformance-generated-on-xla")
     if item.backend:
@@ -82,6 +77,25 @@ def replay_args(item: ItemId, *, impls: Iterable[str] = (), seed: int | None = N
     if not benchmark:  # pytest-benchmark would make its storage folder (.benchmarks/) where the user stands
         command += ["-p", "no:benchmark"]
     return command + list(extra)
+
+
+def property_op(item: ItemId) -> str:
+    """The op of a generated item's property. A property's id starts with its op's name and a hyphen
+    (``tests/test_replay.py`` holds every property to it), so the op records' declared names, read from
+    their source, tell it without importing torch: a replay's own process then costs a fraction of a second
+    instead of seconds. An id that no op's name starts is looked up among the properties themselves, whose
+    error names the known ones."""
+    names = declared_op_names() or frozenset()
+    op = max((name for name in names if item.case.startswith(f"{name}-")), key=len, default=None)
+    if op is not None:
+        return op
+    from conformance.cases.properties import PROPERTIES  # lazy: it imports torch; cli imports this module
+
+    op = next((prop.op for prop in PROPERTIES if prop.id == item.case), None)
+    if op is None:
+        raise ReplayError(f"{item.text!r}: no generated property {item.case!r}; known: "
+                          f"{', '.join(sorted(prop.id for prop in PROPERTIES))}")
+    return op
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -193,8 +207,6 @@ def kept_examples(item: ItemId, given: str | None, folders: list[str]) -> Path:
     when it holds one for the item, else the first ``reports/counterexamples`` in a file candidate's folder
     or a folder above it that holds one (the run's directory, for a replay command run from elsewhere),
     else ``./reports/counterexamples``."""
-    from conformance.cases.counterexamples import failing_example_path  # lazy: torch; cli imports this module
-
     if given:
         return Path(given).absolute()
     here = (Path("reports") / "counterexamples").absolute()
@@ -214,8 +226,6 @@ NOT_REPRODUCED = 6  # a generated item's search ran out of time before it could 
 def _judged(item: ItemId, code: int, results: Path, kept: Path) -> int:
     """A generated item's exit status: pytest's, except that a search cut short by its time budget,
     with no saved failing example still failing, is "not reproduced" (6), never a pass."""
-    from conformance.cases.counterexamples import failing_example_path  # lazy: see kept_examples
-
     try:
         records = json.loads(results.read_text(encoding="utf-8"))["records"]
     except Exception:  # noqa: BLE001 - no results (a usage error, an interrupted run): pytest's status says why

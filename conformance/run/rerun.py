@@ -77,8 +77,12 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     kept = [item for item in items if any(_matches(item, w) for w in wanted)]
     missing = [w.text for w in wanted if not any(_matches(item, w) for item in kept)]
     if missing:
+        known = ""
+        if any(w.generated and w.text in missing for w in wanted):  # a mistyped property: name the ones there are
+            properties = sorted({item.name.split("[")[0] for item in items if getattr(item.parent, "name", None) == GENERATED})
+            known = f"; the generated properties collected: {', '.join(properties) or 'none'}"
         raise pytest.UsageError(f"--conformance-item: no item {', '.join(missing)} in this run "
-                                f"(collected {len(items)} item(s) under the given paths and options)")
+                                f"(collected {len(items)} item(s) under the given paths and options{known})")
     config.hook.pytest_deselected(items=[item for item in items if item not in kept])
     items[:] = kept
 

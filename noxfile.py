@@ -99,8 +99,12 @@ class InstallFailed(Exception):
 
 
 def _pip(session: nox.Session, *args: str) -> None:
-    """pip install in the session's venv; raises InstallFailed with pip's last lines."""
-    command = [_venv_python(session), "-m", "pip", "install", "--progress-bar", "off", *args]
+    """pip install in the session's venv; raises InstallFailed with pip's last lines. Without pip's byte
+    compilation (``--no-compile``): the sessions' venvs hold some 32,000 modules (torch, torch_xla, JAX,
+    TensorFlow) of which a run imports a few thousand, and Python compiles those as it first imports
+    them; compiling all of them at install cost about 4 ms of CPU each (some two CPU-minutes in CI, on
+    the cores the tiers run on)."""
+    command = [_venv_python(session), "-m", "pip", "install", "--progress-bar", "off", "--no-compile", *args]
     session.log(" ".join(command[1:]))
     last_lines: collections.deque[str] = collections.deque(maxlen=15)
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as pip:

@@ -27,11 +27,13 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import filelock
 import pytest
 import yaml
 
@@ -140,8 +142,6 @@ def shared_runs(tmp_path_factory) -> Path:
 
 def _normalised(command: str) -> str:
     """A command line as bash reads its words (spacing and a trailing ``# comment`` left out)."""
-    import shlex
-
     try:
         return " ".join(shlex.split(command, comments=True))
     except ValueError:  # not one command's words (a here-document, an open quote): the text as it is
@@ -157,8 +157,6 @@ def _run_once(commands: list[str], index: int, script: str, cwd: Path, timeout: 
     command in the same kind of workspace). A command that later commands of its block follow always runs in
     the block's own workspace, since they may read what it wrote; its run is kept for the others. Under
     pytest-xdist the first worker to take the command's lock runs it; a reader waits for it."""
-    import filelock
-
     key = hashlib.sha256("\n".join(map(_normalised, commands[:index + 1])).encode()).hexdigest()[:20]
     kept, lock = shared / f"{key}.json", filelock.FileLock(str(shared / f"{key}.lock"))
     last = index == len(commands) - 1

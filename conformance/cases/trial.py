@@ -248,5 +248,3 @@ def unbound(check: Callable[[Trial, Any], None], **needs: Any) -> Property:
     """A check as a property of no op yet (a generic check; ``needs``: Property's fields such as
     ``to_cases``, ``skip_backends``, ``skips_oracle``, ``dtypes``, ``observe``)."""
     return Property("", "", "", None, check, **needs)
-
-

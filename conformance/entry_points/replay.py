@@ -45,10 +45,10 @@ from typing import Iterable
 from conformance.core.arguments import seconds
 from conformance.core.record import CANDIDATE
 from conformance.core.target import CandidateTarget
+from conformance.core.text import failing_example_path
 from conformance.entry_points import supervise
 from conformance.entry_points.check_args import UsageError, _validate, add_import_timeout, declared_op_names
 from conformance.entry_points.probe import _probe
-from conformance.core.text import failing_example_path
 from conformance.results.rerun import ItemId, ReplayError, ReplayOptions, parse_item, suite_specs
 
 

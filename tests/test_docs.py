@@ -172,7 +172,7 @@ def _run_once(commands: list[str], index: int, script: str, cwd: Path, timeout: 
                               capture_output=True, text=True, timeout=timeout)
         output = proc.stdout + proc.stderr
         if lock is not None and not kept.is_file():
-            kept.write_text(json.dumps({"returncode": proc.returncode, "output": output, "cwd": str(cwd)}),
+            kept.write_text(json.dumps({"returncode": proc.returncode, "output": output}),
                             encoding="utf-8")
         return proc.returncode, output
     finally:

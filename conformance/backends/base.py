@@ -95,6 +95,12 @@ class Backend:
         workers must order their items alike). Default: none."""
         return False
 
+    def first_run_builds(self, devices: Collection[str], ops: Collection[str] | None) -> str | None:
+        """What this backend's items on ``devices`` of ``ops`` (None: every op) build on a first run in this environment and later runs
+        find cached (said at the run's start, so a slow first run is not a surprise), or None: nothing,
+        or already built. Default: nothing."""
+        return None
+
     def warmed(self) -> None:
         """Wait for the setup :meth:`warm_up` started, if it is still under way: called before an item of
         this backend starts its timer, so that a build is never charged to an item's timeout. Default:

@@ -43,6 +43,7 @@ import os
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -393,6 +394,14 @@ class CompiledBackend(TorchPathBackend):
                 if calls:
                     ctx.record[COUNTS_KEY] = compiles(COMPILER, counts_of(calls, "calls"))
         return run
+
+    def first_run_builds(self, devices, ops) -> str | None:
+        if ops is not None and not set(ops) & set(self.runners):
+            return None
+        folder = Path(inductor_cache())
+        if folder.is_dir() and next(folder.rglob("*.so"), None) is not None:
+            return None
+        return f"Inductor's compiled steps, as their items run (the main job's: 52 C++ kernels on cpu; {folder})"
 
     def run(self, op: str, inputs: Any, ctx: RunContext) -> dict[str, Any]:
         inductor_cache()  # used outside a run too: before its first compile imports torch._dynamo

@@ -126,6 +126,15 @@ class KernelBackend(Backend):
         build_in_background()
         return True
 
+    def first_run_builds(self, devices, ops) -> str | None:
+        if self.impl != "auto" or "cpu" not in devices or (ops is not None and not set(ops) & set(self.runners)):
+            return None
+        try:
+            from conformance.kernels import build_directory, is_built  # lazy, as in warm_up
+        except NotInTorch:
+            return None
+        return None if is_built() else f"the C++ kernels, once (15-20 s of CPU; {build_directory()})"
+
     def warmed(self) -> None:
         if self.impl == "auto":
             try:

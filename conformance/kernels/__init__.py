@@ -12,7 +12,7 @@ a later ``step()`` or by ``check_index_errors()``), and ``capturable=True`` make
 capturable in a CUDA graph; see docs/kernels-gpu.md.
 """
 
-from ._build import (KernelBuildError, build_directory, build_in_background, load_cpu_kernels,
+from ._build import (KernelBuildError, build_directory, build_in_background, is_built, load_cpu_kernels,
                      suite_cache_directory, wait_for_background_build)
 from ._functions import coalesce, masked_mean
 from ._ops import IMPL_ENV_VAR, resolve_impl
@@ -26,6 +26,7 @@ __all__ = [
     "KernelBuildError",
     "build_directory",
     "build_in_background",
+    "is_built",
     "load_cpu_kernels",
     "suite_cache_directory",
     "wait_for_background_build",

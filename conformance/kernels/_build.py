@@ -44,6 +44,11 @@ def build_directory() -> Path:
     return Path(override) / environment_tag(source) if override else suite_cache_directory(source)
 
 
+def is_built() -> bool:
+    """Whether this environment's build folder holds the compiled kernels: a run then only loads them."""
+    return (build_directory() / f"{_EXTENSION_NAME}.so").is_file()
+
+
 def _stable_source(directory: Path) -> Path:
     """The source, copied into its build directory (named by the source's hash) and compiled from
     there: ninja rebuilds whenever the compile command changes, and the command names the source's

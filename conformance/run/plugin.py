@@ -380,6 +380,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 _record_of = outcomes.record_of
 
 
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """What this run builds that later runs in this environment find cached (a first run's extra time,
+    said before it is spent)."""
+    selection = config.stash.get(SELECTION, None)
+    if selection is None or not is_conformance_run(config):
+        return []
+    builds = [text for backend in selection.backends.values()
+              if (text := backend.first_run_builds(selection.devices, selection.ops))]
+    if not builds:
+        return []
+    return [f"conformance first run in this environment: it builds {'; and '.join(builds)}. Later runs load them "
+            "(the main job's first run took 2.2x its second on 2 cores: docs/running.md, \"A fresh machine's first run\")"]
+
+
 def pytest_report_teststatus(report, config):
     record = _record_of(report)
     if record is None:

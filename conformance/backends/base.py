@@ -96,9 +96,9 @@ class Backend:
         return False
 
     def first_run_builds(self, devices: Collection[str], ops: Collection[str] | None) -> str | None:
-        """What this backend's items on ``devices`` of ``ops`` (None: every op) build on a first run in this environment and later runs
-        find cached (said at the run's start, so a slow first run is not a surprise), or None: nothing,
-        or already built. Default: nothing."""
+        """What this backend's items on ``devices`` of ``ops`` (None: every op) build on a first run in
+        this environment and later runs find cached (said at the run's start, so a slow first run is not
+        a surprise), or None: nothing, or already built. Default: nothing."""
         return None
 
     def warmed(self) -> None:

@@ -391,7 +391,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if not builds:
         return []
     return [f"conformance first run in this environment: it builds {'; and '.join(builds)}. Later runs load them "
-            "(the main job's first run took 2.2x its second on 2 cores: docs/running.md, \"A fresh machine's first run\")"]
+            "(what a first run costs: docs/running.md, \"A fresh machine's first run\")"]
 
 
 def pytest_report_teststatus(report, config):

@@ -35,6 +35,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-acceptance", action="store_true", default=False,
                      help="also run the harness's tests marked acceptance: the docs' commands and check at their "
                           "default sizes, the wheel in a venv (with -m acceptance, that tier alone)")
+    parser.addoption("--cpu-seconds", action="store_true", default=False,
+                     help="record each test's CPU seconds (its process's and those of the child processes it "
+                          "waited for, from setup to teardown) as the JUnit XML property cpu_seconds "
+                          "(tests/cpu_census.py sums and ranks them; .ci/run uses it for the slow and acceptance tiers)")
 
 
 TIERS = {"slow": "--run-slow", "acceptance": "--run-acceptance"}  # marker -> the option that runs its tier
@@ -65,6 +69,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=deselected)
         dropped = set(map(id, deselected))
         items[:] = [item for item in items if id(item) not in dropped]
+
+
+_CPU_AT_SETUP = pytest.StashKey[float]()
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its children it waited for (user and system)."""
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.config.getoption("--cpu-seconds", False):
+        item.stash[_CPU_AT_SETUP] = _cpu_seconds()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """With ``--cpu-seconds``: the test's CPU seconds, from its setup to its teardown (a module's fixture counted
+    in its first test, as ``--durations`` does), a property of its teardown report: the JUnit XML has it,
+    from xdist's workers too. pytest's ``--durations`` gives wall time only, and where the cores are shared
+    (CI's 2) the wall time of a test that waits on a timeout says nothing of what it costs the others."""
+    if call.when == "teardown" and _CPU_AT_SETUP in item.stash:
+        item.user_properties.append(("cpu_seconds", f"{_cpu_seconds() - item.stash[_CPU_AT_SETUP]:.2f}"))
+    return (yield)
 
 
 def _default_workers(config: pytest.Config) -> str | int:

@@ -18,7 +18,9 @@ unless ``--run-acceptance`` is given or a ``-m`` expression names ``acceptance``
   python -m pytest --run-slow                        # the full tier: fast and slow (minutes)
   python -m pytest --run-slow -m slow                # the slow tier alone (.ci/run runs it after the fast one)
   python -m pytest --run-acceptance -m acceptance    # the acceptance tier alone (.ci/run runs it last)
-  python -m pytest --run-slow --run-acceptance       # every test"""
+  python -m pytest --run-slow --run-acceptance       # every test
+
+``--cpu-seconds`` puts each test's CPU seconds in the JUnit XML; ``tests/cpu_census.py`` ranks them."""
 
 from __future__ import annotations
 

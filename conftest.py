@@ -40,7 +40,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--cpu-seconds", action="store_true", default=False,
                      help="record each test's CPU seconds (its process's and those of the child processes it "
                           "waited for, from setup to teardown) as the JUnit XML property cpu_seconds "
-                          "(tests/cpu_census.py sums and ranks them; .ci/run uses it for the slow and acceptance tiers)")
+                          "(tests/cpu_census.py sums and ranks them; .ci/run uses it for its three tiers)")
 
 
 TIERS = {"slow": "--run-slow", "acceptance": "--run-acceptance"}  # marker -> the option that runs its tier

@@ -2,12 +2,12 @@
 ``cpu_seconds`` property each test got from a run with ``--cpu-seconds`` (conftest.py) and prints, per file,
 the tests' CPU total and the N tests that cost the most, with their wall time beside it.
 
-CI is CPU-bound on its 2 cores (docs/running.md, "CI time"): a tier's wall time follows what its tests cost
-the cores, not the wall time ``--durations`` ranks them by (a test waiting on a timeout costs the others
-nothing). .ci/run prints this for the slow and acceptance tiers at its end.
+CI is CPU-bound on its 2 cores (docs/running.md, "Where CI's CPU goes"): a tier's wall time follows what its
+tests cost the cores, not the wall time ``--durations`` ranks them by (a test waiting on a timeout costs the
+others nothing). .ci/run prints this for its three tiers after the main job.
 
 Exit status: 0; 1 when a file has no test with the property (the run lacked ``--cpu-seconds``); 2 when a
-file cannot be read as JUnit XML (named)."""
+file cannot be read as JUnit XML (named; the other files are still ranked)."""
 
 from __future__ import annotations
 
@@ -59,11 +59,12 @@ def main(argv: list[str] | None = None) -> int:
             found = costs(path)
         except (OSError, ElementTree.ParseError) as exc:
             print(f"cpu_census: {path}: not readable as JUnit XML: {exc}", file=sys.stderr)
-            return 2
+            status = 2
+            continue
         if not found:
             print(f"cpu_census: {path}: no test has a cpu_seconds property (run pytest with --cpu-seconds)",
                   file=sys.stderr)
-            status = 1
+            status = max(status, 1)
             continue
         print("\n".join(census(path, found, args.top)))
     return status

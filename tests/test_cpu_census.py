@@ -56,8 +56,13 @@ def test_a_run_without_the_option_has_no_property_and_the_census_says_how_to_get
     assert "no test has a cpu_seconds property (run pytest with --cpu-seconds)" in capsys.readouterr().err
 
 
-def test_a_file_that_is_not_junit_xml_is_named(tmp_path: Path, capsys):
-    broken = tmp_path / "tier-slow.xml"
+def test_a_file_that_is_not_junit_xml_is_named_and_the_others_are_still_ranked(tmp_path: Path, capsys):
+    broken, good = tmp_path / "tier-slow.xml", tmp_path / "tier-fast.xml"
     broken.write_text("<testsuites><testcase")
-    assert cpu_census.main([str(broken)]) == 2
-    assert f"cpu_census: {broken}: not readable as JUnit XML" in capsys.readouterr().err
+    good.write_text('<testsuites><testsuite><testcase classname="tests.test_a" name="test_b" time="2.0">'
+                    '<properties><property name="cpu_seconds" value="1.50"/></properties></testcase>'
+                    '</testsuite></testsuites>')
+    assert cpu_census.main([str(broken), str(good)]) == 2
+    captured = capsys.readouterr()
+    assert f"cpu_census: {broken}: not readable as JUnit XML" in captured.err
+    assert f"{good}: 1 tests, 2 CPU-seconds" in captured.out and "tests/test_a.py::test_b" in captured.out
